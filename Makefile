@@ -1,0 +1,42 @@
+# One Makefile that people and CI call. `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: demo test lint fmt bench sysdeps clean docs
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+## Run the demo: agents leave each other messages, a blocked waiter wakes up.
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+## System packages the tests drive for real (chromium for the board page, fswatch for bench).
+sysdeps:
+	@scripts/sysdeps.sh
+
+## Set up and run the whole test suite.
+test: $(STAMP) sysdeps
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+## Benchmarks: prints a table, writes bench/results/latest.json.
+bench: $(STAMP) sysdeps
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) bench/results .pytest_cache .mypy_cache .ruff_cache

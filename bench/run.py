@@ -1,0 +1,62 @@
+"""Run every benchmark module (``bench/b_*.py``), print one table, write JSON.
+
+    python bench/run.py [--only SUBSTRING] [--out bench/results/latest.json]
+
+Figures are measured on this machine in this run; ratios compare mailslot with the seeds'
+mechanisms measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import Result, table  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--only", help="run only modules whose name contains this")
+    ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
+    args = ap.parse_args()
+    rows: list[Result] = []
+    for mod_path in sorted(HERE.glob("b_*.py")):
+        if args.only and args.only not in mod_path.stem:
+            continue
+        spec = importlib.util.spec_from_file_location(mod_path.stem, mod_path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        print(f"# {mod_path.stem} ...", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"mailslot-{mod_path.stem}-") as tmp:
+            try:
+                rows.extend(module.run(Path(tmp)))
+            except Exception as e:  # one broken module must not hide the others' figures
+                rows.append(Result(mod_path.stem, "", note=f"ERROR {type(e).__name__}: {e}",
+                                   ok=False))
+        print(f"#   {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+    print(table(rows))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "cpus": __import__("os").cpu_count()},
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "results": [r.to_json() for r in rows],
+    }, indent=2))
+    print(f"\nwrote {out}", file=sys.stderr)
+    return 1 if any(r.ok is False for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

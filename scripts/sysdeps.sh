@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the system packages the tests and benchmarks use, when missing and when we can
+# (root with apt-get, as on CI). Elsewhere print what is missing; the tests that need a
+# package say so themselves.
+set -euo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v fswatch  >/dev/null 2>&1 || need+=(fswatch)
+command -v git      >/dev/null 2>&1 || need+=(git)
+((${#need[@]})) || exit 0
+if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  echo "sysdeps: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+else
+  echo "sysdeps: missing ${need[*]} (install them for the browser tests and benchmarks)" >&2
+fi

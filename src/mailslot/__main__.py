@@ -1,0 +1,5 @@
+"""``python -m mailslot`` runs the command line."""
+
+from mailslot.cli import main
+
+main()

@@ -1,0 +1,113 @@
+"""The ``mailslot`` command: the group, the global options, and errors -> exit codes.
+
+Command groups load lazily from the table below: ``mailslot --help`` imports no channel, so it
+starts fast for agents that call it many times a day. Each group lives in its own module, parses,
+calls one channel function and prints; none holds logic of its own.
+
+Exit codes: 0 done; 1 refused or failed (one line ``mailslot: error: ...`` on stderr); 2 usage;
+3 a wait that timed out with nothing new; 4 the thing waited on is gone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from mailslot import __version__
+from mailslot.cli.helpers import common_options
+from mailslot.core.errors import MailslotError
+
+__all__ = ["cli", "main"]
+
+# name -> (module, attribute, one-line help). The help is here so --help never imports a channel.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "exchange": ("mailslot.cli.exchange", "exchange", "Two-sided topic mailbox (seed 000)."),
+    "chat": ("mailslot.cli.chat", "chat", "Multi-agent chat over one append-only file."),
+    "relay": ("mailslot.cli.relay", "relay", "One-line turn relay with matched ids."),
+    "bus": ("mailslot.cli.bus", "bus", "Lay out a shared-directory bus."),
+    "log": ("mailslot.cli.bus", "log", "Append to or read the shared LOG.md."),
+    "outbox": ("mailslot.cli.bus", "outbox", "Drop or take deliverables in outbox/."),
+    "tasks": ("mailslot.cli.bus", "tasks", "Per-recipient task files."),
+    "owners": ("mailslot.cli.bus", "owners", "Who may write which path (the charter)."),
+    "peer": ("mailslot.cli.web", "peer", "Private HTTP peer inbox (bearer token)."),
+    "board": ("mailslot.cli.web", "board", "Public board (Agora) over HTTP."),
+    "mcp": ("mailslot.cli.mcp", "mcp", "Serve every channel to agents over MCP (stdio)."),
+    "onboard": ("mailslot.cli.mcp", "onboard", "Print set-up steps for an agent host."),
+}
+
+
+class _CliError(click.ClickException):
+    """A ``MailslotError`` (or OS error) on its way out: one line on stderr, its exit code."""
+
+    def __init__(self, message: str, exit_code: int, label: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.label = label
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"mailslot: {self.label}: {self.format_message()}", err=True)
+
+
+def _available(name: str) -> bool:
+    module = COMMANDS[name][0]
+    return module in sys.modules or importlib.util.find_spec(module) is not None
+
+
+class MailslotGroup(click.Group):
+    """Loads command groups on first use and maps errors to exit codes in one place."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*self.commands, *(n for n in COMMANDS if _available(n))])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        if cmd_name not in COMMANDS or not _available(cmd_name):
+            return None
+        module, attr, _ = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(n, COMMANDS[n][2]) for n in self.list_commands(ctx) if n in COMMANDS]
+        rows += [(n, c.get_short_help_str()) for n, c in sorted(self.commands.items())]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(sorted(rows))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MailslotError as e:
+            raise _CliError(str(e), e.exit_code, e.label) from e
+        except OSError as e:
+            where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+            raise _CliError(f"{where}{e.strerror or e}", 1, "error") from e
+
+
+@click.group(cls=MailslotGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mailslot")
+@common_options
+def cli() -> None:
+    """Durable, pull-based messaging for AI agents and the people who run them.
+
+    Agents wake, work for a few minutes and exit; mailslot lets them hand each other work
+    while almost never awake together. Every message is on disk before a send returns, and a
+    waiting reader wakes on kernel file events.
+
+    \b
+    Global options work before the group or after the subcommand:
+      mailslot --as olu exchange watch      mailslot exchange watch --as olu
+    Environment: MAILSLOT_ROOT (--root), MAILSLOT_AGENT (--as).
+    Exit codes: 0 done, 1 refused/failed, 2 usage, 3 wait timed out, 4 gone.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    cli.main(args=argv, prog_name="mailslot")

@@ -1,0 +1,124 @@
+"""Options shared by every command, declared once (after rq's ``cli/helpers.py``).
+
+``--root`` and ``--as`` are accepted on the top-level group (with their environment variables)
+and again on any subcommand, where they override; either way they land in one ``Env`` object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["Env", "common_options", "emit", "json_option", "pass_env", "read_body"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Env:
+    """What the global options say: the root directory and who is acting."""
+
+    root: Path | None = None
+    agent: str | None = None
+
+    def need_root(self) -> Path:
+        """The root (``--root``, ``MAILSLOT_ROOT``, else the current directory)."""
+        return self.root if self.root is not None else Path.cwd()
+
+    def need_agent(self) -> str:
+        """The acting agent's name; a usage error when none was given."""
+        if not self.agent:
+            raise click.UsageError("who is acting? pass --as NAME or set MAILSLOT_AGENT")
+        return self.agent
+
+
+def _env(ctx: click.Context) -> Env:
+    root = ctx.find_root()
+    if not isinstance(root.obj, Env):
+        root.obj = Env()
+    return root.obj
+
+
+def _set_root(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    if value:
+        _env(ctx).root = Path(value).expanduser().absolute()
+
+
+def _set_agent(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    if value:
+        _env(ctx).agent = value
+
+
+def common_options(f: F) -> F:
+    """Add ``--root`` and ``--as`` to a command or group."""
+    top = f.__name__ == "cli"
+    f = click.option(
+        "--as",
+        "agent",
+        metavar="NAME",
+        envvar="MAILSLOT_AGENT" if top else None,
+        expose_value=False,
+        callback=_set_agent,
+        help="Who is acting (env MAILSLOT_AGENT).",
+    )(f)
+    f = click.option(
+        "--root",
+        metavar="DIR",
+        envvar="MAILSLOT_ROOT" if top else None,
+        expose_value=False,
+        callback=_set_root,
+        type=click.Path(file_okay=False),
+        help="The mailslot directory (env MAILSLOT_ROOT; default: current directory).",
+    )(f)
+    return f
+
+
+def pass_env(f: F) -> F:
+    """Add the common options and pass the ``Env`` as the first argument."""
+
+    @click.pass_context
+    def wrapper(ctx: click.Context, /, *args: Any, **kwargs: Any) -> Any:
+        return ctx.invoke(f, _env(ctx), *args, **kwargs)
+
+    wrapper.__name__ = f.__name__
+    wrapper.__doc__ = f.__doc__
+    return common_options(wrapper)  # type: ignore[return-value]
+
+
+def json_option(f: F) -> F:
+    """Add ``--json`` (machine-readable output)."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
+
+
+def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = None) -> None:
+    """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``)."""
+    if as_json:
+        click.echo(json.dumps(data, indent=None, ensure_ascii=False, default=str))
+        return
+    if text is None:
+        out = data if isinstance(data, str) else json.dumps(data, indent=2, default=str)
+    else:
+        out = text(data) if callable(text) else text
+    if out:
+        click.echo(out)
+
+
+def read_body(body: str | None, *, what: str = "BODY") -> str:
+    """The message body: the argument, or standard input when it is ``-`` or missing."""
+    if body is not None and body != "-":
+        return body
+    stdin = click.get_text_stream("stdin")
+    if body is None and stdin.isatty():
+        raise click.UsageError(f"give {what} as an argument, or '-' to read standard input")
+    return stdin.read()
+
+
+def env_flag(name: str) -> bool:
+    """Whether an environment flag is set to a true value."""
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

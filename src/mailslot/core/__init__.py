@@ -1,0 +1,7 @@
+"""mailslot.core: the one place that touches the disk for every channel.
+
+It imports nothing from the rest of mailslot. Channels build on these pieces:
+names (what may become a path), clock (the one ``now()``), formats (frontmatter, YAML, JSON),
+fsio (atomic and numbered create, locked append), cursor (reader positions in the reader's own
+state dir), wait (kernel file events, armed before the check), limits, errors.
+"""

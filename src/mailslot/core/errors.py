@@ -1,0 +1,115 @@
+"""The one exception tree of mailslot.
+
+Every failure a user can cause or meet is a ``MailslotError``; faces map it to an exit code or an
+HTTP status in one place, using ``exit_code``. Errors carry fields (path, field, limit) so a
+script can act on them without parsing the message::
+
+    MailslotError                      exit 1
+    +-- InvalidName                    a name, slug or topic outside its rule
+    +-- LimitExceeded                  a size, word, line or rate bound (never truncated)
+    +-- FormatError                    a file or payload that does not parse; names path + field
+    +-- NotFound                       a topic, file, peer or item that is not there
+    +-- Conflict                       a rule that forbids the write (exists, owned, not allowed)
+    +-- LockBusy                       a lock held by someone else when waiting is not wanted
+    +-- Unresolved                     a check that cannot be decided (fail safe: nothing done)
+    +-- WaitTimeout                    exit 3: a wait ended with nothing new
+    +-- Gone                           exit 4: the thing waited on was removed
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "Conflict",
+    "FormatError",
+    "Gone",
+    "InvalidName",
+    "LimitExceeded",
+    "LockBusy",
+    "MailslotError",
+    "NotFound",
+    "Unresolved",
+    "WaitTimeout",
+]
+
+
+class MailslotError(Exception):
+    """Base of every error mailslot raises on purpose."""
+
+    exit_code: int = 1
+    label: str = "error"
+
+    def __init__(self, message: str, *, path: Path | str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = Path(path) if path is not None else None
+
+    def __str__(self) -> str:
+        if self.path is not None and str(self.path) not in self.message:
+            return f"{self.path}: {self.message}"
+        return self.message
+
+
+class InvalidName(MailslotError):
+    """A name that breaks its rule; ``kind`` says which rule (agent, slug, topic, ...)."""
+
+    def __init__(self, kind: str, value: str, rule: str) -> None:
+        super().__init__(f"invalid {kind} {value!r}: {rule}")
+        self.kind = kind
+        self.value = value
+        self.rule = rule
+
+
+class LimitExceeded(MailslotError):
+    """A bound that a value exceeds; refused whole, never truncated."""
+
+    def __init__(self, what: str, limit: int, actual: int, unit: str = "") -> None:
+        unit_s = f" {unit}" if unit else ""
+        super().__init__(f"{what} is {actual}{unit_s}; the limit is {limit}{unit_s}")
+        self.what = what
+        self.limit = limit
+        self.actual = actual
+        self.unit = unit
+
+
+class FormatError(MailslotError):
+    """Content that does not parse; ``field`` names the offending field when there is one."""
+
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, field: str | None = None
+    ) -> None:
+        if field is not None:
+            message = f"field {field!r}: {message}"
+        super().__init__(message, path=path)
+        self.field = field
+
+
+class NotFound(MailslotError):
+    """Something named that does not exist."""
+
+
+class Conflict(MailslotError):
+    """A write that a rule forbids (the file exists, the path is owned, the state disallows it)."""
+
+
+class LockBusy(MailslotError):
+    """A lock someone else holds."""
+
+
+class Unresolved(MailslotError):
+    """A comparison that cannot be decided; the caller takes the safe direction."""
+
+
+class WaitTimeout(MailslotError):
+    """A wait that ended at its deadline with nothing new."""
+
+    exit_code = 3
+    label = "timeout"
+
+
+class Gone(MailslotError):
+    """The thing being waited on was removed (a deleted chat file ends a conversation)."""
+
+    exit_code = 4
+    label = "gone"

@@ -1,0 +1,148 @@
+"""Frontmatter documents: ``---`` / YAML mapping / ``---`` / body.
+
+The parser is strict where strictness prevents a wrong reading and lenient where people differ
+harmlessly. Accepted: CRLF line ends, a UTF-8 BOM, trailing spaces on the fences, quoted or bare
+scalars, ``Z`` or ``+00:00`` (times stay strings here; ``clock.parse_time`` reads them). Refused,
+with an error naming the file and, where there is one, the field: a missing or unclosed fence, YAML
+that is not a mapping, a key given twice (which value did the writer mean?), non-string keys.
+
+The writer emits one ``key: value`` line per field in the given order, quoting whatever YAML would
+otherwise read back as something else, so ``parse(dump(meta, body)) == (meta, body)``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mailslot.core.errors import FormatError
+
+__all__ = ["dump_frontmatter", "dump_yaml", "load_json", "load_yaml", "parse_frontmatter"]
+
+FENCE = "---"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that keeps times as strings and refuses duplicate keys."""
+
+
+# Times are parsed by clock.parse_time so there is one rule for them, not YAML's.
+_StrictLoader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears more than once", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _normalise(text: str | bytes, path: Path | str | None) -> str:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.replace("\r\n", "\n")
+
+
+def load_yaml(text: str | bytes, *, path: Path | str | None = None) -> dict[str, Any]:
+    """Parse a YAML mapping strictly (no duplicate keys, string keys); raise ``FormatError``."""
+    text = _normalise(text, path)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise FormatError(f"invalid YAML{where}: {problem}", path=path) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise FormatError(f"expected a YAML mapping, got {type(data).__name__}", path=path)
+    for key in data:
+        if not isinstance(key, str):
+            raise FormatError(f"keys must be strings, got {key!r}", path=path)
+    return data
+
+
+def parse_frontmatter(
+    text: str | bytes, *, path: Path | str | None = None
+) -> tuple[dict[str, Any], str]:
+    """Split a frontmatter document into ``(fields, body)``; raise ``FormatError``."""
+    text = _normalise(text, path)
+    lines = text.split("\n")
+    if not lines or lines[0].rstrip() != FENCE:
+        raise FormatError("does not start with a '---' frontmatter fence", path=path)
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() == FENCE:
+            meta = load_yaml("\n".join(lines[1:i]), path=path)
+            return meta, "\n".join(lines[i + 1 :])
+    raise FormatError("frontmatter is not closed by a '---' line", path=path)
+
+
+def _dump_value(value: Any) -> str:
+    out = yaml.safe_dump(
+        value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1 << 30
+    )
+    out = out.removesuffix("\n").removesuffix("\n...")
+    # YAML reads some characters (NEL, LS, PS) as line breaks even inside quotes; when the
+    # readable form would not read back identically, write JSON, which YAML reads exactly.
+    if "\n" in out or load_yaml(f"v: {out}").get("v") != value:
+        out = _json_for_yaml(value)
+    return out
+
+
+def _yaml_printable(ch: str) -> bool:
+    c = ord(ch)
+    return (
+        0x20 <= c <= 0x7E
+        or 0xA0 <= c <= 0xD7FF
+        or 0xE000 <= c <= 0xFFFD
+        or 0x10000 <= c <= 0x10FFFF
+    ) and ch not in "\u2028\u2029"
+
+
+def _json_for_yaml(value: Any) -> str:
+    """JSON whose strings YAML reads back exactly: non-printables escaped, astral kept whole."""
+    text = json.dumps(value, ensure_ascii=False)
+    return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in text)
+
+
+def dump_yaml(fields: dict[str, Any]) -> str:
+    """One ``key: value`` line per field, in order; values quoted where YAML would misread."""
+    lines = []
+    for key, value in fields.items():
+        if not isinstance(key, str) or not key:
+            raise FormatError(f"cannot write key {key!r}")
+        lines.append(f"{_dump_value(key)}: {_dump_value(value)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def dump_frontmatter(fields: dict[str, Any], body: str) -> str:
+    """A frontmatter document that ``parse_frontmatter`` reads back as ``(fields, body)``."""
+    return f"{FENCE}\n{dump_yaml(fields)}{FENCE}\n{body}"
+
+
+def load_json(text: str | bytes, *, path: Path | str | None = None) -> Any:
+    """Parse JSON; raise ``FormatError`` naming the file and position."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise FormatError(f"invalid JSON: {e}", path=path) from None

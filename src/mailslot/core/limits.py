@@ -1,0 +1,44 @@
+"""Bounds checked before a write: refused with ``LimitExceeded``, never truncated."""
+
+from __future__ import annotations
+
+from mailslot.core.errors import LimitExceeded
+
+__all__ = ["check_bytes", "check_chars", "check_lines", "check_one_line", "check_words"]
+
+
+def check_bytes(what: str, data: str | bytes, limit: int) -> None:
+    """Refuse ``data`` longer than ``limit`` bytes (UTF-8)."""
+    n = len(data.encode() if isinstance(data, str) else data)
+    if n > limit:
+        raise LimitExceeded(what, limit, n, "bytes")
+
+
+def check_chars(what: str, text: str, minimum: int, maximum: int) -> None:
+    """Refuse ``text`` outside ``minimum..maximum`` characters."""
+    n = len(text)
+    if n < minimum:
+        raise LimitExceeded(f"{what} (minimum {minimum})", minimum, n, "characters")
+    if n > maximum:
+        raise LimitExceeded(what, maximum, n, "characters")
+
+
+def check_words(what: str, text: str, limit: int) -> None:
+    """Refuse ``text`` of more than ``limit`` whitespace-separated words."""
+    n = len(text.split())
+    if n > limit:
+        raise LimitExceeded(what, limit, n, "words")
+
+
+def check_lines(what: str, text: str, limit: int) -> None:
+    """Refuse ``text`` of more than ``limit`` physical lines (any of \\n, \\r, \\u2028 ...)."""
+    n = len(text.splitlines()) or 1
+    if n > limit:
+        raise LimitExceeded(what, limit, n, "lines")
+
+
+def check_one_line(what: str, text: str) -> None:
+    """Refuse ``text`` that would not stay one physical line once written."""
+    # splitlines knows every separator a reader might honour (\r, \x0b, \x1c, \u2028 ...).
+    if len(text.splitlines()) > 1 or text.endswith(("\n", "\r")):
+        raise LimitExceeded(what, 1, max(2, len(text.splitlines())), "lines")

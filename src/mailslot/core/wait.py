@@ -1,0 +1,284 @@
+"""Block until a file or directory changes, on the kernel's file events.
+
+Arm before check: a ``Watch`` is armed when a path is added, so the pattern ::
+
+    with Watch([inbox]) as w:
+        while not (found := check()):
+            w.wait(timeout)
+
+cannot miss a write that lands between ``check()`` and ``wait()``: the event is already queued.
+``wait_until`` is that loop with a deadline, re-adding paths each round (a new subdirectory is
+watched before the check that could find its contents).
+
+Backends: inotify on Linux, kqueue on BSD/macOS, polling only as a fallback (no kernel support,
+or the inotify watch limit reached). Events are hints: callers always re-check the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+from mailslot.core.errors import WaitTimeout
+
+__all__ = ["POLL_INTERVAL", "Watch", "wait_for_change", "wait_until"]
+
+log = logging.getLogger(__name__)
+
+# Fallback polling period: a tenth of a blink, cheap for a handful of stats.
+POLL_INTERVAL = 0.05
+
+T = TypeVar("T")
+
+
+def _existing(path: Path) -> Path:
+    """``path`` if it exists, else its nearest existing parent (watching that sees it appear)."""
+    p = path
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    return p
+
+
+class _Backend:
+    def add(self, path: Path) -> bool:
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _Inotify(_Backend):
+    def __init__(self) -> None:
+        from inotify_simple import INotify, flags
+
+        self._ino = INotify()
+        self._mask = (
+            flags.CREATE
+            | flags.MOVED_TO
+            | flags.MOVED_FROM
+            | flags.DELETE
+            | flags.MODIFY
+            | flags.CLOSE_WRITE
+            | flags.ATTRIB
+            | flags.DELETE_SELF
+            | flags.MOVE_SELF
+        )
+        self._ignored = flags.IGNORED
+        self._wd: dict[int, Path] = {}
+        self._poller = select.poll()
+        self._poller.register(self._ino.fileno(), select.POLLIN)
+
+    def add(self, path: Path) -> bool:
+        try:
+            wd = self._ino.add_watch(str(path), self._mask)
+        except OSError as e:
+            log.debug("inotify cannot watch %s: %s", path, e)
+            return False
+        self._wd[wd] = path
+        return True
+
+    def wait(self, timeout: float | None) -> bool:
+        ms = None if timeout is None else max(0, int(timeout * 1000))
+        if not self._poller.poll(ms):
+            return False
+        for event in self._ino.read(timeout=0):
+            if event.mask & self._ignored:
+                self._wd.pop(event.wd, None)
+        return True
+
+    def close(self) -> None:
+        self._ino.close()
+
+
+class _Kqueue(_Backend):
+    def __init__(self) -> None:
+        self._kq = select.kqueue()
+        self._fds: list[int] = []
+
+    def add(self, path: Path) -> bool:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return False
+        self._fds.append(fd)
+        fflags = (
+            select.KQ_NOTE_WRITE
+            | select.KQ_NOTE_EXTEND
+            | select.KQ_NOTE_DELETE
+            | select.KQ_NOTE_RENAME
+            | select.KQ_NOTE_ATTRIB
+            | select.KQ_NOTE_LINK
+        )
+        ev = select.kevent(
+            fd,
+            filter=select.KQ_FILTER_VNODE,
+            flags=select.KQ_EV_ADD | select.KQ_EV_CLEAR,
+            fflags=fflags,
+        )
+        self._kq.control([ev], 0, 0)
+        return True
+
+    def wait(self, timeout: float | None) -> bool:
+        return bool(self._kq.control(None, 64, timeout))
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._kq.close()
+
+
+class _Poll(_Backend):
+    """Stat signatures compared every ``POLL_INTERVAL``; the fallback, never the default."""
+
+    def __init__(self) -> None:
+        self._paths: list[Path] = []
+        self._last: object = None
+
+    def _signature(self) -> object:
+        sig = []
+        for p in self._paths:
+            try:
+                st = p.stat()
+                sig.append((str(p), st.st_ino, st.st_size, st.st_mtime_ns))
+                if p.is_dir():
+                    sig.append(tuple(sorted(os.listdir(p))))
+            except OSError:
+                sig.append((str(p), None))
+        return tuple(sig)
+
+    def add(self, path: Path) -> bool:
+        self._paths.append(path)
+        self._last = self._signature()
+        return True
+
+    def wait(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            sig = self._signature()
+            if sig != self._last:
+                self._last = sig
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            left = POLL_INTERVAL if deadline is None else deadline - time.monotonic()
+            time.sleep(max(0.0, min(POLL_INTERVAL, left)))
+
+
+def _kernel_backend() -> _Backend | None:
+    if sys.platform.startswith("linux"):
+        try:
+            return _Inotify()
+        except (ImportError, OSError) as e:
+            log.warning("inotify unavailable (%s); falling back to polling", e)
+            return None
+    if hasattr(select, "kqueue"):
+        return _Kqueue()
+    return None
+
+
+class Watch:
+    """A set of armed watches; ``wait`` returns when any watched path may have changed."""
+
+    def __init__(self, paths: Iterable[Path] = (), *, force_poll: bool = False) -> None:
+        self._kernel = None if force_poll else _kernel_backend()
+        self._poll: _Poll | None = None
+        self._added: set[Path] = set()
+        for p in paths:
+            self.add(p)
+
+    @property
+    def polling(self) -> bool:
+        """Whether any path is watched by polling (no kernel events for it)."""
+        return self._poll is not None
+
+    def add(self, path: Path | str) -> None:
+        """Arm a watch on ``path`` (or its nearest existing parent); idempotent."""
+        target = _existing(Path(path))
+        if target in self._added:
+            return
+        self._added.add(target)
+        if self._kernel is not None and self._kernel.add(target):
+            return
+        if self._poll is None:
+            self._poll = _Poll()
+        self._poll.add(target)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until an event or ``timeout`` seconds; ``True`` if something may have changed."""
+        if self._poll is None:
+            return self._kernel.wait(timeout) if self._kernel is not None else False
+        if self._kernel is None:
+            return self._poll.wait(timeout)
+        # Mixed: kernel events for most paths, polling for the rest.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = POLL_INTERVAL
+            if deadline is not None:
+                step = min(step, max(0.0, deadline - time.monotonic()))
+            if self._kernel.wait(step) or self._poll.wait(0):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def close(self) -> None:
+        """Release the kernel resources."""
+        if self._kernel is not None:
+            self._kernel.close()
+            self._kernel = None
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def wait_for_change(paths: Iterable[Path], timeout: float | None) -> bool:
+    """Arm watches on ``paths`` and block until one changes; ``False`` on timeout.
+
+    Only safe when the caller has nothing to check first; otherwise use ``Watch`` or
+    ``wait_until`` so the check happens after arming.
+    """
+    with Watch(paths) as w:
+        return w.wait(timeout)
+
+
+def wait_until(
+    check: Callable[[], T | None],
+    paths: Iterable[Path] | Callable[[], Iterable[Path]],
+    timeout: float | None,
+    *,
+    what: str = "change",
+) -> T:
+    """Return ``check()``'s first non-``None`` result, blocking on file events between checks.
+
+    Each round arms watches on ``paths`` (called again if it is a function) *before* calling
+    ``check``. Raises ``WaitTimeout`` when ``timeout`` seconds pass with nothing found.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with Watch() as w:
+        while True:
+            for p in paths() if callable(paths) else paths:
+                w.add(p)
+            result = check()
+            if result is not None:
+                return result
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimeout(f"no {what} within {timeout:g}s")
+            w.wait(left)

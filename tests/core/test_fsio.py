@@ -1,0 +1,221 @@
+"""Store primitives, including real processes racing and a writer killed mid-write."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from mailslot.core.errors import Conflict, LockBusy, NotFound
+from mailslot.core.fsio import (
+    atomic_create,
+    atomic_write,
+    file_lock,
+    highest_number,
+    locked_append,
+    numbered_create,
+    read_from,
+    sweep_temps,
+)
+
+
+def visible(directory: Path) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if not n.startswith("."))
+
+
+def test_atomic_create_writes_and_never_overwrites(tmp_path: Path) -> None:
+    p = atomic_create(tmp_path / "a.md", "one")
+    assert p.read_text() == "one"
+    with pytest.raises(Conflict, match="never overwrites"):
+        atomic_create(tmp_path / "a.md", "two")
+    assert p.read_text() == "one"
+    assert os.listdir(tmp_path) == ["a.md"]  # no temp left behind
+
+
+def test_atomic_write_replaces(tmp_path: Path) -> None:
+    atomic_write(tmp_path / "STATE.md", "status: open\n")
+    atomic_write(tmp_path / "STATE.md", "status: done\n")
+    assert (tmp_path / "STATE.md").read_text() == "status: done\n"
+    assert os.listdir(tmp_path) == ["STATE.md"]
+
+
+def test_numbered_create_spans_siblings(tmp_path: Path) -> None:
+    mine, theirs = tmp_path / "to-olu" / "t", tmp_path / "to-claude" / "t"
+    mine.mkdir(parents=True)
+    theirs.mkdir(parents=True)
+    (theirs / "0007-olu.md").write_text("x")
+    n, p = numbered_create(mine, "claude.md", "hi", siblings=[theirs])
+    assert (n, p.name) == (8, "0008-claude.md")
+    assert highest_number([mine, theirs]) == 8
+
+
+def test_numbered_create_skips_a_name_taken_without_the_lock(tmp_path: Path) -> None:
+    (tmp_path / "0001-x.md").write_text("hand-written")
+    # Someone raced us to 0002 without the lock: we must move on, not overwrite.
+    real_highest = highest_number
+
+    def stale(dirs: object, width: int = 4) -> int:
+        (tmp_path / "0002-x.md").write_text("raced") if not (tmp_path / "0002-x.md").exists() \
+            else None
+        return real_highest([tmp_path], width) - 1
+
+    import mailslot.core.fsio as fsio
+
+    fsio.highest_number = stale  # type: ignore[assignment]
+    try:
+        n, p = numbered_create(tmp_path, "x.md", "mine")
+    finally:
+        fsio.highest_number = real_highest
+    assert n == 3 and p.read_text() == "mine"
+    assert (tmp_path / "0002-x.md").read_text() == "raced"
+
+
+def _claim(args: tuple[str, str, str, int]) -> list[str]:
+    target, sibling, suffix, count = args
+    out = []
+    for i in range(count):
+        _, p = numbered_create(
+            Path(target), suffix, f"{suffix} {i}", siblings=[Path(sibling)],
+            lock=Path(target).parent.parent / "send.lock",
+        )
+        out.append(p.name)
+    return out
+
+
+@pytest.mark.slow
+def test_many_processes_race_for_numbers(tmp_path: Path) -> None:
+    a, b = tmp_path / "to-olu" / "t", tmp_path / "to-claude" / "t"
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    jobs = []
+    for w in range(10):
+        target, sibling = (a, b) if w % 2 else (b, a)
+        jobs.append((str(target), str(sibling), f"w{w}.md", 25))
+    with mp.get_context("spawn").Pool(10) as pool:
+        results = pool.map(_claim, jobs)
+    names = [n for r in results for n in r]
+    numbers = [int(n[:4]) for n in visible(a) + visible(b)]
+    assert len(names) == 250
+    assert sorted(numbers) == list(range(1, 251)), "numbers unique across both sides, no gaps"
+    for d in (a, b):  # every file holds exactly what its writer wrote
+        for name in visible(d):
+            suffix = name[5:]
+            assert (d / name).read_text().startswith(suffix)
+
+
+def _append(args: tuple[str, int, int]) -> None:
+    path, writer, count = args
+    for i in range(count):
+        record = f"<{writer}:{i}:" + ("x" * (i * 37 % 5000)) + f":{writer}:{i}>\n"
+        locked_append(Path(path), record)
+
+
+@pytest.mark.slow
+def test_concurrent_appenders_never_tear_a_record(tmp_path: Path) -> None:
+    log = tmp_path / "LOG.md"
+    with mp.get_context("spawn").Pool(8) as pool:
+        pool.map(_append, [(str(log), w, 200) for w in range(8)])
+    lines = read_from(log).decode().splitlines()
+    assert len(lines) == 1600
+    for line in lines:
+        head, _, tail = line[1:-1].partition(":")
+        w, i = head, tail.split(":")[0]
+        assert line.endswith(f":{w}:{i}>"), f"torn record: {line[:40]}..."
+    assert len(set(lines)) == 1600
+
+
+def test_locked_append_returns_offsets(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    assert locked_append(log, "ab\n") == 0
+    assert locked_append(log, "cd\n", fsync=True) == 3
+    assert read_from(log, 3) == b"cd\n"
+    with pytest.raises(NotFound):
+        read_from(tmp_path / "missing")
+
+
+def test_failed_append_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "log"
+    locked_append(log, "first\n")
+    real_write = os.write
+    calls = {"n": 0}
+
+    def half_then_fail(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_fail)
+    with pytest.raises(OSError):
+        locked_append(log, "second record\n")
+    monkeypatch.undo()
+    assert log.read_text() == "first\n"
+
+
+def test_lock_nonblocking_reports_busy(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    with file_lock(lock), pytest.raises(LockBusy), file_lock(lock, blocking=False):
+        pass
+    with file_lock(lock, blocking=False):
+        pass
+
+
+def test_read_only_lock_file_still_locks(tmp_path: Path) -> None:
+    lock = tmp_path / "send.lock"
+    lock.touch()
+    lock.chmod(0o444)
+    with file_lock(lock):
+        assert lock.exists()
+
+
+KILL_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    import mailslot.core.fsio as fsio
+    marker = Path(sys.argv[2])
+    real_write = os.write
+    def slow_write(fd, data):
+        n = real_write(fd, bytes(data[: len(data) // 2]))
+        marker.touch()
+        time.sleep(60)
+        return n
+    os.write = slow_write
+    if sys.argv[3] == "create":
+        fsio.atomic_create(Path(sys.argv[1]) / "0001-claude.md", "x" * 100000)
+    else:
+        fsio.numbered_create(Path(sys.argv[1]), "claude.md", "x" * 100000)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["create", "numbered"])
+def test_kill_9_mid_write_leaves_nothing_visible(tmp_path: Path, how: str) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    marker = tmp_path / "marker"
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_CHILD, str(inbox), str(marker), how]
+    )
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "child never reached the write"
+        time.sleep(0.01)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert visible(inbox) == [], "a killed writer must leave no visible file"
+    leftovers = os.listdir(inbox)
+    assert len(leftovers) == 1 and leftovers[0].startswith(".")
+    old = time.time() - 7200
+    os.utime(inbox / leftovers[0], (old, old))
+    assert len(sweep_temps(inbox)) == 1 and os.listdir(inbox) == []
+    # The next writer is not disturbed by the leftover.
+    n, p = numbered_create(inbox, "claude.md", "ok")
+    assert n == 1 and p.read_text() == "ok"

@@ -1,0 +1,38 @@
+import pytest
+
+from mailslot.core.errors import InvalidName
+from mailslot.core.names import split_topic, validate_agent, validate_slug, validate_topic
+
+
+@pytest.mark.parametrize("name", ["claude", "olu", "a", "kiran-48291", "w1", "a_b", "x" * 40])
+def test_valid_agent_names(name: str) -> None:
+    assert validate_agent(name) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["", "Claude", "-x", "_x", "a/b", "..", "a..b/", "a\nb", "a\x00b", "x" * 41, "é"]
+)
+def test_invalid_agent_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidName) as e:
+        validate_agent(name)
+    assert e.value.kind == "agent name"
+
+
+@pytest.mark.parametrize("slug", ["gate-bug", "a", "x" * 64, "0day"])
+def test_valid_slugs(slug: str) -> None:
+    assert validate_slug(slug) == slug
+
+
+@pytest.mark.parametrize("slug", ["", "Gate", "-a", "a_b", "a/b", "..", "x" * 65, "a b"])
+def test_invalid_slugs(slug: str) -> None:
+    with pytest.raises(InvalidName):
+        validate_slug(slug)
+
+
+def test_topic_has_a_real_date() -> None:
+    assert split_topic("2026-11-29-gate-bug") == ("2026-11-29", "gate-bug")
+    with pytest.raises(InvalidName, match="calendar"):
+        validate_topic("2026-02-30-x")
+    for bad in ["gate-bug", "2026-11-29", "2026-11-29-", "2026-11-29-../x", "26-11-29-x"]:
+        with pytest.raises(InvalidName):
+            validate_topic(bad)

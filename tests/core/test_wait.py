@@ -1,0 +1,102 @@
+"""Waiting on file events: armed before the check, across real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mailslot.core.errors import WaitTimeout
+from mailslot.core.fsio import atomic_create, locked_append
+from mailslot.core.wait import Watch, wait_for_change, wait_until
+
+
+@pytest.mark.parametrize("force_poll", [False, True])
+def test_write_between_check_and_wait_is_not_missed(tmp_path: Path, force_poll: bool) -> None:
+    with Watch([tmp_path], force_poll=force_poll) as w:
+        assert not any(tmp_path.iterdir())  # the check: nothing yet
+        atomic_create(tmp_path / "0001-x.md", "x")  # lands in the gap
+        assert w.wait(5.0), "the event queued before wait() must wake it"
+
+
+def test_kernel_backend_is_used_on_linux(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    with Watch([tmp_path]) as w:
+        assert not w.polling
+
+
+def test_timeout_returns_false(tmp_path: Path) -> None:
+    assert wait_for_change([tmp_path], 0.05) is False
+
+
+def test_missing_path_watches_parent_and_sees_it_appear(tmp_path: Path) -> None:
+    target = tmp_path / "chat.txt"
+    with Watch([target]) as w:
+        target.write_text("x")
+        assert w.wait(5.0)
+
+
+def test_wait_until_follows_new_subdirectories(tmp_path: Path) -> None:
+    inbox = tmp_path / "to-claude"
+    inbox.mkdir()
+
+    def paths() -> list[Path]:
+        return [inbox, *[p for p in inbox.iterdir() if p.is_dir()]]
+
+    def check() -> Path | None:
+        found = sorted(inbox.glob("*/0*.md"))
+        return found[0] if found else None
+
+    def writer() -> None:
+        time.sleep(0.05)
+        (inbox / "2026-11-29-new").mkdir()
+        time.sleep(0.05)
+        atomic_create(inbox / "2026-11-29-new" / "0001-olu.md", "hi")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    got = wait_until(check, paths, 10.0)
+    t.join()
+    assert got.name == "0001-olu.md"
+
+
+def test_wait_until_times_out(tmp_path: Path) -> None:
+    with pytest.raises(WaitTimeout, match="within 0.1s"):
+        wait_until(lambda: None, [tmp_path], 0.1)
+
+
+WAITER = """
+import sys, time
+from pathlib import Path
+from mailslot.core.wait import wait_until
+log = Path(sys.argv[1])
+ready = Path(sys.argv[2])
+def check():
+    data = log.read_bytes() if log.exists() else b""
+    return data if b"hello" in data else None
+def paths():
+    ready.touch()  # armed: the watch is added before this check runs
+    return [log]
+print(wait_until(check, paths, 30).decode().strip())
+"""
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_cross_process_waiter_armed_before_write_always_wakes(tmp_path: Path, round_: int) -> None:
+    log, ready = tmp_path / "log", tmp_path / "ready"
+    log.touch()
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", WAITER, str(log), str(ready)], stdout=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    locked_append(log, "hello\n")
+    out, _ = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0 and out.strip() == "hello"

@@ -1,0 +1,100 @@
+"""The command skeleton: version, help, global options, error -> exit code mapping."""
+
+from __future__ import annotations
+
+import time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from mailslot import __version__
+from mailslot.cli import cli
+from mailslot.cli.helpers import Env, pass_env
+from mailslot.core.errors import Gone, InvalidName, WaitTimeout
+
+
+@click.command("probe")
+@click.option("--fail", type=click.Choice(["none", "name", "timeout", "gone", "os"]))
+@pass_env
+def probe(env: Env, fail: str | None) -> None:
+    """Test-only command that reports the Env and raises on demand."""
+    if fail == "name":
+        raise InvalidName("agent name", "Bad", "lowercase")
+    if fail == "timeout":
+        raise WaitTimeout("nothing new within 1s")
+    if fail == "gone":
+        raise Gone("chat file removed")
+    if fail == "os":
+        open("/nonexistent/dir/file")  # noqa: SIM115
+    click.echo(f"root={env.root} agent={env.agent}")
+
+
+@pytest.fixture(autouse=True)
+def _probe():
+    cli.add_command(probe)
+    yield
+    cli.commands.pop("probe", None)
+
+
+def test_version() -> None:
+    r = CliRunner().invoke(cli, ["--version"])
+    assert r.exit_code == 0 and __version__ in r.output
+
+
+def test_global_options_before_and_after(tmp_path) -> None:
+    r = CliRunner().invoke(cli, ["--as", "olu", "--root", str(tmp_path), "probe"])
+    assert r.output.strip() == f"root={tmp_path} agent=olu"
+    r = CliRunner().invoke(cli, ["probe", "--as", "olu", "--root", str(tmp_path)])
+    assert r.output.strip() == f"root={tmp_path} agent=olu"
+    r = CliRunner().invoke(cli, ["--as", "a", "probe", "--as", "b"])
+    assert "agent=b" in r.output
+
+
+def test_env_vars(tmp_path) -> None:
+    r = CliRunner().invoke(
+        cli, ["probe"], env={"MAILSLOT_AGENT": "claude", "MAILSLOT_ROOT": str(tmp_path)}
+    )
+    assert r.output.strip() == f"root={tmp_path} agent=claude"
+
+
+@pytest.mark.parametrize(
+    ("fail", "code", "prefix"),
+    [("name", 1, "mailslot: error: invalid agent name"), ("timeout", 3, "mailslot: timeout:"),
+     ("gone", 4, "mailslot: gone:"), ("os", 1, "mailslot: error: /nonexistent/dir/file")],
+)
+def test_errors_map_to_exit_codes(fail: str, code: int, prefix: str) -> None:
+    r = CliRunner().invoke(cli, ["probe", "--fail", fail])
+    assert r.exit_code == code
+    assert r.stderr.startswith(prefix) and r.stderr.count("\n") == 1
+    assert "Traceback" not in r.output
+
+
+def test_usage_error_is_2() -> None:
+    r = CliRunner().invoke(cli, ["probe", "--fail", "bogus"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["no-such-command"])
+    assert r.exit_code == 2
+
+
+def test_help_imports_no_channel(run_cli) -> None:
+    code = (
+        "import sys; from mailslot.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit: pass\n"
+        "bad = [m for m in sys.modules if m.startswith(('mailslot.cli.', 'mailslot.exchange',"
+        " 'fastapi', 'uvicorn', 'mcp', 'httpx', 'apprise', 'yaml'))"
+        " and m != 'mailslot.cli.helpers']\n"
+        "print(bad)"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("[]"), out.stdout
+
+
+def test_console_command_runs(run_cli) -> None:
+    start = time.monotonic()
+    r = run_cli("--help")
+    assert r.returncode == 0 and "Exit codes" in r.stdout
+    assert time.monotonic() - start < 30  # sanity only; speed is measured in bench/
