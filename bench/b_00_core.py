@@ -60,12 +60,14 @@ for _ in range(n):
 """
 
 
-def _cross_process(tmp: Path, name: str, script: str, n: int, *extra: str,
-                   jitter: float = 0.0) -> list[float]:
+def _cross_process(
+    tmp: Path, name: str, script: str, n: int, *extra: str, jitter: float = 0.0
+) -> list[float]:
     log = tmp / f"{name}.log"
     log.touch()
-    p = subprocess.Popen([sys.executable, "-c", script, str(log), str(n), *extra],
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", script, str(log), str(n), *extra], stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout is not None
     samples = []
     for i in range(n):
@@ -83,8 +85,9 @@ def _cross_process(tmp: Path, name: str, script: str, n: int, *extra: str,
 def _persistent_wake(tmp: Path) -> list[float]:
     log = tmp / "wake.log"
     log.touch()
-    p = subprocess.Popen([sys.executable, "-c", WAITER, str(log), str(WAKES)],
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", WAITER, str(log), str(WAKES)], stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
     samples = []
@@ -110,8 +113,11 @@ def run(tmp: Path) -> list[Result]:
         numbered_create(a, "claude.md", body, siblings=[b], lock=tmp / "send.lock")
         create.append((time.perf_counter_ns() - t) / 1e6)
     p50 = pct(create, 50)
-    rows.append(dist("durable create (numbered, fsync)", create, "ms",
-                     target="p50 <= 1.5 ms", ok=p50 <= 1.5))
+    rows.append(
+        dist(
+            "durable create (numbered, fsync)", create, "ms", target="p50 <= 1.5 ms", ok=p50 <= 1.5
+        )
+    )
 
     # Locked append without fsync.
     log = tmp / "LOG.md"
@@ -121,8 +127,15 @@ def run(tmp: Path) -> list[Result]:
         t = time.perf_counter_ns()
         locked_append(log, line)
         appends.append((time.perf_counter_ns() - t) / 1e3)
-    rows.append(dist("locked append (no fsync)", appends, "us",
-                     target="p50 <= 20 us", ok=pct(appends, 50) <= 20))
+    rows.append(
+        dist(
+            "locked append (no fsync)",
+            appends,
+            "us",
+            target="p50 <= 20 us",
+            ok=pct(appends, 50) <= 20,
+        )
+    )
     fs = []
     for _ in range(300):
         t = time.perf_counter_ns()
@@ -132,21 +145,44 @@ def run(tmp: Path) -> list[Result]:
 
     # Cross-process wake: one process blocked in Watch.wait, another appends.
     wake = _persistent_wake(tmp)
-    rows.append(dist("wake latency, cross-process (inotify)", wake, "ms",
-                     target="p50 <= 0.5, p99 <= 5 ms",
-                     ok=pct(wake, 50) <= 0.5 and pct(wake, 99) <= 5))
+    rows.append(
+        dist(
+            "wake latency, cross-process (inotify)",
+            wake,
+            "ms",
+            target="p50 <= 0.5, p99 <= 5 ms",
+            ok=pct(wake, 50) <= 0.5 and pct(wake, 99) <= 5,
+        )
+    )
 
     # The seeds' mechanisms, same machine, same run.
     if shutil.which("fswatch"):
         fsw = _cross_process(tmp, "fswatch", SPAWN_WAITER, 15, "fswatch")
-        rows.append(dist("seed 002: fswatch -1 respawned per wait", fsw, "ms",
-                         note=f"mailslot p50 is {pct(fsw, 50) / pct(wake, 50):,.0f}x faster"))
+        rows.append(
+            dist(
+                "seed 002: fswatch -1 respawned per wait",
+                fsw,
+                "ms",
+                note=f"mailslot p50 is {pct(fsw, 50) / pct(wake, 50):,.0f}x faster",
+            )
+        )
     else:
-        rows.append(Result("seed 002: fswatch -1 respawned per wait", "ms",
-                           note="skipped: fswatch not installed (make sysdeps)"))
+        rows.append(
+            Result(
+                "seed 002: fswatch -1 respawned per wait",
+                "ms",
+                note="skipped: fswatch not installed (make sysdeps)",
+            )
+        )
     poll = _cross_process(tmp, "poll", SPAWN_WAITER, 8, "poll", jitter=0.9)
-    rows.append(dist("seed 000/003: 1 s poller", poll, "ms",
-                     note=f"mailslot p50 is {pct(poll, 50) / pct(wake, 50):,.0f}x faster"))
+    rows.append(
+        dist(
+            "seed 000/003: 1 s poller",
+            poll,
+            "ms",
+            note=f"mailslot p50 is {pct(poll, 50) / pct(wake, 50):,.0f}x faster",
+        )
+    )
 
     # CLI start: what an agent pays per call.
     exe = shutil.which("mailslot") or str(Path(sys.executable).parent / "mailslot")
@@ -158,7 +194,14 @@ def run(tmp: Path) -> list[Result]:
         t = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=True)
         bare.append((time.perf_counter() - t) * 1e3)
-    rows.append(dist("mailslot --help (wall)", starts, "ms", target="<= 150 ms",
-                     ok=pct(starts, 50) <= 150,
-                     note=f"bare python start p50 {pct(bare, 50):.0f} ms"))
+    rows.append(
+        dist(
+            "mailslot --help (wall)",
+            starts,
+            "ms",
+            target="<= 150 ms",
+            ok=pct(starts, 50) <= 150,
+            note=f"bare python start p50 {pct(bare, 50):.0f} ms",
+        )
+    )
     return rows

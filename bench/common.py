@@ -39,12 +39,28 @@ def pct(samples: Sequence[float], q: float) -> float:
     return s[k]
 
 
-def dist(name: str, samples: Sequence[float], unit: str, *, target: str = "",
-         ok: bool | None = None, note: str = "") -> Result:
+def dist(
+    name: str,
+    samples: Sequence[float],
+    unit: str,
+    *,
+    target: str = "",
+    ok: bool | None = None,
+    note: str = "",
+) -> Result:
     """A latency row from raw samples (already in ``unit``)."""
-    return Result(name, unit, pct(samples, 50), pct(samples, 90), pct(samples, 99),
-                  n=len(samples), target=target, ok=ok, note=note,
-                  extra={"mean": statistics.fmean(samples) if samples else None})
+    return Result(
+        name,
+        unit,
+        pct(samples, 50),
+        pct(samples, 90),
+        pct(samples, 99),
+        n=len(samples),
+        target=target,
+        ok=ok,
+        note=note,
+        extra={"mean": statistics.fmean(samples) if samples else None},
+    )
 
 
 def fmt(v: float | None) -> str:
@@ -62,8 +78,18 @@ def fmt(v: float | None) -> str:
 def table(rows: Sequence[Result]) -> str:
     head = ("benchmark", "unit", "p50", "p90", "p99", "value", "n", "target", "ok", "note")
     body = [
-        (r.name, r.unit, fmt(r.p50), fmt(r.p90), fmt(r.p99), fmt(r.value), str(r.n or ""),
-         r.target, {True: "PASS", False: "FAIL", None: ""}[r.ok], r.note)
+        (
+            r.name,
+            r.unit,
+            fmt(r.p50),
+            fmt(r.p90),
+            fmt(r.p99),
+            fmt(r.value),
+            str(r.n or ""),
+            r.target,
+            {True: "PASS", False: "FAIL", None: ""}[r.ok],
+            r.note,
+        )
         for r in rows
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]

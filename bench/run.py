@@ -42,18 +42,27 @@ def main() -> int:
             try:
                 rows.extend(module.run(Path(tmp)))
             except Exception as e:  # one broken module must not hide the others' figures
-                rows.append(Result(mod_path.stem, "", note=f"ERROR {type(e).__name__}: {e}",
-                                   ok=False))
+                rows.append(
+                    Result(mod_path.stem, "", note=f"ERROR {type(e).__name__}: {e}", ok=False)
+                )
         print(f"#   {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
     print(table(rows))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": __import__("os").cpu_count()},
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "results": [r.to_json() for r in rows],
-    }, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "machine": {
+                    "python": platform.python_version(),
+                    "platform": platform.platform(),
+                    "cpus": __import__("os").cpu_count(),
+                },
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "results": [r.to_json() for r in rows],
+            },
+            indent=2,
+        )
+    )
     print(f"\nwrote {out}", file=sys.stderr)
     return 1 if any(r.ok is False for r in rows) else 0
 

@@ -29,8 +29,13 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 def run_cli() -> Iterator[object]:
     """Run the real ``mailslot`` console command in a subprocess; returns CompletedProcess."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-            cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, **(env or {})}
         return subprocess.run(
             [sys.executable, "-m", "mailslot", *args],

@@ -60,8 +60,12 @@ def test_env_vars(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("fail", "code", "prefix"),
-    [("name", 1, "mailslot: error: invalid agent name"), ("timeout", 3, "mailslot: timeout:"),
-     ("gone", 4, "mailslot: gone:"), ("os", 1, "mailslot: error: /nonexistent/dir/file")],
+    [
+        ("name", 1, "mailslot: error: invalid agent name"),
+        ("timeout", 3, "mailslot: timeout:"),
+        ("gone", 4, "mailslot: gone:"),
+        ("os", 1, "mailslot: error: /nonexistent/dir/file"),
+    ],
 )
 def test_errors_map_to_exit_codes(fail: str, code: int, prefix: str) -> None:
     r = CliRunner().invoke(cli, ["probe", "--fail", fail])

@@ -50,8 +50,15 @@ def test_refuses_non_utf8() -> None:
 
 
 def test_writer_quotes_what_yaml_would_misread() -> None:
-    fields = {"from": "claude", "at": "2026-09-01T18:14:00.000Z", "n": "0001", "x": "yes",
-              "e": "", "c": "a: b", "t": ["a", "b"]}
+    fields = {
+        "from": "claude",
+        "at": "2026-09-01T18:14:00.000Z",
+        "n": "0001",
+        "x": "yes",
+        "e": "",
+        "c": "a: b",
+        "t": ["a", "b"],
+    }
     meta, body = parse_frontmatter(dump_frontmatter(fields, "body\n"))
     assert meta == fields and body == "body\n"
 
@@ -67,8 +74,9 @@ _scalars = st.one_of(
     st.booleans(),
     st.none(),
 )
-_values = st.one_of(_scalars, st.lists(st.text(max_size=10).filter(lambda s: "\r" not in s),
-                                       max_size=4))
+_values = st.one_of(
+    _scalars, st.lists(st.text(max_size=10).filter(lambda s: "\r" not in s), max_size=4)
+)
 
 
 @given(

@@ -62,8 +62,9 @@ def test_numbered_create_skips_a_name_taken_without_the_lock(tmp_path: Path) -> 
     real_highest = highest_number
 
     def stale(dirs: object, width: int = 4) -> int:
-        (tmp_path / "0002-x.md").write_text("raced") if not (tmp_path / "0002-x.md").exists() \
-            else None
+        (tmp_path / "0002-x.md").write_text("raced") if not (
+            tmp_path / "0002-x.md"
+        ).exists() else None
         return real_highest([tmp_path], width) - 1
 
     import mailslot.core.fsio as fsio
@@ -82,7 +83,10 @@ def _claim(args: tuple[str, str, str, int]) -> list[str]:
     out = []
     for i in range(count):
         _, p = numbered_create(
-            Path(target), suffix, f"{suffix} {i}", siblings=[Path(sibling)],
+            Path(target),
+            suffix,
+            f"{suffix} {i}",
+            siblings=[Path(sibling)],
             lock=Path(target).parent.parent / "send.lock",
         )
         out.append(p.name)
@@ -201,9 +205,7 @@ def test_kill_9_mid_write_leaves_nothing_visible(tmp_path: Path, how: str) -> No
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     marker = tmp_path / "marker"
-    child = subprocess.Popen(
-        [sys.executable, "-c", KILL_CHILD, str(inbox), str(marker), how]
-    )
+    child = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(inbox), str(marker), how])
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert time.monotonic() < deadline, "child never reached the write"

@@ -66,7 +66,7 @@ def test_wait_until_follows_new_subdirectories(tmp_path: Path) -> None:
 
 
 def test_wait_until_times_out(tmp_path: Path) -> None:
-    with pytest.raises(WaitTimeout, match="within 0.1s"):
+    with pytest.raises(WaitTimeout, match=r"within 0\.1s"):
         wait_until(lambda: None, [tmp_path], 0.1)
 
 

@@ -45,7 +45,7 @@ class _CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int, label: str) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # per instance: 1, 3 or 4
         self.label = label
 
     def show(self, file: Any = None) -> None:

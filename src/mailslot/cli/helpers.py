@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,10 +102,13 @@ def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = Non
     if as_json:
         click.echo(json.dumps(data, indent=None, ensure_ascii=False, default=str))
         return
+    out: str
     if text is None:
         out = data if isinstance(data, str) else json.dumps(data, indent=2, default=str)
+    elif isinstance(text, str):
+        out = text
     else:
-        out = text(data) if callable(text) else text
+        out = text(data)
     if out:
         click.echo(out)
 
@@ -113,10 +117,9 @@ def read_body(body: str | None, *, what: str = "BODY") -> str:
     """The message body: the argument, or standard input when it is ``-`` or missing."""
     if body is not None and body != "-":
         return body
-    stdin = click.get_text_stream("stdin")
-    if body is None and stdin.isatty():
+    if body is None and sys.stdin.isatty():
         raise click.UsageError(f"give {what} as an argument, or '-' to read standard input")
-    return stdin.read()
+    return sys.stdin.read()
 
 
 def env_flag(name: str) -> bool:

@@ -100,41 +100,43 @@ class _Inotify(_Backend):
         self._ino.close()
 
 
-class _Kqueue(_Backend):
-    def __init__(self) -> None:
-        self._kq = select.kqueue()
-        self._fds: list[int] = []
+if sys.platform != "linux":  # kqueue exists on BSD and macOS only
 
-    def add(self, path: Path) -> bool:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return False
-        self._fds.append(fd)
-        fflags = (
-            select.KQ_NOTE_WRITE
-            | select.KQ_NOTE_EXTEND
-            | select.KQ_NOTE_DELETE
-            | select.KQ_NOTE_RENAME
-            | select.KQ_NOTE_ATTRIB
-            | select.KQ_NOTE_LINK
-        )
-        ev = select.kevent(
-            fd,
-            filter=select.KQ_FILTER_VNODE,
-            flags=select.KQ_EV_ADD | select.KQ_EV_CLEAR,
-            fflags=fflags,
-        )
-        self._kq.control([ev], 0, 0)
-        return True
+    class _Kqueue(_Backend):
+        def __init__(self) -> None:
+            self._kq = select.kqueue()
+            self._fds: list[int] = []
 
-    def wait(self, timeout: float | None) -> bool:
-        return bool(self._kq.control(None, 64, timeout))
+        def add(self, path: Path) -> bool:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                return False
+            self._fds.append(fd)
+            fflags = (
+                select.KQ_NOTE_WRITE
+                | select.KQ_NOTE_EXTEND
+                | select.KQ_NOTE_DELETE
+                | select.KQ_NOTE_RENAME
+                | select.KQ_NOTE_ATTRIB
+                | select.KQ_NOTE_LINK
+            )
+            ev = select.kevent(
+                fd,
+                filter=select.KQ_FILTER_VNODE,
+                flags=select.KQ_EV_ADD | select.KQ_EV_CLEAR,
+                fflags=fflags,
+            )
+            self._kq.control([ev], 0, 0)
+            return True
 
-    def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._kq.close()
+        def wait(self, timeout: float | None) -> bool:
+            return bool(self._kq.control(None, 64, timeout))
+
+        def close(self) -> None:
+            for fd in self._fds:
+                os.close(fd)
+            self._kq.close()
 
 
 class _Poll(_Backend):
@@ -145,7 +147,7 @@ class _Poll(_Backend):
         self._last: object = None
 
     def _signature(self) -> object:
-        sig = []
+        sig: list[object] = []
         for p in self._paths:
             try:
                 st = p.stat()
@@ -181,7 +183,7 @@ def _kernel_backend() -> _Backend | None:
         except (ImportError, OSError) as e:
             log.warning("inotify unavailable (%s); falling back to polling", e)
             return None
-    if hasattr(select, "kqueue"):
+    if sys.platform != "linux" and hasattr(select, "kqueue"):
         return _Kqueue()
     return None
 
