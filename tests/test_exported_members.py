@@ -1,0 +1,23 @@
+"""The public API is ``mailslot.__all__``: everything listed exists, nothing private leaks."""
+
+import mailslot
+import mailslot.errors
+
+
+def test_all_exports_exist() -> None:
+    for name in mailslot.__all__:
+        assert hasattr(mailslot, name), name
+
+
+def test_public_names_are_exported() -> None:
+    public = {n for n in vars(mailslot) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(mailslot, n)).__name__ == "module"}
+    assert public - modules == set(mailslot.__all__) - {"__version__"}
+
+
+def test_error_tree() -> None:
+    assert all(
+        issubclass(getattr(mailslot.errors, n), mailslot.MailslotError)
+        for n in mailslot.errors.__all__
+    )
+    assert mailslot.WaitTimeout.exit_code == 3 and mailslot.Gone.exit_code == 4
