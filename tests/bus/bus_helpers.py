@@ -12,11 +12,20 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
     """Start a real Python process running ``code`` with ``args`` in ``sys.argv[1:]``."""
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ},
     )
+
+
+def release(procs: list[subprocess.Popen[str]]) -> None:
+    """Let processes blocked on ``sys.stdin.readline()`` go at (nearly) the same moment."""
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
 
 
 def finish(procs: list[subprocess.Popen[str]], timeout: float = 240) -> list[str]:

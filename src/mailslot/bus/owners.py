@@ -68,10 +68,11 @@ GIT_TIMEOUT = 60  # seconds; a git plumbing call on a local repo takes milliseco
 def normalise(path: str, *, where: str = "path") -> str:
     """``path`` relative to the root with ``./`` and ``//`` removed, a trailing ``/`` kept.
 
-    Raises ``MailslotError`` for an empty path, an absolute path, NUL or a ``..`` segment.
+    Raises ``MailslotError`` for an empty path, an absolute path, NUL or a ``..`` segment. Any
+    other character is data (a file name may hold a newline or a ``$``).
     """
-    if not path or "\x00" in path or "\n" in path:
-        raise MailslotError(f"invalid {where} {path!r}: empty, NUL or newline")
+    if not path or "\x00" in path:
+        raise MailslotError(f"invalid {where} {path!r}: empty or NUL")
     if path.startswith("/"):
         raise MailslotError(f"invalid {where} {path!r}: paths are relative to the bus root")
     parts = [p for p in path.split("/") if p not in ("", ".")]
@@ -324,6 +325,11 @@ def check(
     ]
 
 
+def _show(path: str) -> str:
+    """``path`` as typed if printable, else quoted: an error stays one line."""
+    return path if path.isprintable() else repr(path)
+
+
 def denied_error(verdicts: list[Verdict], verb: str = "write") -> Conflict | None:
     """A ``Conflict`` naming every denied path and its owner, or ``None`` if all are allowed."""
     denied = [v for v in verdicts if not v.allowed]
@@ -331,7 +337,7 @@ def denied_error(verdicts: list[Verdict], verb: str = "write") -> Conflict | Non
         return None
     agent = denied[0].agent
     listed = "; ".join(
-        f"{v.path} is owned by {v.owner} (row {v.rule.pattern!r})" for v in denied if v.rule
+        f"{_show(v.path)} is owned by {v.owner} (row {v.rule.pattern!r})" for v in denied if v.rule
     )
     return Conflict(f"{agent} may not {verb}: {listed} ({CHARTER})")
 

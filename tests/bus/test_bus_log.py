@@ -7,12 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from bus_helpers import finish, spawn
 
 from mailslot.bus import log
 from mailslot.core import clock
 from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound
-
-from bus_helpers import finish, spawn
 
 T0 = datetime(2026, 11, 29, 18, 14, 3, tzinfo=UTC)
 
@@ -28,7 +27,9 @@ def lines(root: Path) -> list[str]:
 def test_append_writes_the_seed_format(root: Path) -> None:
     at(T0)
     entry = log.append(root, "lantern", "delivered the OG card to outbox/, needs Beacon")
-    expected = "2026-11-29T18:14:03Z — [Lantern] w01: delivered the OG card to outbox/, needs Beacon"
+    expected = (
+        "2026-11-29T18:14:03Z — [Lantern] w01: delivered the OG card to outbox/, needs Beacon"
+    )
     assert lines(root)[-1] == expected
     assert entry.raw == expected and entry.waking == 1 and entry.agent == "lantern"
     assert entry.lineno == len(lines(root))
@@ -88,7 +89,7 @@ def test_waking_id_is_exact(root: Path) -> None:
 def test_hand_written_lines_parse_and_count(root: Path) -> None:
     with (root / "LOG.md").open("a", encoding="utf-8") as f:
         f.write("2026-11-27 — [Beacon] w14: Delivered the OG card to outbox/\n")
-        f.write("2026-11-28 18:00 – [Lantern] w3: en dash, zone-less time\n")
+        f.write("2026-11-28 18:00 – [Lantern] w3: en dash, zone-less time\n")  # noqa: RUF001
         f.write("2026-11-28T19:00:00+00:00 -- [lantern]: no waking number\n")
         f.write("just a note someone typed\n")
     entries = log.read(root)
