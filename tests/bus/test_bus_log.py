@@ -187,3 +187,28 @@ def test_concurrent_appends_never_tear_a_line(root: Path) -> None:
         mine = [e for e in entries if e.agent == a]
         assert [e.waking for e in mine] == list(range(1, per + 1))  # counted under the lock
         assert [int(e.text.split()[1]) for e in mine] == list(range(per))
+
+
+def test_count_survives_hand_rewrites_of_the_log(root: Path) -> None:
+    """The per-agent scan cache is dropped when the log was edited in place or replaced."""
+    at(T0)
+    log.append(root, "lantern", "one")
+    at(T0 + timedelta(hours=1))
+    log.append(root, "lantern", "two")
+    path = root / "LOG.md"
+    data = path.read_bytes()
+    with path.open("r+b") as f:  # in place, same inode, same size
+        f.write(data.replace(b"w02: two", b"w50: two"))
+    at(T0 + timedelta(hours=2))
+    assert log.append(root, "lantern", "three").waking == 51
+    replaced = path.read_text().replace("w51: three", "w70: three")
+    tmp = root / "LOG.new"
+    tmp.write_text(replaced)
+    tmp.replace(path)  # a new inode, as editors that save by rename do
+    at(T0 + timedelta(hours=3))
+    assert log.append(root, "lantern", "four").waking == 71
+    with path.open("a") as f:  # an append without the lock between two of ours
+        f.write("2026-11-29 — [Lantern] w90: by hand\n")
+    at(T0 + timedelta(hours=4))
+    assert log.append(root, "lantern", "five").waking == 91
+    assert [e.lineno for e in log.read(root)][-1] == len(lines(root))

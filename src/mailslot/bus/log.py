@@ -27,6 +27,7 @@ run. Refusing is the visible direction: a silently inflated waking count is neve
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
@@ -49,6 +50,9 @@ WAKING_GAP = timedelta(minutes=10)
 LOG_TEXT_MAX = 1000
 # How many lines `log tail` shows by default: a screenful, what an agent reads at waking.
 TAIL_DEFAULT = 20
+
+# Bytes before a cached scan offset compared to notice a log rewritten in place.
+_TAIL_BYTES = 64
 
 # DATE — [Name] wNN: TEXT ; by hand people type an en dash, "-" or "--", and skip wNN.
 _LINE_RE = re.compile(
@@ -193,6 +197,59 @@ def _display(agent: str) -> str:
     return agent[:1].upper() + agent[1:]
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """What one agent's lines in LOG.md say, up to ``offset`` bytes of file ``inode``."""
+
+    inode: int
+    offset: int
+    lines: int  # newline count up to offset
+    highest: int  # highest wNN of the agent's lines
+    last_at: str | None  # the agent's last line: its time and waking
+    last_waking: int | None
+    tail: str  # hex of the bytes just before offset: notices an in-place rewrite
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _scan(path: Path, agent: str, cached: dict[str, Any] | None) -> _Scan:
+    """Scan LOG.md for ``agent``'s lines, reading only what was appended since ``cached``.
+
+    The cache is trusted only for the same file (inode), not shorter than its offset, with the
+    same bytes just before the offset; anything else rescans the whole log.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return _Scan(0, 0, 0, 0, None, None, "")
+    base = _Scan(st.st_ino, 0, 0, 0, None, None, "")
+    data = b""
+    if cached:
+        try:
+            prev = _Scan(**cached)
+        except TypeError:
+            prev = None
+        if prev is not None and prev.inode == st.st_ino and prev.offset <= st.st_size:
+            back = min(prev.offset, _TAIL_BYTES)
+            chunk = read_from(path, prev.offset - back)
+            if chunk[:back].hex() == prev.tail:
+                base, data = prev, chunk[back:]
+    if base.offset == 0:
+        data = read_from(path, 0)
+    highest, last_at, last_waking = base.highest, base.last_at, base.last_waking
+    for e in _parse_all(data):
+        if e.agent == agent:
+            highest = max(highest, e.waking or 0)
+            last_at, last_waking = e.at, e.waking
+    end = base.offset + len(data)
+    whole = read_from(path, max(0, end - _TAIL_BYTES))[: min(end, _TAIL_BYTES)] if data else b""
+    tail = whole.hex() if data else base.tail
+    return _Scan(
+        st.st_ino, end, base.lines + data.count(b"\n"), highest, last_at, last_waking, tail
+    )
+
+
 def append(
     root: Path,
     agent: str,
@@ -218,14 +275,10 @@ def append(
     with file_lock(layout.lock("log")):
         counter_path = layout.waking_file(agent)
         state = _load_waking(counter_path)
-        try:
-            data = read_from(layout.log)
-        except NotFound:
-            data = b""
-        mine = [e for e in _parse_all(data) if e.agent == agent]
-        highest = max([e.waking or 0 for e in mine] + [int(state.get("waking", 0))])
+        scan = _scan(layout.log, agent, state.get("scan"))
+        highest = max(scan.highest, int(state.get("waking", 0)))
         when = now()
-        current = _current_waking(mine, state, waking_id, highest, when)
+        current = _current_waking(scan, state, waking_id, highest, when)
         if current is not None and not (same_waking or new_waking):
             raise Conflict(
                 f"{agent} already logged w{highest:02d} in this waking ({current}): the log "
@@ -237,19 +290,30 @@ def append(
         number = max(highest, 1) if same_waking else highest + 1
         stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
         line = f"{stamp} \u2014 [{_display(agent)}] w{number:02d}: {text}"
-        prefix = "\n" if data and not data.endswith(b"\n") else ""
-        locked_append(layout.log, f"{prefix}{line}\n", fsync=True)
-        atomic_write(
-            counter_path,
-            json.dumps({"waking": number, "id": waking_id, "at": stamp}, sort_keys=True) + "\n",
+        prefix = "\n" if scan.tail and not scan.tail.endswith("0a") else ""
+        record = f"{prefix}{line}\n".encode()
+        start = locked_append(layout.log, record, fsync=True)
+        lines = scan.lines + record.count(b"\n")
+        after = _Scan(
+            os.stat(layout.log).st_ino,
+            start + len(record),
+            lines,
+            max(highest, number),
+            stamp,
+            number,
+            (read_from(layout.log, max(0, start + len(record) - _TAIL_BYTES))).hex(),
         )
-    entry = parse_line(data.count(b"\n") + (2 if prefix else 1), line)
+        if start != scan.offset:  # someone appended without the lock: rescan next time
+            after = _Scan(0, 0, 0, 0, None, None, "")
+        state = {"waking": number, "id": waking_id, "at": stamp, "scan": after.to_json()}
+        atomic_write(counter_path, json.dumps(state, sort_keys=True) + "\n")
+    entry = parse_line(lines, line)
     assert entry is not None
     return entry
 
 
 def _current_waking(
-    mine: list[Entry], state: dict[str, Any], waking_id: str | None, highest: int, when: datetime
+    scan: _Scan, state: dict[str, Any], waking_id: str | None, highest: int, when: datetime
 ) -> str | None:
     """Why the agent is still in the waking it last logged (a phrase), or ``None`` if it is not."""
     if highest == 0:
@@ -258,10 +322,9 @@ def _current_waking(
         if state.get("id") == waking_id and int(state.get("waking", 0)) == highest:
             return f"same MAILSLOT_WAKING {waking_id!r}"
         return None
-    last = mine[-1] if mine else None
-    if last is None or last.at is None or last.waking != highest:
+    if scan.last_at is None or scan.last_waking != highest:
         return None
-    age = when - parse_time(last.at)
+    age = when - parse_time(scan.last_at)
     if timedelta(0) <= age < WAKING_GAP:
         minutes = int(age.total_seconds() // 60)
         return f"its last line is {minutes} min old, under {WAKING_GAP.seconds // 60} min"
