@@ -212,3 +212,17 @@ def test_count_survives_hand_rewrites_of_the_log(root: Path) -> None:
     at(T0 + timedelta(hours=4))
     assert log.append(root, "lantern", "five").waking == 91
     assert [e.lineno for e in log.read(root)][-1] == len(lines(root))
+
+
+def test_mangled_counter_cache_is_rescanned(root: Path) -> None:
+    at(T0)
+    log.append(root, "lantern", "one")
+    counter = root / ".mailslot/wakings/lantern.json"
+    state = json.loads(counter.read_text())
+    state["scan"] = {"inode": "x", "offset": -3}
+    counter.write_text(json.dumps(state))
+    at(T0 + timedelta(hours=1))
+    assert log.append(root, "lantern", "two").waking == 2
+    counter.write_text("{not json")
+    with pytest.raises(MailslotError, match="corrupt waking counter"):
+        log.append(root, "lantern", "three", new_waking=True)

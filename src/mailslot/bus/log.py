@@ -181,15 +181,18 @@ def _check_text(text: str) -> None:
             )
 
 
+_REBUILT = "delete it and mailslot rebuilds it from LOG.md"
+
+
 def _load_waking(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_bytes())
     except FileNotFoundError:
         return {}
     except ValueError as e:
-        raise FormatError(f"corrupt waking counter: {e}", path=path) from None
+        raise FormatError(f"corrupt waking counter ({e}); {_REBUILT}", path=path) from None
     if not isinstance(value, dict) or not isinstance(value.get("waking", 0), int):
-        raise FormatError("corrupt waking counter: expected {'waking': N, ...}", path=path)
+        raise FormatError(f"corrupt waking counter; {_REBUILT}", path=path)
     return value
 
 
@@ -213,6 +216,24 @@ class _Scan:
         return asdict(self)
 
 
+def _cached_scan(cached: object) -> _Scan | None:
+    """The cached scan if it has the right shape (a hand-mangled cache is just rescanned)."""
+    if not isinstance(cached, dict):
+        return None
+    try:
+        scan = _Scan(**cached)
+    except TypeError:
+        return None
+    numbers = (scan.inode, scan.offset, scan.lines, scan.highest)
+    if not all(type(x) is int and x >= 0 for x in numbers) or not isinstance(scan.tail, str):
+        return None
+    if scan.last_at is not None and not isinstance(scan.last_at, str):
+        return None
+    if scan.last_waking is not None and type(scan.last_waking) is not int:
+        return None
+    return scan
+
+
 def _scan(path: Path, agent: str, cached: dict[str, Any] | None) -> _Scan:
     """Scan LOG.md for ``agent``'s lines, reading only what was appended since ``cached``.
 
@@ -225,16 +246,12 @@ def _scan(path: Path, agent: str, cached: dict[str, Any] | None) -> _Scan:
         return _Scan(0, 0, 0, 0, None, None, "")
     base = _Scan(st.st_ino, 0, 0, 0, None, None, "")
     data = b""
-    if cached:
-        try:
-            prev = _Scan(**cached)
-        except TypeError:
-            prev = None
-        if prev is not None and prev.inode == st.st_ino and prev.offset <= st.st_size:
-            back = min(prev.offset, _TAIL_BYTES)
-            chunk = read_from(path, prev.offset - back)
-            if chunk[:back].hex() == prev.tail:
-                base, data = prev, chunk[back:]
+    prev = _cached_scan(cached)
+    if prev is not None and prev.inode == st.st_ino and 0 < prev.offset <= st.st_size:
+        back = min(prev.offset, _TAIL_BYTES)
+        chunk = read_from(path, prev.offset - back)
+        if chunk[:back].hex() == prev.tail:
+            base, data = prev, chunk[back:]
     if base.offset == 0:
         data = read_from(path, 0)
     highest, last_at, last_waking = base.highest, base.last_at, base.last_waking

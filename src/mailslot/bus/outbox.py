@@ -186,6 +186,8 @@ def put(
     layout.outbox.mkdir(exist_ok=True)
     layout.records.mkdir(exist_ok=True)
     with file_lock(layout.lock("outbox")):
+        # outbox/ before taken/: a take renames outbox/ -> taken/ without this lock, so an item
+        # moving meanwhile is seen in one of the two listings, never missed by both.
         number = highest_number([layout.outbox, layout.taken], WIDTH) + 1
         while True:
             item_name = f"{number:0{WIDTH}d}-{name}"
