@@ -16,20 +16,17 @@ Invariants (no line is ever lost):
 
 * ``add`` appends under a lock with ``O_APPEND`` (``locked_append``), never rewriting, so a line
   appended by hand at the same moment survives. A file missing its final newline gets one first.
-* ``done`` rewrites the file atomically (temp, fsync, rename) under ``.mailslot/locks/<file>.lock``,
-  but only after checking, with the new file already written, that the file on disk still holds
-  exactly the bytes the edit was computed from; if a hand edit landed in between, the edit is
-  recomputed on the new content. The window left is the few microseconds between that check and
-  the rename, against writers that take no lock.
+* ``done`` rewrites the file with ``core.rewrite`` under ``.mailslot/locks/<file>.lock``: an
+  atomic compare-and-swap against hand editors that take no lock (lines appended meanwhile are
+  carried over, any other change makes the edit start over on the new text, a write that lands
+  in the replaced file during the swap is recovered).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
-import secrets
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,16 +35,15 @@ from typing import Any
 
 from mailslot.bus.layout import Layout
 from mailslot.core.errors import Conflict, MailslotError, NotFound
-from mailslot.core.fsio import atomic_create, file_lock, fsync_dir, locked_append
+from mailslot.core.fsio import atomic_create, file_lock, locked_append
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import AGENT_RE
+from mailslot.core.rewrite import rewrite
 
-__all__ = ["TASK_TEXT_MAX", "Task", "add", "done", "list_tasks", "rewrite"]
+__all__ = ["TASK_TEXT_MAX", "Task", "add", "done", "list_tasks"]
 
 # An assignment is a sentence or two; details go in the outbox or a linked file.
 TASK_TEXT_MAX = 500
-# A rewrite that keeps colliding with hand edits gives up rather than spin: people type slowly.
-REWRITE_ATTEMPTS = 20
 ID_LEN = 8
 MIN_PREFIX = 4
 
@@ -183,40 +179,6 @@ def _find(layout: Layout, task_id: str) -> tuple[Path, str | None, Task]:
         names = ", ".join(f"{t.id} in {p.name}" for p, _, t in hits)
         raise Conflict(f"task id {task_id} is ambiguous ({names}); give more digits")
     return hits[0]
-
-
-def rewrite(path: Path, edit: Callable[[bytes], bytes], *, lock: Path) -> bytes:
-    """Replace ``path`` with ``edit(current)`` atomically, never dropping a concurrent hand edit.
-
-    ``edit`` may be called several times (once per attempt) and must be pure apart from raising.
-    Raises ``Conflict`` after ``REWRITE_ATTEMPTS`` collisions, whatever ``edit`` raises.
-    """
-    with file_lock(lock):
-        for _ in range(REWRITE_ATTEMPTS):
-            before = path.read_bytes()
-            after = edit(before)
-            if after == before:
-                return after
-            mode = os.stat(path).st_mode & 0o7777
-            tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-            try:
-                try:
-                    view = memoryview(after)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                if path.read_bytes() != before:
-                    continue  # edited by hand meanwhile: recompute on what is there now
-                os.replace(tmp, path)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-            fsync_dir(path.parent)
-            return after
-    raise Conflict(f"gave up after {REWRITE_ATTEMPTS} collisions with other edits", path=path)
 
 
 def _tick(task_id: str, file: str) -> Callable[[bytes], bytes]:
