@@ -310,17 +310,20 @@ def append(
         prefix = "\n" if scan.tail and not scan.tail.endswith("0a") else ""
         record = f"{prefix}{line}\n".encode()
         start = locked_append(layout.log, record, fsync=True)
-        lines = scan.lines + record.count(b"\n")
-        after = _Scan(
-            os.stat(layout.log).st_ino,
-            start + len(record),
-            lines,
-            max(highest, number),
-            stamp,
-            number,
-            (read_from(layout.log, max(0, start + len(record) - _TAIL_BYTES))).hex(),
-        )
-        if start != scan.offset:  # someone appended without the lock: rescan next time
+        if start == scan.offset:
+            lines = scan.lines + record.count(b"\n")
+            tail = (bytes.fromhex(scan.tail) + record)[-_TAIL_BYTES:].hex()
+            after = _Scan(
+                scan.inode or os.stat(layout.log).st_ino,
+                start + len(record),
+                lines,
+                max(highest, number),
+                stamp,
+                number,
+                tail,
+            )
+        else:  # someone appended without the lock meanwhile: count again, rescan next time
+            lines = read_from(layout.log)[:start].count(b"\n") + record.count(b"\n")
             after = _Scan(0, 0, 0, 0, None, None, "")
         state = {"waking": number, "id": waking_id, "at": stamp, "scan": after.to_json()}
         atomic_write(counter_path, json.dumps(state, sort_keys=True) + "\n")
