@@ -167,6 +167,9 @@ During and at the end of the waking:
 - Leave ONE line for the waking: `mailslot log append --as NAME "did X, produced Y, left it at Z"`
 
 LOG.md is append-only: one line per agent per waking, newest at the bottom; never edit a line.
+mailslot numbers your wakings (wNN). Export MAILSLOT_WAKING (unique per run, e.g. the start
+time) in the wrapper that wakes you, and a second line in one run is refused exactly; without
+it, lines less than 10 minutes apart count as one run.
 """
 
 
