@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from bus_helpers import finish, spawn
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mailslot.bus import log
 from mailslot.core import clock
@@ -128,8 +130,9 @@ def test_bad_text_is_refused(root: Path, text: str, error: str) -> None:
 
 
 def test_text_is_never_trimmed(root: Path) -> None:
-    log.append(root, "lantern", "  spaced  ")
+    entry = log.append(root, "lantern", "  spaced  ")
     assert lines(root)[-1].endswith("w01:   spaced  ")
+    assert entry.text == "  spaced  " and log.read(root)[-1].text == "  spaced  "
 
 
 def test_missing_final_newline_gets_one(root: Path) -> None:
@@ -226,3 +229,18 @@ def test_mangled_counter_cache_is_rescanned(root: Path) -> None:
     counter.write_text("{not json")
     with pytest.raises(MailslotError, match="corrupt waking counter"):
         log.append(root, "lantern", "three", new_waking=True)
+
+
+@given(
+    text=st.text(
+        alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1
+    ).filter(lambda t: t.strip() and len(t.splitlines()) == 1 and len(t) <= log.LOG_TEXT_MAX),
+    name=st.from_regex(r"[a-z0-9][a-z0-9_-]{0,39}", fullmatch=True),
+    waking=st.integers(min_value=1, max_value=999_999),
+)
+def test_written_lines_parse_back(text: str, name: str, waking: int) -> None:
+    line = f"2026-11-29T18:14:03Z \u2014 [{name[:1].upper() + name[1:]}] w{waking:02d}: {text}"
+    entry = log.parse_line(1, line)
+    assert entry is not None
+    assert (entry.agent, entry.waking, entry.text) == (name, waking, text)
+    assert entry.at == "2026-11-29T18:14:03Z"

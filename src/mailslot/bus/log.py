@@ -59,7 +59,6 @@ _LINE_RE = re.compile(
     r"^(?P<date>\S(?:.*?\S)?)\s+(?:\u2014|\u2013|--?)\s+\[(?P<name>[^\]]+)\]"
     r"(?:\s+[wW](?P<waking>\d{1,6}))?\s*:\s?(?P<text>.*)$"
 )
-_DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def parse_line(lineno: int, raw: str) -> Entry | None:
     stripped = raw.strip()
     if not stripped or stripped.startswith(("#", "<!--")):
         return None
-    m = _LINE_RE.match(stripped)
+    m = _LINE_RE.match(raw.lstrip())  # the text keeps its trailing spaces: never trimmed
     if not m:
         return Entry(lineno, raw, None, None, None, None, stripped)
     when = _parse_at(m["date"])
