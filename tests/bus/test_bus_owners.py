@@ -227,3 +227,14 @@ def test_hook_does_not_clobber_a_foreign_hook(repo: Path) -> None:
 def test_hook_outside_git(root: Path, tmp_path: Path) -> None:
     with pytest.raises(MailslotError, match="git"):
         owners.install_hook(root, tmp_path / "nowhere")
+
+
+def test_show_warns_about_likely_mistakes(root: Path) -> None:
+    (root / "src").mkdir()
+    (root / "DIVISION-OF-WORK.md").write_text(
+        "| path | writer |\n|---|---|\n| src | beacon |\n| docs/ | lantern |\n"
+    )
+    shown = owners.show(root)
+    assert [r["path"] for r in shown["rules"]] == ["src", "docs/"]
+    assert any("'src' is a directory here" in w for w in shown["warnings"])
+    assert any("nobody may take" in w for w in shown["warnings"])

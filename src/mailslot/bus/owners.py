@@ -59,6 +59,7 @@ __all__ = [
     "load",
     "normalise",
     "parse",
+    "show",
 ]
 
 HOOK_MARK = "# mailslot owners hook"
@@ -290,6 +291,25 @@ def load(root: Path) -> Charter:
     except UnicodeDecodeError as e:
         raise FormatError(f"not UTF-8 ({e.reason})", path=layout.charter) from None
     return parse(text, layout.charter)
+
+
+def show(root: Path) -> dict[str, Any]:
+    """The charter's rows plus warnings about likely mistakes; ``FormatError``, ``NotFound``.
+
+    Warned: an exact row naming an existing directory (``src`` owns only that name; ``src/``
+    would own everything below it), and the outbox without a consumer.
+    """
+    layout = Layout.at(root)
+    charter = load(root)
+    warnings = [
+        f"line {r.lineno}: {r.pattern!r} is a directory here but owns only that name; "
+        f"write {r.pattern + '/'!r} to own everything below it"
+        for r in charter.rules
+        if not r.is_dir and r.specificity()[1] == 1 and (layout.root / r.pattern).is_dir()
+    ]
+    if consumer(charter) is None:
+        warnings.append(f"no writer of {TAKEN}/: nobody may take from the outbox")
+    return {**charter.to_json(), "warnings": warnings}
 
 
 def consumer(charter: Charter) -> str | None:

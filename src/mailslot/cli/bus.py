@@ -305,11 +305,13 @@ def owners_show(env: Env, as_json: bool) -> None:
     Example:
       mailslot owners show --json
     """
-    charter = busowners.load(env.need_root())
     emit(
-        charter.to_json(),
+        busowners.show(env.need_root()),
         as_json,
-        lambda r: "\n".join(f"{x['path']}  {x['writer']}" for x in r["rules"]),
+        lambda r: "\n".join(
+            [f"{x['path']}  {x['writer']}" for x in r["rules"]]
+            + [f"warning: {w}" for w in r["warnings"]]
+        ),
     )
 
 
