@@ -1,0 +1,316 @@
+"""``outbox/``: a drop folder for deliverables, taken by the one consumer the charter names.
+
+Invariants:
+
+* An item is never half-visible: ``put`` copies the file into a dot-named temp in ``outbox/``,
+  fsyncs it and links it into place (``atomic_create``). Its record ``outbox/records/<item>.json``
+  (who, when, for whom, note, sha256, size) is created first, so a visible item always has one.
+* Items are named ``NNNNNN-<name>``: the number is the next one free across ``outbox/`` and
+  ``outbox/taken/``, claimed under ``.mailslot/locks/outbox.lock``, so no name is ever reused and a
+  taken item never lands on an older one. Files dropped by hand (any non-dot regular file) are
+  items too; their record is simply missing.
+* Taking is a claim by ``rename`` into ``outbox/taken/``: of two consumers racing for one item
+  exactly one rename succeeds and the other moves on, so no item is taken twice. The taker's
+  record (``taken_by``, ``taken_at``) goes to ``outbox/taken/records/``.
+* Only the writer of ``outbox/taken/`` in ``DIVISION-OF-WORK.md`` may take; with nobody named,
+  nobody takes (fail safe: the items stay visible).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import stat
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mailslot.bus import owners
+from mailslot.bus.layout import CHARTER, TAKEN, Layout
+from mailslot.core.clock import format_time
+from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound, WaitTimeout
+from mailslot.core.fsio import atomic_create, atomic_write, file_lock, fsync_dir, highest_number
+from mailslot.core.limits import check_chars, check_one_line
+from mailslot.core.names import validate_agent
+from mailslot.core.wait import wait_until
+
+__all__ = ["ITEM_MAX_BYTES", "NOTE_MAX", "Item", "OutboxEmpty", "list_items", "put", "take"]
+
+# A deliverable is a file an agent produced (a card, a draft, a build); bigger belongs elsewhere,
+# and the copy is held in memory once while it is hashed and written.
+ITEM_MAX_BYTES = 64 * 1024 * 1024
+# A note says what the item is in a sentence; the item is the payload.
+NOTE_MAX = 500
+WIDTH = 6
+_UNSAFE_RE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+class OutboxEmpty(WaitTimeout):
+    """Nothing to take (exit 3, like a wait that found nothing new)."""
+
+    label = "empty"
+
+
+@dataclass
+class Item:
+    """One deliverable in ``outbox/`` (or ``outbox/taken/``) and what its record says."""
+
+    name: str
+    path: str  # relative to the bus root
+    abspath: str
+    sender: str | None = None
+    recipient: str | None = None
+    note: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    at: str | None = None
+    source: str | None = None
+    taken_by: str | None = None
+    taken_at: str | None = None
+    has_record: bool = False
+    sha256_ok: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as a JSON-ready dict (``from``/``for`` as in the record)."""
+        return {
+            "item": self.name,
+            "path": self.path,
+            "abspath": self.abspath,
+            "from": self.sender,
+            "for": self.recipient,
+            "note": self.note,
+            "sha256": self.sha256,
+            "bytes": self.size,
+            "at": self.at,
+            "source": self.source,
+            "taken_by": self.taken_by,
+            "taken_at": self.taken_at,
+            "has_record": self.has_record,
+            "sha256_ok": self.sha256_ok,
+        }
+
+
+def _safe_name(source: str) -> str:
+    name = _UNSAFE_RE.sub("-", unicodedata.normalize("NFKC", source)).lstrip(".-") or "item"
+    return name[-100:]
+
+
+def _check_note(note: str) -> None:
+    check_one_line("note", note)
+    check_chars("note", note, 1, NOTE_MAX)
+    if any(ch != "\t" and unicodedata.category(ch) == "Cc" for ch in note):
+        raise MailslotError("note holds a control character; a note is plain text")
+
+
+def _record(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_bytes())
+    except (FileNotFoundError, ValueError):
+        return None  # hand-dropped item, or a record someone mangled: shown without one
+    return value if isinstance(value, dict) else None
+
+
+def _item(layout: Layout, path: Path, record: dict[str, Any] | None) -> Item:
+    rec = record or {}
+    return Item(
+        name=path.name,
+        path=layout.relative(path),
+        abspath=str(path),
+        sender=rec.get("from"),
+        recipient=rec.get("for"),
+        note=rec.get("note"),
+        sha256=rec.get("sha256"),
+        size=rec.get("bytes"),
+        at=rec.get("at"),
+        source=rec.get("source"),
+        taken_by=rec.get("taken_by"),
+        taken_at=rec.get("taken_at"),
+        has_record=record is not None,
+    )
+
+
+def put(
+    root: Path,
+    agent: str,
+    source: Path,
+    *,
+    recipient: str | None = None,
+    note: str | None = None,
+) -> Item:
+    """Copy ``source`` into ``outbox/`` atomically with its record; return the new item.
+
+    Raises ``NotFound`` for a missing source, ``LimitExceeded`` for one over ``ITEM_MAX_BYTES``
+    or an over-long note, ``Conflict`` when the charter forbids ``agent`` the outbox or
+    ``recipient`` is not the consumer it names, ``InvalidName`` for bad names.
+    """
+    validate_agent(agent)
+    if recipient is not None:
+        validate_agent(recipient, "consumer name")
+    if note is not None:
+        _check_note(note)
+    layout = Layout.at(root)
+    source = Path(source)
+    try:
+        st = os.stat(source)
+    except FileNotFoundError:
+        raise NotFound("no such file to put", path=source) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise MailslotError("not a regular file; put one file at a time", path=source)
+    if st.st_size > ITEM_MAX_BYTES:
+        raise LimitExceeded("outbox item", ITEM_MAX_BYTES, st.st_size, "bytes")
+    charter = owners.load(root)
+    taker = owners.consumer(charter)
+    if recipient is not None and recipient != taker:
+        raise Conflict(
+            f"{recipient} can never take this: the charter names "
+            f"{taker or 'no consumer'} as the writer of {TAKEN}/ ({CHARTER})"
+        )
+    with source.open("rb") as f:
+        data = f.read(ITEM_MAX_BYTES + 1)
+    if len(data) > ITEM_MAX_BYTES:
+        raise LimitExceeded("outbox item", ITEM_MAX_BYTES, len(data), "bytes")
+    name = _safe_name(source.name)
+    record = {
+        "from": agent,
+        "for": recipient,
+        "note": note,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "source": source.name,
+    }
+    layout.outbox.mkdir(exist_ok=True)
+    layout.records.mkdir(exist_ok=True)
+    with file_lock(layout.lock("outbox")):
+        # outbox/ before taken/: a take renames outbox/ -> taken/ without this lock, so an item
+        # moving meanwhile is seen in one of the two listings, never missed by both.
+        number = highest_number([layout.outbox, layout.taken], WIDTH) + 1
+        while True:
+            item_name = f"{number:0{WIDTH}d}-{name}"
+            error = owners.denied_error(
+                owners.check(root, agent, [f"outbox/{item_name}"], charter), "put into outbox/"
+            )
+            if error is not None:
+                raise error
+            full = {"item": item_name, **record, "at": format_time()}
+            rec_path = layout.records / f"{item_name}.json"
+            try:
+                atomic_create(rec_path, json.dumps(full, indent=2, ensure_ascii=False) + "\n")
+            except Conflict:
+                number += 1  # a leftover record of a name someone claimed by hand
+                continue
+            try:
+                atomic_create(layout.outbox / item_name, data)
+            except Conflict:
+                with contextlib.suppress(FileNotFoundError):
+                    rec_path.unlink()
+                number += 1
+                continue
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    rec_path.unlink()
+                raise
+            return _item(layout, layout.outbox / item_name, full)
+
+
+def _pending(directory: Path) -> list[Path]:
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return []
+    files = []
+    for e in entries:
+        if e.name.startswith(".") or not e.is_file(follow_symlinks=False):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            files.append((e.stat(follow_symlinks=False).st_mtime_ns, e.name, Path(e.path)))
+    return [p for _, _, p in sorted(files)]
+
+
+def list_items(root: Path, *, taken: bool = False) -> list[Item]:
+    """Items waiting in ``outbox/`` oldest first (or those in ``outbox/taken/``); ``NotFound``."""
+    layout = Layout.at(root)
+    if taken:
+        return [
+            _item(layout, p, _record(layout.taken_records / f"{p.name}.json"))
+            for p in _pending(layout.taken)
+        ]
+    return [
+        _item(layout, p, _record(layout.records / f"{p.name}.json"))
+        for p in _pending(layout.outbox)
+    ]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _claim(layout: Layout, agent: str) -> Item | None:
+    for src in _pending(layout.outbox):
+        record = _record(layout.records / f"{src.name}.json")
+        wanted = (record or {}).get("for")
+        if wanted and wanted != agent:
+            continue
+        dest = layout.taken / src.name
+        if dest.exists():  # a hand-dropped name taken before: keep both
+            dest = layout.taken / f"{src.name}.{format_time().replace(':', '')}"
+        try:
+            os.rename(src, dest)  # the claim: exactly one racer's rename finds the source
+        except FileNotFoundError:
+            continue
+        fsync_dir(layout.taken)
+        fsync_dir(layout.outbox)
+        taken_record = {
+            **(record or {"item": src.name}),
+            "taken_by": agent,
+            "taken_at": format_time(),
+        }
+        atomic_write(
+            layout.taken_records / f"{dest.name}.json",
+            json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
+        )
+        with contextlib.suppress(FileNotFoundError):
+            (layout.records / f"{src.name}.json").unlink()
+        item = _item(layout, dest, taken_record if record is not None else None)
+        item.taken_by, item.taken_at = agent, taken_record["taken_at"]
+        if record is not None and record.get("sha256"):
+            item.sha256_ok = _sha256(dest) == record["sha256"]
+        return item
+    return None
+
+
+def take(root: Path, agent: str, *, wait: float = 0) -> Item:
+    """Claim the oldest item for ``agent`` into ``outbox/taken/``, waiting up to ``wait`` s.
+
+    Raises ``Conflict`` unless the charter names ``agent`` as the writer of ``outbox/taken/``,
+    ``OutboxEmpty`` (exit 3) when there is nothing to take, ``WaitTimeout`` after a wait.
+    """
+    validate_agent(agent)
+    layout = Layout.at(root)
+    taker = owners.consumer(owners.load(root))
+    if taker is None:
+        raise Conflict(
+            f"nobody may take: {CHARTER} names no writer of {TAKEN}/; add the row "
+            f"`| {TAKEN}/ | NAME |` for the consumer"
+        )
+    if taker != agent:
+        raise Conflict(f"{agent} may not take: {taker} is the outbox consumer ({CHARTER})")
+    layout.taken.mkdir(parents=True, exist_ok=True)
+    layout.taken_records.mkdir(exist_ok=True)
+    layout.outbox.mkdir(exist_ok=True)
+    if wait > 0:
+        return wait_until(
+            lambda: _claim(layout, agent), [layout.outbox], wait, what="outbox item to take"
+        )
+    item = _claim(layout, agent)
+    if item is None:
+        raise OutboxEmpty("nothing to take in outbox/")
+    return item

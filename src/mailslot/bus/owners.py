@@ -1,0 +1,459 @@
+"""The ownership charter ``DIVISION-OF-WORK.md``: which agent is the sole writer of which path.
+
+The charter is a markdown table with a ``path`` and a ``writer`` column (header names
+case-insensitive, other columns allowed, several tables allowed)::
+
+    | path          | writer  | why                      |
+    |---------------|---------|--------------------------|
+    | src/          | beacon  | the build agent          |
+    | docs/*.md     | lantern |                          |
+    | outbox/taken/ | beacon  | the outbox consumer      |
+
+Rules, each enforced here and nowhere else:
+
+* A path ending in ``/`` owns that directory and everything below it. ``*`` and ``?`` match
+  within one path segment, ``**`` across segments, ``[...]`` a character class. Anything else is
+  an exact path.
+* The most specific matching row wins: most literal (non-wildcard) characters, then an exact
+  path over a pattern. Two equally specific rows naming different writers do not resolve, and an
+  unresolved check refuses (fail safe).
+* A path no row matches is free to all.
+* Paths are relative to the bus root: ``./`` and ``//`` are normalised; ``..`` and paths outside
+  the root are refused, in the charter and on the command line alike.
+* A charter that cannot be read exactly (no table with both columns, two writers in one cell,
+  a bad name) is a ``FormatError``: a misread charter must stop a commit, not wave it through.
+
+The git pre-commit hook runs ``mailslot owners pre-commit``: the committer's identity comes from
+``git config mailslot.agent`` in that checkout, never from the commit message, and file names
+travel NUL-separated from ``git diff -z`` straight into Python, never through a shell.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mailslot.bus.layout import CHARTER, TAKEN, Layout
+from mailslot.core.errors import Conflict, FormatError, MailslotError, Unresolved
+from mailslot.core.fsio import atomic_write
+from mailslot.core.names import validate_agent
+
+__all__ = [
+    "HOOK_MARK",
+    "Charter",
+    "Rule",
+    "Verdict",
+    "check",
+    "check_staged",
+    "consumer",
+    "denied_error",
+    "install_hook",
+    "load",
+    "normalise",
+    "parse",
+    "show",
+]
+
+HOOK_MARK = "# mailslot owners hook"
+GIT_TIMEOUT = 60  # seconds; a git plumbing call on a local repo takes milliseconds
+
+
+def normalise(path: str, *, where: str = "path") -> str:
+    """``path`` relative to the root with ``./`` and ``//`` removed, a trailing ``/`` kept.
+
+    Raises ``MailslotError`` for an empty path, an absolute path, NUL or a ``..`` segment. Any
+    other character is data (a file name may hold a newline or a ``$``).
+    """
+    if not path or "\x00" in path:
+        raise MailslotError(f"invalid {where} {path!r}: empty or NUL")
+    if path.startswith("/"):
+        raise MailslotError(f"invalid {where} {path!r}: paths are relative to the bus root")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise MailslotError(f"invalid {where} {path!r}: '..' would leave the bus root")
+    if not parts:
+        raise MailslotError(f"invalid {where} {path!r}: names the root itself")
+    return "/".join(parts) + ("/" if path.endswith("/") else "")
+
+
+def _translate(body: str) -> tuple[str, int, bool]:
+    """Regex for a glob, its count of literal characters, and whether it had any wildcard."""
+    out: list[str] = []
+    literal = 0
+    wild = False
+    i = 0
+    while i < len(body):
+        if body.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i, wild = i + 3, True
+        elif body.startswith("**", i):
+            out.append(".*")
+            i, wild = i + 2, True
+        elif body[i] == "*":
+            out.append("[^/]*")
+            i, wild = i + 1, True
+        elif body[i] == "?":
+            out.append("[^/]")
+            i, wild = i + 1, True
+        elif body[i] == "[" and (end := body.find("]", i + 2)) != -1:
+            inner = body[i + 1 : end]
+            neg = inner.startswith("!")
+            inner = inner[1:] if neg else inner
+            out.append("[" + ("^/" if neg else "") + inner.replace("\\", "\\\\") + "]")
+            i, wild = end + 1, True
+        else:
+            out.append(re.escape(body[i]))
+            literal += 1
+            i += 1
+    return "".join(out), literal, wild
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(pattern: str) -> tuple[re.Pattern[str], int, bool]:
+    regex, literal, wild = _translate(pattern.rstrip("/"))
+    tail = "(?:/.*)?" if pattern.endswith("/") else ""
+    return re.compile(f"^{regex}{tail}$", re.DOTALL), literal, wild
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One charter row: ``pattern`` (normalised) is written only by ``writer``."""
+
+    pattern: str
+    writer: str
+    lineno: int
+
+    @property
+    def is_dir(self) -> bool:
+        return self.pattern.endswith("/")
+
+    def _compiled(self) -> tuple[re.Pattern[str], int, bool]:
+        return _compile(self.pattern)
+
+    def matches(self, path: str) -> bool:
+        """Whether this row owns the normalised ``path``."""
+        return bool(self._compiled()[0].match(path.rstrip("/")))
+
+    def specificity(self) -> tuple[int, int]:
+        """Sort key: literal characters, then exact path (1) over pattern or directory (0)."""
+        _, literal, wild = self._compiled()
+        return literal, 0 if (wild or self.is_dir) else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.pattern, "writer": self.writer, "line": self.lineno}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether ``agent`` may write ``path``; ``rule`` is the row that decided (None: free)."""
+
+    path: str
+    agent: str
+    rule: Rule | None
+
+    @property
+    def owner(self) -> str | None:
+        return self.rule.writer if self.rule else None
+
+    @property
+    def allowed(self) -> bool:
+        return self.rule is None or self.rule.writer == self.agent
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "owner": self.owner,
+            "rule": self.rule.pattern if self.rule else None,
+            "allowed": self.allowed,
+        }
+
+
+@dataclass(frozen=True)
+class Charter:
+    """The parsed rows of a charter (``path`` is ``None`` for a bus without one)."""
+
+    rules: list[Rule]
+    path: Path | None = None
+
+    def owner(self, path: str) -> Rule | None:
+        """The deciding row for a normalised ``path``; ``Unresolved`` for a tie of writers."""
+        hits = [r for r in self.rules if r.matches(path)]
+        if not hits:
+            return None
+        best = max(r.specificity() for r in hits)
+        top = [r for r in hits if r.specificity() == best]
+        writers = {r.writer for r in top}
+        if len(writers) > 1:
+            rows = ", ".join(f"{r.pattern!r} ({r.writer}, line {r.lineno})" for r in top)
+            raise Unresolved(
+                f"{path!r} is owned equally by rows {rows}; make one more specific",
+                path=self.path,
+            )
+        return top[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "charter": str(self.path) if self.path else None,
+            "rules": [r.to_json() for r in self.rules],
+        }
+
+
+def _cells(line: str) -> list[str]:
+    body = line.strip()
+    if body.startswith("|"):
+        body = body[1:]
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    return [c.replace("\\|", "|").strip() for c in re.split(r"(?<!\\)\|", body)]
+
+
+def _clean(cell: str) -> str:
+    cell = cell.strip()
+    for mark in ("**", "__", "`"):
+        if len(cell) > 2 * len(mark) - 1 and cell.startswith(mark) and cell.endswith(mark):
+            cell = cell[len(mark) : -len(mark)].strip()
+    return cell
+
+
+_SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+
+
+def parse(text: str, path: Path | None = None) -> Charter:
+    """Parse charter markdown; ``FormatError`` naming the line for anything it cannot read."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    rules: list[Rule] = []
+    tables = 0
+    usable = 0
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip().startswith("|"):
+            i += 1
+            continue
+        start = i
+        while i < len(lines) and lines[i].strip().startswith("|"):
+            i += 1
+        block = lines[start:i]
+        tables += 1
+        if len(block) < 2 or not _SEPARATOR_RE.match(block[1]):
+            continue  # not a table, just a line starting with a pipe
+        header = [_clean(c).lower() for c in _cells(block[0])]
+        if "path" not in header or "writer" not in header:
+            continue
+        usable += 1
+        pcol, wcol = header.index("path"), header.index("writer")
+        for offset, row in enumerate(block[2:], start=start + 3):
+            cells = _cells(row)
+            if len(cells) <= max(pcol, wcol):
+                raise FormatError(f"line {offset}: row has too few cells", path=path)
+            raw_path, raw_writer = _clean(cells[pcol]), _clean(cells[wcol])
+            if not raw_path and not raw_writer:
+                continue
+            try:
+                pattern = normalise(raw_path.removeprefix("/"), where="charter path")
+            except MailslotError as e:
+                raise FormatError(f"line {offset}: {e.message}", path=path) from None
+            writer = raw_writer.lower()
+            if re.search(r"[,;&\s]", writer):
+                raise FormatError(
+                    f"line {offset}: {raw_writer!r}: one writer per path (the charter names a "
+                    "sole writer)",
+                    path=path,
+                )
+            try:
+                validate_agent(writer, "writer")
+            except MailslotError as e:
+                raise FormatError(f"line {offset}: {e.message}", path=path) from None
+            rules.append(Rule(pattern, writer, offset))
+    if usable == 0:
+        raise FormatError(
+            f"no table with a 'path' and a 'writer' column ({tables} table(s) seen); "
+            "an unreadable charter protects nothing",
+            path=path,
+        )
+    return Charter(rules, path)
+
+
+def load(root: Path) -> Charter:
+    """The charter of the bus at ``root``; an empty one if it has none; ``FormatError``."""
+    layout = Layout.at(root)
+    try:
+        text = layout.charter.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return Charter([], None)
+    except UnicodeDecodeError as e:
+        raise FormatError(f"not UTF-8 ({e.reason})", path=layout.charter) from None
+    return parse(text, layout.charter)
+
+
+def show(root: Path) -> dict[str, Any]:
+    """The charter's rows plus warnings about likely mistakes; ``FormatError``, ``NotFound``.
+
+    Warned: an exact row naming an existing directory (``src`` owns only that name; ``src/``
+    would own everything below it), and the outbox without a consumer.
+    """
+    layout = Layout.at(root)
+    charter = load(root)
+    warnings = [
+        f"line {r.lineno}: {r.pattern!r} is a directory here but owns only that name; "
+        f"write {r.pattern + '/'!r} to own everything below it"
+        for r in charter.rules
+        if not r.is_dir and r.specificity()[1] == 1 and (layout.root / r.pattern).is_dir()
+    ]
+    if consumer(charter) is None:
+        warnings.append(f"no writer of {TAKEN}/: nobody may take from the outbox")
+    return {**charter.to_json(), "warnings": warnings}
+
+
+def consumer(charter: Charter) -> str | None:
+    """The outbox consumer: the writer of ``outbox/taken/``, or ``None`` if none is named."""
+    rule = charter.owner(TAKEN + "/")
+    return rule.writer if rule else None
+
+
+def _relative(layout: Layout, path: str) -> str:
+    if os.path.isabs(path):
+        real = Path(os.path.realpath(path))
+        root = Path(os.path.realpath(layout.root))
+        if real != root and root not in real.parents:
+            raise MailslotError(f"{path!r} is outside the bus root {layout.root}")
+        rel = real.relative_to(root).as_posix() + ("/" if path.endswith("/") else "")
+        return normalise(rel)
+    return normalise(path)
+
+
+def check(
+    root: Path, agent: str, paths: list[str], charter: Charter | None = None
+) -> list[Verdict]:
+    """One verdict per path (relative to the root, or absolute inside it) for ``agent``.
+
+    Raises ``InvalidName``, ``MailslotError`` for a path outside the root, ``FormatError`` for an
+    unreadable charter and ``Unresolved`` for a tie.
+    """
+    validate_agent(agent)
+    layout = Layout.at(root)
+    charter = charter if charter is not None else load(root)
+    return [
+        Verdict(rel, agent, charter.owner(rel)) for rel in (_relative(layout, p) for p in paths)
+    ]
+
+
+def _show(path: str) -> str:
+    """``path`` as typed if printable, else quoted: an error stays one line."""
+    return path if path.isprintable() else repr(path)
+
+
+def denied_error(verdicts: list[Verdict], verb: str = "write") -> Conflict | None:
+    """A ``Conflict`` naming every denied path and its owner, or ``None`` if all are allowed."""
+    denied = [v for v in verdicts if not v.allowed]
+    if not denied:
+        return None
+    agent = denied[0].agent
+    listed = "; ".join(
+        f"{_show(v.path)} is owned by {v.owner} (row {v.rule.pattern!r})" for v in denied if v.rule
+    )
+    return Conflict(f"{agent} may not {verb}: {listed} ({CHARTER})")
+
+
+# -- git hook -------------------------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            check=False,
+            timeout=GIT_TIMEOUT,
+        )
+    except FileNotFoundError:
+        raise MailslotError("git is not installed") from None
+    if out.returncode != 0:
+        detail = out.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        raise MailslotError(f"git {args[0]} failed: {detail[-1] if detail else out.returncode}")
+    return out.stdout.decode("utf-8", errors="surrogateescape")
+
+
+def _hook_text(root: Path) -> str:
+    command = shlex.join(
+        [sys.executable, "-m", "mailslot", "owners", "pre-commit", "--root", str(root)]
+    )
+    return (
+        "#!/bin/sh\n"
+        f"{HOOK_MARK}: refuse commits that touch paths another agent owns\n"
+        f"# ({CHARTER} in the bus below). Identity: git config mailslot.agent NAME\n"
+        "# Staged file names go from git to mailslot as data (git diff -z), never through sh.\n"
+        f"exec {command}\n"
+    )
+
+
+def install_hook(root: Path, repo: Path, *, agent: str | None = None, force: bool = False) -> Path:
+    """Install the pre-commit hook in the checkout at ``repo``; return the hook's path.
+
+    With ``agent``, also set ``git config mailslot.agent`` for that checkout. Raises ``Conflict``
+    when a foreign pre-commit hook exists (unless ``force``), ``MailslotError`` outside git.
+    """
+    layout = Layout.at(root)
+    if agent is not None:
+        validate_agent(agent)
+    hook = Path(_git(repo, "rev-parse", "--git-path", "hooks/pre-commit").strip())
+    if not hook.is_absolute():
+        hook = (Path(repo) / hook).absolute()
+    if hook.exists() and not force:
+        current = hook.read_text(encoding="utf-8", errors="replace")
+        if HOOK_MARK not in current:
+            raise Conflict(
+                "a pre-commit hook exists and is not mailslot's; pass --force to replace it",
+                path=hook,
+            )
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(hook, _hook_text(layout.root), mode=0o755)
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    if agent is not None:
+        _git(repo, "config", "mailslot.agent", agent)
+    return hook
+
+
+def committer(repo: Path) -> str:
+    """``git config mailslot.agent`` of the checkout; ``Unresolved`` if unset or invalid."""
+    try:
+        name = _git(repo, "config", "--get", "mailslot.agent").strip()
+    except MailslotError:
+        name = ""
+    if not name:
+        raise Unresolved(
+            "who is committing? set this checkout's identity: git config mailslot.agent NAME"
+        )
+    return validate_agent(name)
+
+
+def check_staged(root: Path, repo: Path) -> list[Verdict]:
+    """Verdicts for every staged path under the bus root; ``Conflict`` if any is denied.
+
+    Paths outside the bus root are not the charter's business and are left out. Raises
+    ``Unresolved`` without an identity, ``FormatError`` for an unreadable charter.
+    """
+    layout = Layout.at(root)
+    agent = committer(repo)
+    top = Path(os.path.realpath(_git(repo, "rev-parse", "--show-toplevel").strip()))
+    names = _git(repo, "diff", "--cached", "--name-only", "--no-renames", "-z").split("\x00")
+    bus = Path(os.path.realpath(layout.root))
+    charter = load(root)
+    verdicts = []
+    for name in filter(None, names):
+        full = top / name
+        if full != bus and bus not in full.parents:
+            continue
+        rel = normalise(full.relative_to(bus).as_posix())
+        verdicts.append(Verdict(rel, agent, charter.owner(rel)))
+    error = denied_error(verdicts, "commit")
+    if error is not None:
+        raise error
+    return verdicts

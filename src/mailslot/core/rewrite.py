@@ -1,0 +1,159 @@
+"""Rewrite a hand-editable file atomically without dropping edits made by writers that take no lock.
+
+Files people and agents also edit by hand (checklists, STATE.md) cannot be append-only, and the
+hand editors take no lock. ``rewrite`` is a compare-and-swap against them:
+
+* The edit is computed from the file's bytes, the new file is written to a dot-named temp and
+  fsync'd, and it is renamed into place only if the file still holds exactly those bytes. If
+  lines were only appended meanwhile (``echo ... >> file``), they are carried over into the new
+  file; any other change starts the edit over on the new content.
+* A writer that opened the old file just before the rename writes into the file we replaced.
+  So after the rename we keep the old file open, wait until nobody else has it open (a Linux
+  write lease succeeds only then; elsewhere, a grace period), read it once more, and if it grew
+  or changed, redo the edit on its bytes plus whatever was appended to the new file since.
+* Callers serialise among themselves with ``lock``; the edit must be a pure function of the
+  bytes (it may run several times).
+
+What remains: a writer that opens the old file and stalls longer than ``SETTLE_MAX`` before
+writing, or an editor that saves a stale buffer later. Nothing can see those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import random
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mailslot.core.errors import Conflict
+from mailslot.core.fsio import file_lock, fsync_dir
+
+__all__ = ["REWRITE_ATTEMPTS", "Edit", "rewrite"]
+
+Edit = Callable[[bytes], bytes]
+
+# A rewrite that keeps colliding with hand edits gives up (visibly) rather than spin.
+REWRITE_ATTEMPTS = 20
+# Appends carried over in one swap before starting over: people append a few lines, not a stream.
+CATCH_UP_ROUNDS = 50
+# How long to wait for writers still holding the replaced file: an append takes microseconds,
+# a descheduled one on a loaded machine tens of milliseconds; a reader like `tail -f` forever.
+SETTLE_MAX = 0.5
+# Without leases (not Linux, NFS, a file someone else owns): a fixed wait covers most stalls.
+SETTLE_GRACE = 0.02
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _settle(fd: int) -> None:
+    """Return once no other process holds the file behind ``fd`` open, or ``SETTLE_MAX`` passed."""
+    setlease = getattr(fcntl, "F_SETLEASE", None)
+    if setlease is None:
+        time.sleep(SETTLE_GRACE)
+        return
+    deadline = time.monotonic() + SETTLE_MAX
+    while True:
+        try:
+            fcntl.fcntl(fd, setlease, fcntl.F_WRLCK)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EBUSY):
+                time.sleep(SETTLE_GRACE)  # leases unsupported here
+                return
+            if time.monotonic() >= deadline:
+                return  # someone keeps it open (a reader, most likely): use what is there
+            time.sleep(0.001)
+            continue
+        fcntl.fcntl(fd, setlease, fcntl.F_UNLCK)
+        return
+
+
+def _swap(
+    path: Path, fd: int, source: bytes, current: bytes, after: bytes, edit: Edit
+) -> tuple[bytes, bytes, bytes] | None:
+    """Write ``after`` (``edit(source)``) to a temp file, rename it over ``path`` if that still
+    holds ``current``, carrying over lines appended meanwhile. Returns what ``path`` held when
+    it was replaced, what replaced it and the source that was edited (appends included), or
+    ``None`` when the file changed in another way (the caller starts over)."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(tfd, os.fstat(fd).st_mode & 0o7777)
+        _write_all(tfd, after)
+        os.fsync(tfd)
+        for _ in range(CATCH_UP_ROUNDS):
+            now = path.read_bytes()
+            if now == current:
+                os.replace(tmp, path)
+                return current, after, source
+            tail = now[len(current) :]
+            if not now.startswith(current) or edit(source + tail) != after + tail:
+                return None  # not a plain append: redo the edit on the new content
+            _write_all(tfd, tail)  # someone appended: carry their lines over
+            os.fsync(tfd)
+            source, current, after = source + tail, now, after + tail
+        return None
+    finally:
+        os.close(tfd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def rewrite(path: Path, edit: Edit, *, lock: Path) -> None:
+    """Replace ``path`` with ``edit(its bytes)`` atomically, keeping concurrent hand edits.
+
+    Raises ``Conflict`` after ``REWRITE_ATTEMPTS`` collisions, ``FileNotFoundError`` if ``path``
+    is missing, and whatever ``edit`` raises (nothing is written then).
+    """
+    # After a write landed in a file we had replaced: the source to edit (ours plus theirs) and
+    # what we had put in the file's place (anything after it was appended since).
+    recovered: tuple[bytes, bytes] | None = None
+    with file_lock(lock):
+        for attempt in range(REWRITE_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, 0.002 * attempt))  # let a burst of edits pass
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                current = _read_fd(fd)
+                source = current
+                if recovered is not None and current.startswith(recovered[1]):
+                    # the old file's late writes, then what was appended to ours since
+                    source = recovered[0] + current[len(recovered[1]) :]
+                recovered = None
+                after = edit(source)
+                if after == current:
+                    return
+                swapped = _swap(path, fd, source, current, after, edit)
+                if swapped is None:
+                    continue
+                fsync_dir(path.parent)
+                _settle(fd)
+                replaced = _read_fd(fd)
+                held, wrote, edited = swapped
+                if replaced == held:
+                    return
+                # someone wrote into the old file during the swap: redo with their bytes too
+                if replaced.startswith(held):
+                    recovered = (edited + replaced[len(held) :], wrote)
+                else:  # rewritten in place: their version is the new source
+                    recovered = (replaced, wrote)
+            finally:
+                os.close(fd)
+    raise Conflict(f"gave up after {REWRITE_ATTEMPTS} collisions with other edits", path=path)

@@ -1,0 +1,170 @@
+"""outbox/: atomic drops with records; only the charter's consumer takes; races take once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from bus_helpers import finish, release, spawn
+
+from mailslot.bus import outbox
+from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound, WaitTimeout
+
+
+def deliverable(tmp_path: Path, name: str = "og-card.png", data: bytes = b"PNG...") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def visible(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+
+
+def test_put_copies_in_with_a_record(root: Path, tmp_path: Path) -> None:
+    src = deliverable(tmp_path, data=b"card bytes")
+    item = outbox.put(root, "lantern", src, recipient="beacon", note="OG card, 1200x630")
+    assert item.path == "outbox/000001-og-card.png"
+    assert (root / item.path).read_bytes() == b"card bytes"
+    record = json.loads((root / "outbox/records/000001-og-card.png.json").read_text())
+    assert record["from"] == "lantern" and record["for"] == "beacon"
+    assert record["note"] == "OG card, 1200x630" and record["bytes"] == 10
+    assert record["sha256"] == hashlib.sha256(b"card bytes").hexdigest()
+    assert record["at"].endswith("Z") and record["source"] == "og-card.png"
+    src.write_bytes(b"changed later")  # a copy, not a link
+    assert (root / item.path).read_bytes() == b"card bytes"
+    assert [p for p in (root / "outbox").iterdir() if p.name.startswith(".")] == []
+
+
+def test_names_are_numbered_sanitised_and_never_reused(root: Path, tmp_path: Path) -> None:
+    a = outbox.put(root, "lantern", deliverable(tmp_path, "guide draft (v2).md"))
+    assert a.name == "000001-guide-draft-v2-.md"
+    b = outbox.put(root, "lantern", deliverable(tmp_path, ".hidden"))
+    assert b.name == "000002-hidden"  # never a dot-name, which readers skip
+    outbox.take(root, "beacon")
+    outbox.take(root, "beacon")
+    c = outbox.put(root, "lantern", deliverable(tmp_path, "x"))
+    assert c.name == "000003-x"  # the taken numbers count too
+
+
+def test_put_refusals_write_nothing(root: Path, tmp_path: Path, monkeypatch) -> None:
+    src = deliverable(tmp_path)
+    with pytest.raises(NotFound):
+        outbox.put(root, "lantern", tmp_path / "missing")
+    with pytest.raises(MailslotError, match="regular file"):
+        outbox.put(root, "lantern", tmp_path)
+    with pytest.raises(LimitExceeded, match="lines"):
+        outbox.put(root, "lantern", src, note="two\nlines")
+    with pytest.raises(Conflict, match="lantern can never take"):
+        outbox.put(root, "lantern", src, recipient="lantern")
+    monkeypatch.setattr(outbox, "ITEM_MAX_BYTES", 3)
+    with pytest.raises(LimitExceeded, match="outbox item"):
+        outbox.put(root, "lantern", src)
+    assert visible(root / "outbox") == ["records", "taken"]
+    assert visible(root / "outbox/records") == []
+
+
+def test_put_obeys_the_charter(root: Path, tmp_path: Path) -> None:
+    charter = root / "DIVISION-OF-WORK.md"
+    charter.write_text(charter.read_text() + "| outbox/*.png | tidal | images |\n")
+    with pytest.raises(Conflict, match=r"outbox/000001-og-card.png is owned by tidal"):
+        outbox.put(root, "lantern", deliverable(tmp_path))
+    assert outbox.put(root, "tidal", deliverable(tmp_path)).name == "000001-og-card.png"
+
+
+def test_take_claims_oldest_and_records_the_taker(root: Path, tmp_path: Path) -> None:
+    first = outbox.put(root, "lantern", deliverable(tmp_path, "a.txt"), note="first")
+    outbox.put(root, "tidal", deliverable(tmp_path, "b.txt"))
+    assert [i.name for i in outbox.list_items(root)] == [first.name, "000002-b.txt"]
+    item = outbox.take(root, "beacon")
+    assert item.path == "outbox/taken/000001-a.txt" and item.sha256_ok is True
+    assert (root / item.path).exists() and not (root / first.path).exists()
+    rec = json.loads((root / "outbox/taken/records/000001-a.txt.json").read_text())
+    assert rec["taken_by"] == "beacon" and rec["note"] == "first" and rec["from"] == "lantern"
+    assert not (root / "outbox/records/000001-a.txt.json").exists()
+    assert [i.name for i in outbox.list_items(root, taken=True)] == ["000001-a.txt"]
+
+
+def test_only_the_charter_consumer_takes(root: Path, tmp_path: Path) -> None:
+    outbox.put(root, "lantern", deliverable(tmp_path))
+    with pytest.raises(Conflict, match="lantern may not take: beacon is the outbox consumer"):
+        outbox.take(root, "lantern")
+    (root / "DIVISION-OF-WORK.md").write_text("| path | writer |\n|---|---|\n")
+    with pytest.raises(Conflict, match="nobody may take"):
+        outbox.take(root, "beacon")
+    assert len(outbox.list_items(root)) == 1
+
+
+def test_nothing_to_take_is_exit_3(root: Path) -> None:
+    with pytest.raises(outbox.OutboxEmpty) as e:
+        outbox.take(root, "beacon")
+    assert e.value.exit_code == 3
+
+
+def test_hand_dropped_file_is_an_item(root: Path) -> None:
+    (root / "outbox/notes.txt").write_text("dropped with cp")
+    (root / "outbox/.notes.txt.123.abcdef01.tmp").write_text("in flight")
+    [item] = outbox.list_items(root)
+    assert item.name == "notes.txt" and not item.has_record
+    taken = outbox.take(root, "beacon")
+    assert taken.path == "outbox/taken/notes.txt" and taken.sha256_ok is None
+    (root / "outbox/notes.txt").write_text("same name again")
+    again = outbox.take(root, "beacon")
+    assert again.name.startswith("notes.txt.") and again.name != "notes.txt"
+    assert (root / "outbox/taken/notes.txt").read_text() == "dropped with cp"  # not overwritten
+
+
+def test_edited_item_is_flagged(root: Path, tmp_path: Path) -> None:
+    item = outbox.put(root, "lantern", deliverable(tmp_path))
+    (root / item.path).write_bytes(b"tampered")
+    assert outbox.take(root, "beacon").sha256_ok is False
+
+
+def test_take_waits_for_an_item(root: Path, tmp_path: Path) -> None:
+    src = deliverable(tmp_path)
+
+    def later() -> None:
+        time.sleep(0.3)
+        outbox.put(root, "lantern", src)
+
+    t = threading.Thread(target=later)
+    t.start()
+    item = outbox.take(root, "beacon", wait=60)
+    t.join()
+    assert item.name == "000001-og-card.png"
+    with pytest.raises(WaitTimeout):
+        outbox.take(root, "beacon", wait=0.2)
+
+
+TAKER = r"""
+import sys
+from pathlib import Path
+from mailslot.bus import outbox
+root = Path(sys.argv[1])
+sys.stdin.readline()  # start together
+while True:
+    try:
+        print(outbox.take(root, "beacon").name, flush=True)
+    except outbox.OutboxEmpty:
+        break
+"""
+
+
+@pytest.mark.slow
+def test_take_race_each_item_exactly_once(root: Path, tmp_path: Path) -> None:
+    for i in range(100):
+        outbox.put(root, "lantern", deliverable(tmp_path, f"item{i}.txt", str(i).encode()))
+    procs = [spawn(TAKER, str(root)) for _ in range(8)]
+    release(procs)
+    outs = finish(procs)
+    taken = [name for out in outs for name in out.split()]
+    assert len(taken) == 100 and len(set(taken)) == 100
+    assert sorted(taken) == sorted(f"{i + 1:06d}-item{i}.txt" for i in range(100))
+    assert visible(root / "outbox") == ["records", "taken"]
+    assert len(visible(root / "outbox/taken")) == 101  # 100 items + records/
+    assert len(os.listdir(root / "outbox/taken/records")) == 100

@@ -1,0 +1,108 @@
+"""core.rewrite: compare-and-swap rewrites that keep edits made by writers without a lock."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mailslot.core import rewrite as rw
+from mailslot.core.errors import Conflict
+from mailslot.core.rewrite import rewrite
+
+
+def tick_a(data: bytes) -> bytes:
+    return data.replace(b"- [ ] a", b"- [x] a")
+
+
+@pytest.mark.parametrize(
+    ("hand", "expected"),
+    [
+        # an append while mailslot computes: carried over into the rewrite
+        ("- [ ] a\n- [ ] b\n- [ ] c added by hand\n", "- [x] a\n- [ ] b\n- [ ] c added by hand\n"),
+        # a line inserted at the top: the edit is redone on the new text
+        ("- [ ] z on top\n- [ ] a\n- [ ] b\n", "- [ ] z on top\n- [x] a\n- [ ] b\n"),
+    ],
+)
+def test_hand_edit_between_read_and_write_is_kept(tmp_path: Path, hand: str, expected: str) -> None:
+    """The rewrite notices a file edited after it was read and keeps both edits."""
+    path = tmp_path / "tasks.md"
+    path.write_text("- [ ] a\n- [ ] b\n")
+    calls = []
+
+    def tick_a(data: bytes) -> bytes:
+        calls.append(data)
+        if len(calls) == 1:  # someone saves the file while we compute
+            path.write_text(hand)
+        return data.replace(b"- [ ] a", b"- [x] a")
+
+    rewrite(path, tick_a, lock=tmp_path / "lock")
+    assert len(calls) >= 2
+    assert path.read_text() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock", "tasks.md"]
+
+
+def test_write_into_the_replaced_file_is_recovered(tmp_path: Path, monkeypatch) -> None:
+    """A writer that opened the file before the rename and writes after it loses nothing."""
+    monkeypatch.setattr(rw, "SETTLE_MAX", 30.0)  # generous on a loaded machine
+    path = tmp_path / "tasks.md"
+    path.write_text("- [ ] a\n- [ ] b\n")
+    late: list[threading.Thread] = []
+
+    def edit(data: bytes) -> bytes:
+        if not late:  # the writer opens the file now and writes only after our swap
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+            def write_later() -> None:
+                time.sleep(0.2)
+                os.write(fd, b"- [ ] late\n")
+                os.close(fd)
+
+            late.append(threading.Thread(target=write_later))
+            late[0].start()
+        return tick_a(data)
+
+    rewrite(path, edit, lock=tmp_path / "lock")
+    late[0].join()
+    assert path.read_text() == "- [x] a\n- [ ] b\n- [ ] late\n"
+
+
+def test_no_change_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "f.md"
+    path.write_text("- [x] a\n")
+    before = path.stat().st_ino
+    rewrite(path, tick_a, lock=tmp_path / "lock")
+    assert path.stat().st_ino == before
+
+
+def test_edit_errors_write_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "f.md"
+    path.write_text("x\n")
+
+    def boom(data: bytes) -> bytes:
+        raise Conflict("no")
+
+    with pytest.raises(Conflict):
+        rewrite(path, boom, lock=tmp_path / "lock")
+    assert path.read_text() == "x\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "f.md",
+        "lock",
+    ]
+
+
+def test_gives_up_visibly_when_the_file_never_holds_still(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(rw, "REWRITE_ATTEMPTS", 3)
+    path = tmp_path / "f.md"
+    path.write_text("- [ ] a\n")
+    n = [0]
+
+    def edit(data: bytes) -> bytes:
+        n[0] += 1
+        path.write_text(f"- [ ] a\nversion {n[0]}\n")  # changed again, never a plain append
+        return tick_a(data)
+
+    with pytest.raises(Conflict, match="gave up"):
+        rewrite(path, edit, lock=tmp_path / "lock")
