@@ -140,21 +140,29 @@ def render_message(sender: str, when: datetime, body: str) -> str:
     return f"\n---MSG---\nFROM: {sender}\nTIME: {format_time(when)}\n---\n{escape_body(body)}\n"
 
 
-def _complete(data: bytes) -> bytes:
-    """``data`` up to and including its last newline (a block in progress is left for later)."""
-    cut = data.rfind(b"\n")
-    return data[: cut + 1] if cut >= 0 else b""
+# A header with no body line yet (or cut inside): the block is still being written.
+_PARTIAL_HEADER_RE = re.compile(
+    r"(?:^|\n)---MSG---[ \t]*\r?\n(?:FROM:[^\n]*\n(?:TIME:[^\n]*\n(?:---[ \t]*\r?\n)?)?)?$"
+)
+
+
+def _settled(data: bytes) -> bool:
+    """Whether ``data`` ends at a message boundary: a final newline and no half-written header."""
+    if not data.endswith(b"\n"):
+        return False
+    return _PARTIAL_HEADER_RE.search(data[-512:].decode("utf-8", errors="replace")) is None
 
 
 def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
     """Messages in ``data`` (bytes of the file from offset ``base``) and the offset consumed to.
 
     ``data`` must start at a block boundary (offset 0 or a previous return value). Text before the
-    first header (a hand-made preamble) is skipped. The consumed offset stops after the last
-    complete line, so the caller re-reads a block that is still being appended.
+    first header (a hand-made preamble) is skipped. When ``data`` does not end at a boundary (no
+    final newline, or a header cut short) the last block is held back -- neither returned nor
+    consumed -- so the caller re-reads it whole once its writer has finished.
     """
-    done = _complete(data)
-    text = done.decode("utf-8", errors="replace")
+    settled = _settled(data)
+    text = data.decode("utf-8", errors="replace")
     headers = list(_HEADER_RE.finditer(text))
     out: list[ChatMessage] = []
     # Byte offsets are counted incrementally (character index -> byte offset) to stay linear.
@@ -180,6 +188,8 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
         except FormatError:
             at = None
         offset = to_bytes(max(start, char_pos))
+        if not settled and i == len(headers) - 1:
+            return out, offset  # the last block may still be growing: leave it for later
         out.append(
             ChatMessage(
                 sender=m.group("from"),
@@ -190,4 +200,6 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
                 end=to_bytes(stop),
             )
         )
-    return out, base + len(done)
+    if not settled and not headers:
+        return out, base  # a preamble still being written
+    return out, base + len(data)

@@ -70,7 +70,7 @@ CWD_NOTE = (
 )
 # A lock held longer than this belongs to a writer that died mid-append (a write takes
 # microseconds); we refuse visibly instead of breaking someone's lock.
-LOCK_WAIT_SECONDS = 10.0
+LOCK_WAIT_SECONDS = 30.0
 # Seed 002 spins every 0.1 s; we spin faster so mailslot writers queue tightly.
 LOCK_SPIN_SECONDS = 0.001
 # A topic is one line that names the conversation, not its content.
