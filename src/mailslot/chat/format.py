@@ -84,10 +84,18 @@ class ChatMessage:
 
     sender: str
     time_raw: str
-    at: datetime | None
     body: str
     offset: int  # byte offset of the block in the file (its leading blank line, if any)
     end: int  # byte offset just past the block
+
+    @property
+    def at(self) -> datetime | None:
+        """``TIME`` as UTC, or ``None`` when it does not parse (parsed on use: most reads of a
+        long chat only need senders and kinds)."""
+        try:
+            return parse_time(self.time_raw, field="TIME")
+        except FormatError:
+            return None
 
     @property
     def kind(self) -> str:
@@ -111,7 +119,7 @@ class ChatMessage:
         """``{"from", "time", "body"}`` (DESIGN) plus ``kind`` and ``offset``."""
         return {
             "from": self.sender,
-            "time": format_time(self.at) if self.at is not None else self.time_raw,
+            "time": format_time(at) if (at := self.at) is not None else self.time_raw,
             "body": self.body,
             "kind": self.kind,
             "offset": self.offset,
@@ -182,11 +190,6 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
             start -= 1  # the separating blank line belongs to this block
             if start > 0 and text[start - 1] == "\r":
                 start -= 1
-        at: datetime | None
-        try:
-            at = parse_time(m.group("time"), field="TIME")
-        except FormatError:
-            at = None
         offset = to_bytes(max(start, char_pos))
         if not settled and i == len(headers) - 1:
             return out, offset  # the last block may still be growing: leave it for later
@@ -194,7 +197,6 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
             ChatMessage(
                 sender=m.group("from"),
                 time_raw=m.group("time"),
-                at=at,
                 body=body,
                 offset=offset,
                 end=to_bytes(stop),

@@ -41,6 +41,7 @@ from mailslot.chat.format import (
 from mailslot.chat.identity import NameBook, generate_name
 from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
+from mailslot.core.durable import sync_file
 from mailslot.core.errors import Conflict, FormatError, Gone, LockBusy, NotFound
 from mailslot.core.fsio import atomic_create, locked_append, read_from
 from mailslot.core.limits import check_chars, check_one_line
@@ -226,15 +227,31 @@ def _all(path: Path) -> tuple[list[ChatMessage], int]:
     return parse_messages(data)
 
 
+def _quick_status(data: bytes) -> ChatStatus:
+    """The status, skipping the parse when no end request exists (then it cannot have ended).
+
+    Only ``ended`` is meaningful in the skipped case; a say in a long chat stays cheap.
+    """
+    if END_REQUEST.encode() not in data:
+        return ChatStatus()
+    return compute_status(parse_messages(data)[0])
+
+
 def _write(
     path: Path, name: str, body: str, *, rule: Callable[[ChatStatus], None] | None = None
-) -> tuple[int, int, ChatStatus]:
-    """Append one block under both locks after ``rule(status)`` allows it; (start, end, status)."""
+) -> tuple[int, int]:
+    """Append one block under both locks after ``rule(status)`` allows it; (start, end).
+
+    The block is visible to readers as soon as it is whole; the fsync happens after the locks
+    are released and before this returns (a reader never waits for the disk, a sender never
+    returns before its message is durable).
+    """
     block = render_message(name, now(), body)
     with _seed_lock(path):
         if not path.is_file():
             raise NotFound("no such chat file (was it removed?)", path=path)
-        st = compute_status(_all(path)[0])
+        data = read_from(path, 0)
+        st = compute_status(parse_messages(data)[0]) if rule else _quick_status(data)
         if st.ended:
             raise Conflict(
                 f"the chat ended by mutual agreement at {st.ended_at}; nothing more is written",
@@ -242,10 +259,9 @@ def _write(
             )
         if rule is not None:
             rule(st)
-        start = locked_append(path, block, fsync=True)
-    end_ = start + len(block.encode())
-    messages, _ = parse_messages(read_from(path, 0)[:end_])
-    return start, end_, compute_status(messages)
+        start = locked_append(path, block)
+    sync_file(path)
+    return start, start + len(block.encode())
 
 
 def _chat_path(path: Path | str) -> Path:
@@ -319,7 +335,7 @@ def join(
     body = f"{who} joined.\nCWD: {here}\n{CWD_NOTE}"
     if text and text.strip():
         body += "\n" + text.strip("\n")
-    _, end_, _ = _write(path, who, body)
+    _, end_ = _write(path, who, body)
     history, _ = parse_messages(read_from(path, 0)[:end_])
     inode = path.stat().st_ino
     CursorStore("chat", state).save_bytes(_cursor_key(path, who), ByteCursor(end_, inode))
@@ -344,7 +360,7 @@ def say(
     path = _chat_path(path)
     who = NameBook(state).resolve(path, name)
     _refuse_markers(body)
-    start, end_, _ = _write(path, who, body)
+    start, end_ = _write(path, who, body)
     return parse_messages(read_from(path, start)[: end_ - start], start)[0][0]
 
 
@@ -383,7 +399,10 @@ def wait(
         pos = stored.offset if stored.valid_for(path) else 0
     else:
         pos = cursor
-    started_ended = status(path).ended
+    try:
+        started_ended = _quick_status(read_from(path, 0)).ended
+    except NotFound:
+        raise Gone("the chat file was removed: the conversation is over", path=path) from None
 
     def check() -> list[ChatMessage] | None:
         nonlocal pos
@@ -403,7 +422,9 @@ def wait(
     def save() -> None:
         if cursor is None:
             with contextlib.suppress(FileNotFoundError):
-                store.save_bytes(key, ByteCursor(pos, path.stat().st_ino))
+                # Not fsync'd: a cursor lost in a crash only re-delivers (the safe direction),
+                # and two fsyncs would dominate the wake latency.
+                store.save_bytes(key, ByteCursor(pos, path.stat().st_ino), durable=False)
 
     try:
         found = wait_until(check, [path], timeout, what="message from another participant")

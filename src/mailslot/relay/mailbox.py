@@ -35,6 +35,7 @@ from typing import Any
 
 from mailslot.core.clock import epoch_ms, format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
+from mailslot.core.durable import sync_file
 from mailslot.core.errors import Conflict, FormatError, Gone, NotFound, WaitTimeout
 from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from
 from mailslot.core.limits import check_chars, check_one_line, check_words
@@ -296,7 +297,8 @@ def post(relay: Relay, author: str, line: str) -> TurnLine:
         )
     if parsed.say is not None:
         _check_say(relay, author, parsed.say)
-    locked_append(relay.inbox(reader), line + "\n", fsync=True)
+    locked_append(relay.inbox(reader), line + "\n")
+    sync_file(relay.inbox(reader))  # visible at once, durable before returning
     return parsed
 
 
