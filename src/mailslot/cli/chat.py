@@ -25,8 +25,9 @@ def _status_text(st: dict[str, Any]) -> str:
     else:
         lines.append("ended: no")
     if req and not st["ended"]:
+        why = f" ({req['reason']})" if req["reason"] else ""
         lines.append(
-            f"end request: by {req['from']} at {req['time']}; accepted: "
+            f"end request: by {req['from']} at {req['time']}{why}; accepted: "
             f"{', '.join(req['accepted']) or '-'}; waiting for: {', '.join(req['waiting_for'])}"
         )
     elif not st["ended"]:

@@ -161,6 +161,9 @@ def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     emit(t.to_json(), as_json, f"{t.id} {t.say}")
 
 
+relay.add_command(serve_cmd, "watch")  # the same command under the name seed 003's manager uses
+
+
 @relay.command("recover")
 @click.option("--timeout", type=float, default=0.0, show_default=True, help="Seconds to wait.")
 @json_option
