@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -107,3 +108,51 @@ def test_a_waiter_in_another_process_gets_every_message_once(chat_file: Path) ->
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 0
     assert json.loads(out) == [f"m{i}" for i in range(n)]
+
+
+ONE_BASH_MESSAGE = r"""
+CHAT_FILE="$1"
+while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.1; done
+TS=$(date -Iseconds)
+cat >> "$CHAT_FILE" <<EOF
+
+---MSG---
+FROM: Kiran-48291
+TIME: $TS
+---
+Hand-run agent here, following seed 002.
+EOF
+rmdir "$CHAT_FILE.lock"
+"""
+
+
+def test_a_mailslot_waiter_wakes_for_a_seed_002_bash_agent(chat_file: Path, tmp_path: Path) -> None:
+    bash = shutil.which("bash")
+    if not bash:
+        pytest.skip("bash not installed")
+    chat.join(chat_file, "bob")
+    script = tmp_path / "one.sh"
+    script.write_text(ONE_BASH_MESSAGE)
+    env = {**os.environ, "TZ": "Asia/Kolkata"}  # date -Iseconds writes +05:30
+    p = subprocess.Popen([bash, str(script), str(chat_file)], env=env)
+    batch = chat.wait(chat_file, "bob", timeout=60)
+    assert p.wait(timeout=60) == 0
+    [m] = batch.messages
+    assert (m.sender, m.body) == ("Kiran-48291", "Hand-run agent here, following seed 002.")
+    assert m.time_raw.endswith("+05:30") and m.at is not None
+    assert m.to_json()["time"].endswith("Z")  # read back in UTC
+    assert chat.status(chat_file).participants == ["alice", "bob", "Kiran-48291"]
+
+
+def test_a_lock_left_by_a_dead_bash_agent_is_reported_not_broken(
+    chat_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mailslot.chat import room
+    from mailslot.core.errors import LockBusy
+
+    Path(f"{chat_file}.lock").mkdir()  # a writer died between mkdir and rmdir
+    monkeypatch.setattr(room, "LOCK_WAIT_SECONDS", 0.2)
+    before = chat_file.read_bytes()
+    with pytest.raises(LockBusy, match="rmdir"):
+        chat.say(chat_file, "anyone?", "alice")
+    assert chat_file.read_bytes() == before and Path(f"{chat_file}.lock").is_dir()
