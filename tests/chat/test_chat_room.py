@@ -249,3 +249,12 @@ def test_the_creators_generated_name_is_remembered(tmp_path: Path) -> None:
 def test_bad_names_are_refused(chat_file: Path) -> None:
     with pytest.raises(MailslotError, match="invalid chat name"):
         chat.say(chat_file, "hi", "Bad Name")
+
+
+def test_a_refused_join_remembers_no_name(chat_file: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MAILSLOT_SESSION", "late")
+    chat.end(chat_file, "request", name="alice")  # alone: ends at once
+    assert chat.status(chat_file).ended
+    with pytest.raises(Conflict, match="ended"):
+        chat.join(chat_file)
+    assert chat.NameBook().recall(chat_file) is None

@@ -66,8 +66,8 @@ class NameBook:
         name = value.get("name") if value else None
         return name if isinstance(name, str) else None
 
-    def claim(self, chat: Path, name: str | None) -> str:
-        """The name to enter ``chat`` with; remembers it. ``Conflict`` if one is already held."""
+    def pick(self, chat: Path, name: str | None) -> str:
+        """The name to enter ``chat`` with (stores nothing). ``Conflict`` if one is held here."""
         held = self.recall(chat)
         if name is None:
             if held is not None:
@@ -77,11 +77,13 @@ class NameBook:
                     "else",
                     path=chat,
                 )
-            name = generate_name()
-        validate_agent(name, "chat name")
-        if held is None:
+            return generate_name()
+        return validate_agent(name, "chat name")
+
+    def remember(self, chat: Path, name: str) -> None:
+        """Remember ``name`` for this caller in ``chat`` unless the slot already holds one."""
+        if self.recall(chat) is None:
             self._store.save(self._key(chat), {"name": name})
-        return name
 
     def resolve(self, chat: Path, name: str | None) -> str:
         """``name`` if given, else the remembered one; ``MailslotError`` if there is neither."""

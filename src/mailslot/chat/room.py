@@ -308,7 +308,7 @@ def new_chat(
             continue
     else:  # pragma: no cover - ten thousand chats in one second
         raise Conflict(f"no free chat name for {stamp}", path=folder)
-    book.claim(path, who)
+    book.remember(path, who)
     messages, end_ = parse_messages(block.encode())
     CursorStore("chat", state).save_bytes(_cursor_key(path, who), ByteCursor.at_end(path))
     return Joined(path, who, messages, end_)
@@ -330,12 +330,14 @@ def join(
     path = _chat_path(path)
     if not path.is_file():
         raise NotFound("no such chat file", path=path)
-    who = NameBook(state).claim(path, name)
+    book = NameBook(state)
+    who = book.pick(path, name)
     here = (cwd or Path.cwd()).resolve()
     body = f"{who} joined.\nCWD: {here}\n{CWD_NOTE}"
     if text and text.strip():
         body += "\n" + text.strip("\n")
     _, end_ = _write(path, who, body)
+    book.remember(path, who)  # only once the joining message is written
     history, _ = parse_messages(read_from(path, 0)[:end_])
     inode = path.stat().st_ino
     CursorStore("chat", state).save_bytes(_cursor_key(path, who), ByteCursor(end_, inode))
