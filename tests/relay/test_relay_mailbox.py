@@ -258,3 +258,17 @@ def test_stats_table_from_the_stamps(mb: Path) -> None:
     assert stages["held"]["n"] == 3 and stages["reply_transport"]["n"] == 3
     assert all(t["T0"] <= t["seen"] <= t["T1"] <= t["T2"] for t in s.turns)
     assert s.table().startswith("| Stage | n | median | min | max |")
+
+
+def test_an_open_question_must_be_answered_before_a_new_turn(mb: Path) -> None:
+    relay.ask(mb, "manager", "Morning or evening?", kind="Q", wait=False)
+    with pytest.raises(Conflict, match="answer it first"):
+        relay.ask(mb, "w1", "unrelated", wait=False)
+    with pytest.raises(Conflict, match="still open"):
+        relay.ask(mb, "manager", "and another?", kind="Q", wait=False)
+    relay.reply(mb, "w1", "Q01", "Morning.")
+    assert relay.ask(mb, "w1", "now mine", wait=False).id == "C01"
+    before = (mb / "to-manager.md").read_bytes()
+    with pytest.raises(LimitExceeded):  # the worker's cap is 1000 characters, not 25 words
+        relay.reply(mb, "w1", "Q01", "x" * 1001)
+    assert (mb / "to-manager.md").read_bytes() == before

@@ -406,6 +406,11 @@ def ask(
             _refuse_if_stopped(conv)
             if conv.open_turn is not None:
                 t = conv.open_turn
+                if t.author != name:
+                    raise Conflict(
+                        f"{t.author}'s turn {t.id} is open (one turn at a time): answer it "
+                        f"first (`mailslot relay reply --id {t.id} TEXT`)"
+                    )
                 raise Conflict(
                     f"turn {t.id} is still open (one turn at a time): wait for "
                     f"{_reply_id(t.id)}, or `mailslot relay recover` if your wait timed out"
@@ -415,9 +420,13 @@ def ask(
             t0 = epoch_ms()
             pending = {"offset": cursor.offset, "inode": cursor.inode, "pending": ask_id, "T0": t0}
             _store(state).save(_key(relay, name), pending)  # the cursor is saved before sending
-            line = post(
-                relay, name, format_line(_hhmm(), name, f"id={ask_id}", {"T0": t0}, say=text)
-            )
+            try:
+                line = post(
+                    relay, name, format_line(_hhmm(), name, f"id={ask_id}", {"T0": t0}, say=text)
+                )
+            except BaseException:
+                _store(state).save(_key(relay, name), {**pending, "pending": None})
+                raise
         if on_sent is not None:
             on_sent(ask_id)
         if not wait:
