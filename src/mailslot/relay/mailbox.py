@@ -366,7 +366,8 @@ def _await(
         post(relay, name, ack)  # seed 003: the delivery record goes to the manager's inbox
     else:
         _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
-    _store(state).save(_key(relay, name), {"offset": found.offset, "pending": None})
+    # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).
+    _store(state).save(_key(relay, name), {"offset": found.offset, "pending": None}, durable=False)
     return Delivery(ask_id, want, found.say or "", t0, t1, t2, recovered)
 
 
@@ -509,7 +510,7 @@ def serve(
                 if served.get("last") != t.id:
                     seen = {"at": epoch_ms()}
                     _note_line(relay, name, format_line(_hhmm(), name, f"seen={t.id}", seen))
-                    store.save(key, {"last": t.id})
+                    store.save(key, {"last": t.id}, durable=False)  # loss: one repeated note
                 return t
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
