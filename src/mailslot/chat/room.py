@@ -14,6 +14,9 @@ Invariants and why:
   The cursor lives in the caller's state dir per (file, name); ``say`` never moves it, so a
   message that lands while the caller composes is never skipped (the seed's ``CUR=$(wc -c)`` after
   writing could skip one).
+* Durable before return, visible at once: the block is fsync'd after both locks are released,
+  so a waiting reader sees it the moment it is whole and the sender returns only once it is on
+  disk.
 * A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat.
 """
 
