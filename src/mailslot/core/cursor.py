@@ -101,10 +101,11 @@ class CursorStore:
             raise FormatError("corrupt cursor: not an object", path=path)
         return value
 
-    def save(self, key: str, value: dict[str, Any]) -> None:
-        """Store ``value`` for ``key`` atomically."""
+    def save(self, key: str, value: dict[str, Any], *, durable: bool = True) -> None:
+        """Store ``value`` for ``key`` atomically; ``durable=False`` skips the fsyncs."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path_for(key), json.dumps({"key": key, **value}, sort_keys=True))
+        data = json.dumps({"key": key, **value}, sort_keys=True)
+        atomic_write(self.path_for(key), data, durable=durable)
 
     def load_bytes(self, key: str) -> ByteCursor:
         """The byte cursor for ``key``; offset 0 if none was stored."""
@@ -113,9 +114,9 @@ class CursorStore:
             return ByteCursor()
         return ByteCursor(int(value.get("offset", 0)), value.get("inode"))
 
-    def save_bytes(self, key: str, cursor: ByteCursor) -> None:
+    def save_bytes(self, key: str, cursor: ByteCursor, *, durable: bool = True) -> None:
         """Store a byte cursor."""
-        self.save(key, {"offset": cursor.offset, "inode": cursor.inode})
+        self.save(key, {"offset": cursor.offset, "inode": cursor.inode}, durable=durable)
 
     def load_seen(self, key: str) -> SeenSet:
         """The seen-set for ``key``; empty if none was stored."""

@@ -57,14 +57,17 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(directory: Path, final_name: str, data: bytes, mode: int) -> Path:
+def _write_temp(
+    directory: Path, final_name: str, data: bytes, mode: int, *, sync: bool = True
+) -> Path:
     tmp = directory / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -108,17 +111,23 @@ def atomic_create(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
-    """Create or replace ``path`` atomically and durably (state files, never messages)."""
+def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: bool = True) -> Path:
+    """Create or replace ``path`` atomically and durably (state files, never messages).
+
+    ``durable=False`` skips both fsyncs: still all-or-nothing for readers, but a crash may bring
+    back the previous version. For state whose loss only repeats work (a reader cursor: the safe
+    direction is re-delivery), on a hot path where two fsyncs would dominate.
+    """
     path = Path(path)
-    tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode)
+    tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode, sync=durable)
     try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
     return path
 
 

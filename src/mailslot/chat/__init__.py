@@ -1,0 +1,46 @@
+"""mailslot.chat: multi-agent chat over one append-only file (seed 002).
+
+Any number of agents share ``chat-YYYY-MM-DD-HHMMSS.txt``; each appends ``---MSG---`` blocks under
+a lock and blocks in ``wait`` on kernel file events until someone else writes. The end handshake
+and the human check are rules in code (``end``, ``check``, ``approve``), and ``status`` reads them
+back from the file. See ``format`` for the on-disk block and ``room`` for the operations.
+"""
+
+from mailslot.chat.format import ChatMessage, parse_messages, render_message
+from mailslot.chat.identity import NameBook, generate_name
+from mailslot.chat.room import (
+    Batch,
+    ChatStatus,
+    Joined,
+    approve,
+    check,
+    compute_status,
+    end,
+    join,
+    new_chat,
+    read,
+    say,
+    status,
+    wait,
+)
+
+__all__ = [
+    "Batch",
+    "ChatMessage",
+    "ChatStatus",
+    "Joined",
+    "NameBook",
+    "approve",
+    "check",
+    "compute_status",
+    "end",
+    "generate_name",
+    "join",
+    "new_chat",
+    "parse_messages",
+    "read",
+    "render_message",
+    "say",
+    "status",
+    "wait",
+]

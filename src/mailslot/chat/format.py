@@ -1,0 +1,207 @@
+"""The chat file format of seed 002: blocks appended to one text file, read back exactly.
+
+One message on disk is::
+
+    <blank line>
+    ---MSG---
+    FROM: kiran-48291
+    TIME: 2026-11-29T18:14:00.123Z
+    ---
+    body lines...
+
+Invariants:
+
+* A header is the four lines ``---MSG---`` / ``FROM:`` / ``TIME:`` / ``---`` together; a lone
+  ``---MSG---`` is body text. So the reader is never fooled by a partial header.
+* A body written by mailslot cannot forge a header or a ``FROM:``/``TIME:`` line, even for a
+  ``grep '^FROM:'`` reader: any body line that (after leading blanks) starts with ``---MSG---``,
+  ``FROM:`` or ``TIME:`` is written with one extra leading backslash, and readers remove exactly one
+  backslash from such lines. Escaping, not refusing, keeps "TIME: 10am works" sayable; the escape
+  is lossless (``unescape(escape(b)) == b``).
+* Files written by hand-run seed-002 bash agents parse: ``date -Iseconds`` times with offsets
+  (``+05:30``), CRLF, capitalised names. A ``TIME`` that does not parse keeps its raw text rather
+  than hiding the message (messages are data; a bad stamp is not a reason to drop one).
+* Only complete lines are consumed: a block still being written (no final newline) waits for the
+  next read, so a reader never delivers half a message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from mailslot.core.clock import format_time, parse_time
+from mailslot.core.errors import FormatError, LimitExceeded
+from mailslot.core.limits import check_bytes
+
+__all__ = [
+    "APPROVED",
+    "CHECK",
+    "END_ACCEPT",
+    "END_REJECT",
+    "END_REQUEST",
+    "MARKERS",
+    "MAX_BODY_BYTES",
+    "ChatMessage",
+    "escape_body",
+    "parse_messages",
+    "render_message",
+    "unescape_body",
+]
+
+# One message is a chat turn, not a payload (DESIGN principle 3): 64 KiB holds any turn an agent
+# writes and keeps a full re-read of a long chat cheap.
+MAX_BODY_BYTES = 64 * 1024
+
+END_REQUEST = "---END-REQUEST---"
+END_ACCEPT = "---END-ACCEPT---"
+END_REJECT = "---END-REJECT---"
+CHECK = "---HUMAN-CHECK---"
+APPROVED = "---HUMAN-APPROVED---"
+# Control markers: a body whose first line starts with one of these is protocol, not talk.
+MARKERS = {
+    END_REQUEST: "end-request",
+    END_ACCEPT: "end-accept",
+    END_REJECT: "end-reject",
+    CHECK: "human-check",
+    APPROVED: "human-approved",
+}
+
+_HEADER_RE = re.compile(
+    r"^---MSG---[ \t]*\r?\nFROM:[ \t]*(?P<from>[^\r\n]*?)[ \t]*\r?\n"
+    r"TIME:[ \t]*(?P<time>[^\r\n]*?)[ \t]*\r?\n---[ \t]*\r?\n",
+    re.MULTILINE,
+)
+_FORGEABLE_RE = re.compile(r"^(\\*)([ \t]*(?:---MSG---|FROM:|TIME:))", re.MULTILINE)
+_ESCAPED_RE = re.compile(r"^\\(\\*[ \t]*(?:---MSG---|FROM:|TIME:))", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One parsed message: author, time (UTC, or ``None`` if its stamp did not parse), body."""
+
+    sender: str
+    time_raw: str
+    body: str
+    offset: int  # byte offset of the block in the file (its leading blank line, if any)
+    end: int  # byte offset just past the block
+
+    @property
+    def at(self) -> datetime | None:
+        """``TIME`` as UTC, or ``None`` when it does not parse (parsed on use: most reads of a
+        long chat only need senders and kinds)."""
+        try:
+            return parse_time(self.time_raw, field="TIME")
+        except FormatError:
+            return None
+
+    @property
+    def kind(self) -> str:
+        """``message``, or the control marker's name (``end-request``, ``human-check``...)."""
+        first = self.body.lstrip().split("\n", 1)[0]
+        for marker, name in MARKERS.items():
+            if first.startswith(marker):
+                return name
+        return "message"
+
+    @property
+    def marker_text(self) -> str:
+        """The text after a control marker (a reason, a decision); the body if none."""
+        text = self.body.lstrip()
+        for marker in MARKERS:
+            if text.startswith(marker):
+                return text[len(marker) :].strip()
+        return self.body
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"from", "time", "body"}`` (DESIGN) plus ``kind`` and ``offset``."""
+        return {
+            "from": self.sender,
+            "time": format_time(at) if (at := self.at) is not None else self.time_raw,
+            "body": self.body,
+            "kind": self.kind,
+            "offset": self.offset,
+        }
+
+
+def escape_body(body: str) -> str:
+    """``body`` with line ends normalised and header-like lines given one more backslash."""
+    body = body.replace("\r\n", "\n").replace("\r", "\n")
+    return _FORGEABLE_RE.sub(lambda m: "\\" + m.group(1) + m.group(2), body)
+
+
+def unescape_body(body: str) -> str:
+    """Undo ``escape_body``: drop one backslash from escaped header-like lines."""
+    return _ESCAPED_RE.sub(lambda m: m.group(1), body)
+
+
+def render_message(sender: str, when: datetime, body: str) -> str:
+    """The block for one message, ending in a newline; ``LimitExceeded``/``FormatError`` if bad."""
+    body = body.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+    if not body.strip():
+        raise LimitExceeded("message (minimum 1)", 1, 0, "characters")
+    if "\x00" in body:
+        raise FormatError("a message cannot contain a NUL byte", field="body")
+    check_bytes("message", body, MAX_BODY_BYTES)
+    return f"\n---MSG---\nFROM: {sender}\nTIME: {format_time(when)}\n---\n{escape_body(body)}\n"
+
+
+# A header with no body line yet (or cut inside): the block is still being written.
+_PARTIAL_HEADER_RE = re.compile(
+    r"(?:^|\n)---MSG---[ \t]*\r?\n(?:FROM:[^\n]*\n(?:TIME:[^\n]*\n(?:---[ \t]*\r?\n)?)?)?$"
+)
+
+
+def _settled(data: bytes) -> bool:
+    """Whether ``data`` ends at a message boundary: a final newline and no half-written header."""
+    if not data.endswith(b"\n"):
+        return False
+    return _PARTIAL_HEADER_RE.search(data[-512:].decode("utf-8", errors="replace")) is None
+
+
+def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
+    """Messages in ``data`` (bytes of the file from offset ``base``) and the offset consumed to.
+
+    ``data`` must start at a block boundary (offset 0 or a previous return value). Text before the
+    first header (a hand-made preamble) is skipped. When ``data`` does not end at a boundary (no
+    final newline, or a header cut short) the last block is held back -- neither returned nor
+    consumed -- so the caller re-reads it whole once its writer has finished.
+    """
+    settled = _settled(data)
+    text = data.decode("utf-8", errors="replace")
+    headers = list(_HEADER_RE.finditer(text))
+    out: list[ChatMessage] = []
+    # Byte offsets are counted incrementally (character index -> byte offset) to stay linear.
+    char_pos, byte_pos = 0, base
+
+    def to_bytes(index: int) -> int:
+        nonlocal char_pos, byte_pos
+        byte_pos += len(text[char_pos:index].encode())
+        char_pos = index
+        return byte_pos
+
+    for i, m in enumerate(headers):
+        stop = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        body = unescape_body(text[m.end() : stop].replace("\r\n", "\n")).strip("\n")
+        start = m.start()
+        if start > 0 and text[start - 1] == "\n":
+            start -= 1  # the separating blank line belongs to this block
+            if start > 0 and text[start - 1] == "\r":
+                start -= 1
+        offset = to_bytes(max(start, char_pos))
+        if not settled and i == len(headers) - 1:
+            return out, offset  # the last block may still be growing: leave it for later
+        out.append(
+            ChatMessage(
+                sender=m.group("from"),
+                time_raw=m.group("time"),
+                body=body,
+                offset=offset,
+                end=to_bytes(stop),
+            )
+        )
+    if not settled and not headers:
+        return out, base  # a preamble still being written
+    return out, base + len(data)

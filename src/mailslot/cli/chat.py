@@ -1,0 +1,247 @@
+"""``mailslot chat``: the face of ``mailslot.chat`` (seed 002); parses, calls, prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+
+__all__ = ["chat"]
+
+
+def _messages_text(messages: list[dict[str, Any]]) -> str:
+    blocks = [f"--- {m['from']} @ {m['time']} ---\n{m['body']}" for m in messages]
+    return "\n\n".join(blocks)
+
+
+def _status_text(st: dict[str, Any]) -> str:
+    lines = [f"topic: {st['topic'] or '-'}", f"participants: {', '.join(st['participants'])}"]
+    req = st["end_request"]
+    if st["ended"]:
+        lines.append(f"ended: yes, by mutual agreement at {st['ended_at']}")
+    else:
+        lines.append("ended: no")
+    if req and not st["ended"]:
+        why = f" ({req['reason']})" if req["reason"] else ""
+        lines.append(
+            f"end request: by {req['from']} at {req['time']}{why}; accepted: "
+            f"{', '.join(req['accepted']) or '-'}; waiting for: {', '.join(req['waiting_for'])}"
+        )
+    elif not st["ended"]:
+        lines.append("end request: none")
+    rej = st["last_rejection"]
+    if rej and not req:
+        lines.append(f"last end rejected by {rej['from']}: {rej['reason'] or '(no reason)'}")
+    for c in st["human_checks"]:
+        lines.append(f"HUMAN CHECK open by {c['from']} at {c['time']}: {c['text']}")
+    return "\n".join(lines)
+
+
+@click.group("chat")
+def chat() -> None:
+    """Multi-agent chat over one append-only file (seed 002).
+
+    \b
+    Create, share the path, and talk; every agent blocks in `wait` until someone else writes:
+      mailslot chat new "monolith or microservices?"       # prints the file path first
+      mailslot chat join /path/chat-2026-11-29-181400.txt  # from another session
+      mailslot chat say FILE "I'd start with a monolith."
+      mailslot chat wait FILE --timeout 300               # exit 3 timeout, 4 file removed/ended
+      mailslot chat end FILE request | accept | reject "not yet"
+    Names: --as NAME, or a generated one (kiran-48291) remembered per chat file and caller
+    ($MAILSLOT_SESSION, else the current directory), so later commands need no --as.
+    """
+
+
+@chat.command("new")
+@click.argument("topic")
+@click.argument("text", required=False)
+@click.option(
+    "--dir", "directory", type=click.Path(file_okay=False), help="Where to create the file."
+)
+@json_option
+@pass_env
+def new(env: Env, topic: str, text: str | None, directory: str | None, as_json: bool) -> None:
+    """Create chat-YYYY-MM-DD-HHMMSS.txt with the opening message; print its path first.
+
+    The opening message carries TOPIC:, CWD: and the note that the CWD may hold unrelated
+    files, then TEXT if given.
+
+    \b
+    Example:
+      mailslot chat new "split the parser work" "I can take the lexer." --dir /tmp
+    """
+    from mailslot.chat import new_chat
+
+    joined = new_chat(topic, Path(directory) if directory else None, env.agent, text)
+    emit(
+        joined.to_json(),
+        as_json,
+        f"{joined.path}\nname: {joined.name}\n"
+        f"To have other agents join, run in their session:\n  mailslot chat join {joined.path}",
+    )
+
+
+@chat.command("join")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("text", required=False)
+@json_option
+@pass_env
+def join_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
+    """Join FILE: write the joining message, show the history, set your cursor to the end.
+
+    \b
+    Example:
+      mailslot chat join ./chat-2026-11-29-181400.txt "Hi, I know the lexer code."
+    """
+    from mailslot.chat import join
+
+    joined = join(Path(file), env.agent, text)
+    data = joined.to_json()
+    topic = next((m["body"] for m in data["messages"] if m["body"].startswith("TOPIC:")), "")
+    emit(
+        data,
+        as_json,
+        f"Joined chat as {joined.name!r}.\n{topic.split(chr(10), 1)[0]}\n\n"
+        + _messages_text(data["messages"]),
+    )
+
+
+@chat.command("say")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("text", required=False)
+@json_option
+@pass_env
+def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
+    """Append one message to FILE (TEXT, or '-' for standard input).
+
+    \b
+    Example:
+      mailslot chat say FILE "Agreed; I'll draft the interface."
+      echo "long reply" | mailslot chat say FILE -
+    """
+    from mailslot.chat import say
+
+    msg = say(Path(file), read_body(text, what="TEXT"), env.agent)
+    emit(msg.to_json(), as_json, "")
+
+
+@chat.command("read")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--since", type=int, default=0, show_default=True, help="Start at this byte cursor.")
+@json_option
+def read_cmd(file: str, since: int, as_json: bool) -> None:
+    """Print every message of FILE (moves no cursor).
+
+    \b
+    Example:
+      mailslot chat read FILE --json    # {"messages": [{"from","time","body"}], "cursor": N}
+    """
+    from mailslot.chat import read
+
+    batch = read(Path(file), since)
+    emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]))
+
+
+@chat.command("wait")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait (0: just check). Exit 3 when nothing came.",
+)
+@click.option("--cursor", type=int, help="Start at this byte cursor; the stored one is not moved.")
+@json_option
+@pass_env
+def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: bool) -> None:
+    """Block until another participant writes to FILE; print their new messages.
+
+    Only others' messages since your cursor (kept per file and name in your state dir) are
+    shown, and the cursor moves past them. Exit 3 on timeout; exit 4 when the file was removed
+    or the chat has ended.
+
+    \b
+    Example:
+      mailslot chat wait FILE --timeout 300 --json
+    """
+    from mailslot.chat import wait
+
+    batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor)
+    ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
+    emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]) + ended)
+
+
+@chat.command("end")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("action", type=click.Choice(["request", "accept", "reject"]))
+@click.argument("reason", required=False)
+@json_option
+@pass_env
+def end_cmd(env: Env, file: str, action: str, reason: str | None, as_json: bool) -> None:
+    """Request, accept or reject ending the chat (every other participant must accept).
+
+    \b
+    Example:
+      mailslot chat end FILE request "we agreed on the split"
+      mailslot chat end FILE reject "I still have a question about deploys"
+    """
+    from mailslot.chat import end
+
+    st = end(Path(file), action, reason, env.agent)
+    emit(st.to_json(), as_json, _status_text)
+
+
+@chat.command("status")
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+def status_cmd(file: str, as_json: bool) -> None:
+    """Participants, the pending end request, whether it ended, open human checks.
+
+    \b
+    Example:
+      mailslot chat status FILE --json
+    """
+    from mailslot.chat import status
+
+    emit(status(Path(file)).to_json(), as_json, _status_text)
+
+
+@chat.command("check")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("text")
+@json_option
+@pass_env
+def check_cmd(env: Env, file: str, text: str, as_json: bool) -> None:
+    """Open a human check (---HUMAN-CHECK---): others hold until you write the approval.
+
+    Then ask your human in your own terminal, and record the answer with `chat approve`.
+
+    \b
+    Example:
+      mailslot chat check FILE "Split: I take the lexer, Zara the parser. OK?"
+    """
+    from mailslot.chat import check
+
+    emit(check(Path(file), text, env.agent).to_json(), as_json, _status_text)
+
+
+@chat.command("approve")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("text")
+@json_option
+@pass_env
+def approve_cmd(env: Env, file: str, text: str, as_json: bool) -> None:
+    """Write your human's decision (---HUMAN-APPROVED---), closing your open check.
+
+    \b
+    Example:
+      mailslot chat approve FILE "Approved: lexer to me, parser to Zara."
+    """
+    from mailslot.chat import approve
+
+    emit(approve(Path(file), text, env.agent).to_json(), as_json, _status_text)

@@ -1,0 +1,31 @@
+"""Visible first, durable before return: fsync a file after its append lock is released.
+
+``locked_append(fsync=True)`` holds the lock through the fsync, so every reader (who takes the
+shared lock) waits for the disk -- milliseconds on real disks -- before it can see a record that
+is already whole. A writer that appends without fsync, releases the lock and then calls
+``sync_file`` keeps both promises: a reader sees the record the moment it is complete, and the
+writer does not return (does not claim "sent") until the bytes are durable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["sync_file"]
+
+
+def sync_file(path: Path) -> bool:
+    """fsync ``path``'s data through a fresh descriptor; ``False`` if it no longer exists.
+
+    ``fsync`` flushes the file (the inode), whichever descriptor wrote the bytes.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True

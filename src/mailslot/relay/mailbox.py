@@ -1,0 +1,558 @@
+"""The turn relay of seed 003: a worker and a manager exchanging one-line turns in a mailbox dir.
+
+Layout (``relay init DIR --worker w1 --manager manager``)::
+
+    DIR/to-w1.md                 the worker's inbox: written only by the manager (R, Q, STOP)
+    DIR/to-manager.md            the manager's inbox: written only by the worker (C, A, ack, STOP)
+    DIR/state/<name>-notes.md    each side's diagnostics; never read as conversation
+    DIR/.mailslot/relay.json     who is worker and who is manager; relay.lock serialises writes
+
+Every seed-003 bug is closed by code, not by a rule to remember:
+
+* Arm before send: ``ask`` arms its watch and saves its cursor (the size of its own inbox, in
+  the state dir) BEFORE it appends ``C<N>``; a reply landing at any moment after that is found.
+* Select by id, never by recency: the wait scans every line since the cursor and takes the one
+  whose positional ``id=`` is ``R<N>`` from the other side; a stray line after it is ignored.
+* A different file for anything not meant for the human: an inbox accepts only well-formed
+  turn lines of the kinds allowed there (``post`` parses every line it writes), and notes go to
+  ``state/<name>-notes.md``.
+* Caps are asserts in the write path: one physical line, at most 25 words from the manager;
+  refused whole, never trimmed. One request gets one reply; a reply to an unknown or already
+  answered id is refused; one turn is open at a time.
+* A stop from either side is honoured at once: it ends held waits and refuses every later turn.
+  Appends cannot be recalled: lines already written stay; a stop only prevents future sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mailslot.core.clock import epoch_ms, format_time, now
+from mailslot.core.cursor import ByteCursor, CursorStore
+from mailslot.core.durable import sync_file
+from mailslot.core.errors import Conflict, FormatError, Gone, NotFound, WaitTimeout
+from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from
+from mailslot.core.limits import check_chars, check_one_line, check_words
+from mailslot.core.names import validate_agent
+from mailslot.core.wait import Watch
+from mailslot.relay.lines import TurnLine, format_line, parse_inbox, parse_line, turn_id
+
+__all__ = [
+    "MANAGER_SAY_MAX_WORDS",
+    "Conversation",
+    "Delivery",
+    "Relay",
+    "RelayStopped",
+    "ask",
+    "init",
+    "note",
+    "open_relay",
+    "post",
+    "recover",
+    "reply",
+    "scan",
+    "serve",
+    "stop",
+]
+
+# Seed 003: the manager's say= is spoken aloud; 25 words is ~8 s of speech.
+MANAGER_SAY_MAX_WORDS = 25
+# The worker relays the human faithfully but concisely; a line is still a line, not a payload.
+SAY_MAX_CHARS = 1000
+# Notes are diagnostics, not documents.
+NOTE_MAX_BYTES = 16 * 1024
+# A default held wait longer than the seed's worst observed turn (16.7 s) with room to think.
+DEFAULT_WAIT_SECONDS = 120.0
+CONFIG = Path(".mailslot") / "relay.json"
+STOP_NOTE = (
+    "appends cannot be recalled: lines already written stay; the stop only prevents future sends"
+)
+
+
+class RelayStopped(Conflict):
+    """A turn refused because the relay was stopped (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Relay:
+    """An initialised mailbox: its directory and who plays which part."""
+
+    root: Path
+    worker: str
+    manager: str
+
+    def inbox(self, name: str) -> Path:
+        """``to-<name>.md``: the file ``name`` reads and the other side writes."""
+        return self.root / f"to-{name}.md"
+
+    def notes(self, name: str) -> Path:
+        """``state/<name>-notes.md``: diagnostics, never conversation."""
+        return self.root / "state" / f"{name}-notes.md"
+
+    @property
+    def lock(self) -> Path:
+        """The lock every write to this mailbox takes (check + append are one step)."""
+        return self.root / ".mailslot" / "relay.lock"
+
+    def role(self, name: str | None) -> str:
+        """``worker`` or ``manager``; ``Conflict`` for anyone else."""
+        if name == self.worker:
+            return "worker"
+        if name == self.manager:
+            return "manager"
+        raise Conflict(
+            f"{name!r} is neither the worker ({self.worker}) nor the manager ({self.manager}) "
+            "of this relay; pass --as",
+            path=self.root,
+        )
+
+    def other(self, name: str) -> str:
+        """The other side's name."""
+        return self.manager if self.role(name) == "worker" else self.worker
+
+
+@dataclass
+class Conversation:
+    """What both inboxes say, parsed: turns by id, acks, the stop, and the open turn."""
+
+    turns: dict[str, TurnLine] = field(default_factory=dict)
+    acks: dict[str, TurnLine] = field(default_factory=dict)
+    stopped: TurnLine | None = None
+    malformed: int = 0
+
+    @property
+    def open_turn(self) -> TurnLine | None:
+        """The C or Q turn still waiting for its R or A, if any."""
+        for tid, line in self.turns.items():
+            if line.prefix in "CQ" and _reply_id(tid) not in self.turns:
+                return line
+        return None
+
+    def next_number(self, prefix: str) -> int:
+        """The next number for ``prefix`` turns (numbering per mailbox, never reused)."""
+        return 1 + max((t.number for t in self.turns.values() if t.prefix == prefix), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """Open turn, stop, counts."""
+        open_turn = self.open_turn
+        return {
+            "open_turn": open_turn.to_json() if open_turn else None,
+            "stopped": self.stopped.to_json() if self.stopped else None,
+            "turns": len(self.turns),
+            "malformed_lines": self.malformed,
+        }
+
+
+@dataclass
+class Delivery:
+    """A reply delivered to the asker: which turn, the text, the three stamps."""
+
+    id: str
+    reply_id: str
+    say: str
+    t0: int | None
+    t1: int | None
+    t2: int
+    recovered: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """``id, reply_id, say, T0, T1, T2, recovered``."""
+        return {
+            "id": self.id,
+            "reply_id": self.reply_id,
+            "say": self.say,
+            "T0": self.t0,
+            "T1": self.t1,
+            "T2": self.t2,
+            "recovered": self.recovered,
+        }
+
+
+def _reply_id(ask_id: str) -> str:
+    return {"C": "R", "Q": "A"}[ask_id[0]] + ask_id[1:]
+
+
+def _ask_id(reply_id: str) -> str:
+    return {"R": "C", "A": "Q"}[reply_id[0]] + reply_id[1:]
+
+
+def _hhmm() -> str:
+    return now().astimezone().strftime("%H:%M")
+
+
+def init(root: Path | str, worker: str, manager: str) -> Relay:
+    """Create the mailbox (inboxes, state/, config); ``Conflict`` if it exists with other names."""
+    root = Path(root).expanduser().absolute()
+    validate_agent(worker, "worker name")
+    validate_agent(manager, "manager name")
+    if worker == manager:
+        raise Conflict("the worker and the manager must be two different names")
+    (root / "state").mkdir(parents=True, exist_ok=True)
+    (root / ".mailslot").mkdir(exist_ok=True)
+    config = {"worker": worker, "manager": manager, "created_at": format_time()}
+    try:
+        atomic_create(root / CONFIG, json.dumps(config, indent=2) + "\n")
+    except Conflict:
+        existing = open_relay(root)
+        if (existing.worker, existing.manager) != (worker, manager):
+            raise Conflict(
+                f"already a relay for worker {existing.worker} and manager {existing.manager}",
+                path=root / CONFIG,
+            ) from None
+    relay = Relay(root, worker, manager)
+    for name in (worker, manager):
+        with contextlib.suppress(Conflict):
+            atomic_create(relay.inbox(name), "")
+    return relay
+
+
+def open_relay(root: Path | str) -> Relay:
+    """The relay in ``root``; ``NotFound`` when it was never initialised, ``FormatError``."""
+    root = Path(root).expanduser().absolute()
+    path = root / CONFIG
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise NotFound("not a relay mailbox (run `mailslot relay init DIR`)", path=root) from None
+    except json.JSONDecodeError as e:
+        raise FormatError(f"corrupt relay config: {e}", path=path) from None
+    if not isinstance(config, dict):
+        raise FormatError("corrupt relay config: not an object", path=path)
+    return Relay(root, validate_agent(config["worker"]), validate_agent(config["manager"]))
+
+
+def _read(path: Path, offset: int = 0) -> bytes:
+    try:
+        return read_from(path, offset)
+    except NotFound:
+        return b""
+
+
+def scan(relay: Relay) -> Conversation:
+    """Parse both inboxes into a ``Conversation`` (only lines by the side allowed to write)."""
+    conv = Conversation()
+    for reader in (relay.worker, relay.manager):
+        writer = relay.other(reader)
+        lines, bad = parse_inbox(_read(relay.inbox(reader)))
+        conv.malformed += bad
+        for line in lines:
+            if line.author != writer:
+                conv.malformed += 1
+            elif line.kind == "turn":
+                conv.turns.setdefault(line.id, line)
+            elif line.kind == "ack":
+                conv.acks.setdefault(line.id, line)
+            elif line.kind == "stop" and conv.stopped is None:
+                conv.stopped = line
+    return conv
+
+
+def _refuse_if_stopped(conv: Conversation) -> None:
+    if conv.stopped is not None:
+        s = conv.stopped
+        raise RelayStopped(
+            f"the relay was stopped by {s.author} at {s.hhmm}; no further turns are sent "
+            f"({STOP_NOTE})"
+        )
+
+
+def _check_say(relay: Relay, author: str, say: str) -> None:
+    """The caps, as asserts in the write path: refused whole, never trimmed."""
+    check_chars("say", say.strip(), 1, SAY_MAX_CHARS)
+    check_one_line("say", say)
+    if relay.role(author) == "manager":
+        check_words("say", say, MANAGER_SAY_MAX_WORDS)
+
+
+# What each inbox accepts, by kind of line (anything else is a side channel: refused).
+_ALLOWED = {
+    "worker": {"R", "Q", "stop"},  # to-<worker>.md, written by the manager
+    "manager": {"C", "A", "ack", "stop"},  # to-<manager>.md, written by the worker
+}
+
+
+def post(relay: Relay, author: str, line: str) -> TurnLine:
+    """Append one line to the other side's inbox after every check; the only inbox writer.
+
+    Raises ``FormatError`` for anything that is not a well-formed turn line of a kind allowed in
+    that inbox (a diagnostic, a second metadata line), ``LimitExceeded`` for the caps,
+    ``Conflict`` when ``author`` is not the line's author or not part of this relay.
+    """
+    parsed = parse_line(line)
+    if parsed.author != author:
+        raise Conflict(f"the line says ({parsed.author}) but it is written by {author}")
+    reader = relay.other(author)
+    key = parsed.prefix if parsed.kind == "turn" else parsed.kind
+    if key not in _ALLOWED[relay.role(reader)]:
+        raise FormatError(
+            f"{key} lines do not belong in {relay.inbox(reader).name}; diagnostics go to "
+            f"{relay.notes(author).relative_to(relay.root)} (`mailslot relay note`)",
+            field="line",
+        )
+    if parsed.say is not None:
+        _check_say(relay, author, parsed.say)
+    locked_append(relay.inbox(reader), line + "\n")
+    sync_file(relay.inbox(reader))  # visible at once, durable before returning
+    return parsed
+
+
+def _store(state: Path | None) -> CursorStore:
+    return CursorStore("relay", state)
+
+
+def _key(relay: Relay, name: str) -> str:
+    return f"{relay.root}\0{name}"
+
+
+def _note_line(relay: Relay, name: str, line: str) -> None:
+    notes = relay.notes(name)
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    locked_append(notes, line + "\n")
+
+
+def _await(
+    relay: Relay,
+    name: str,
+    pending: dict[str, Any],
+    watch: Watch,
+    timeout: float | None,
+    *,
+    recovered: bool,
+    state: Path | None,
+) -> Delivery:
+    """Scan every line since the saved cursor for the matching reply; deliver and record T2."""
+    ask_id = str(pending["pending"])
+    want = _reply_id(ask_id)
+    other = relay.other(name)
+    inbox = relay.inbox(name)
+    offset = int(pending["offset"])
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        lines, _ = parse_inbox(_read(inbox, offset), offset)
+        found = next(
+            (t for t in lines if t.kind == "turn" and t.author == other and t.id == want), None
+        )
+        if found is not None:
+            break
+        conv = scan(relay)
+        if conv.stopped is not None:
+            s = conv.stopped
+            raise Gone(
+                f"the relay was stopped by {s.author} at {s.hhmm} while {ask_id} waited "
+                f"({STOP_NOTE})",
+                path=relay.root,
+            )
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise WaitTimeout(
+                f"no {want} within {timeout:g}s; {ask_id} stays open and its cursor is saved: "
+                "`mailslot relay recover` reads from it and marks the turn RECOVERED"
+            )
+        watch.wait(left)
+    t2 = epoch_ms()
+    t0 = pending.get("T0")
+    t1 = found.ms("T1")
+    stamps: dict[str, int | str] = {k: v for k, v in (("T0", t0), ("T1", t1)) if v is not None}
+    stamps["T2"] = t2
+    flags = ("RECOVERED",) if recovered else ()
+    ack = format_line(_hhmm(), name, f"ack={want}", stamps, flags=flags)
+    if relay.role(name) == "worker":
+        post(relay, name, ack)  # seed 003: the delivery record goes to the manager's inbox
+    else:
+        _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
+    # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).
+    _store(state).save(_key(relay, name), {"offset": found.offset, "pending": None}, durable=False)
+    return Delivery(ask_id, want, found.say or "", t0, t1, t2, recovered)
+
+
+def ask(
+    root: Path | str,
+    name: str,
+    text: str,
+    *,
+    timeout: float | None = DEFAULT_WAIT_SECONDS,
+    kind: str | None = None,
+    to: str | None = None,
+    wait: bool = True,
+    on_sent: Callable[[str], None] | None = None,
+    state: Path | None = None,
+) -> Delivery | TurnLine:
+    """Open the next turn (worker: ``C<N>``, manager: ``Q<N>``) and wait for its reply.
+
+    Arms the watch and saves the cursor BEFORE appending, then selects the reply by id from
+    everything since the cursor. ``on_sent(id)`` runs after the line is on disk and before the
+    wait (tests land a reply in that gap). With ``wait=False`` returns the written line.
+    Raises ``RelayStopped``/``Conflict`` (stopped; a turn still open; wrong kind or recipient),
+    ``LimitExceeded``, ``WaitTimeout`` (exit 3; recover later), ``Gone`` (stopped while waiting).
+    """
+    relay = open_relay(root)
+    role = relay.role(name)
+    prefix = "C" if role == "worker" else "Q"
+    if kind is not None and kind.upper() != prefix:
+        raise Conflict(f"the {role} asks {prefix} turns, not {kind.upper()}")
+    if to is not None and to != relay.other(name):
+        raise Conflict(f"{name} can only ask {relay.other(name)}, not {to}")
+    text = text.strip()
+    _check_say(relay, name, text)
+    inbox = relay.inbox(name)
+    with Watch([inbox, relay.inbox(relay.other(name))]) as watch:  # armed before the send
+        with file_lock(relay.lock):
+            conv = scan(relay)
+            _refuse_if_stopped(conv)
+            if conv.open_turn is not None:
+                t = conv.open_turn
+                if t.author != name:
+                    raise Conflict(
+                        f"{t.author}'s turn {t.id} is open (one turn at a time): answer it "
+                        f"first (`mailslot relay reply --id {t.id} TEXT`)"
+                    )
+                raise Conflict(
+                    f"turn {t.id} is still open (one turn at a time): wait for "
+                    f"{_reply_id(t.id)}, or `mailslot relay recover` if your wait timed out"
+                )
+            ask_id = turn_id(prefix, conv.next_number(prefix))
+            cursor = ByteCursor.at_end(inbox)
+            t0 = epoch_ms()
+            pending = {"offset": cursor.offset, "inode": cursor.inode, "pending": ask_id, "T0": t0}
+            _store(state).save(_key(relay, name), pending)  # the cursor is saved before sending
+            try:
+                line = post(
+                    relay, name, format_line(_hhmm(), name, f"id={ask_id}", {"T0": t0}, say=text)
+                )
+            except BaseException:
+                _store(state).save(_key(relay, name), {**pending, "pending": None})
+                raise
+        if on_sent is not None:
+            on_sent(ask_id)
+        if not wait:
+            return line
+        return _await(relay, name, pending, watch, timeout, recovered=False, state=state)
+
+
+def recover(
+    root: Path | str, name: str, *, timeout: float | None = 0, state: Path | None = None
+) -> Delivery:
+    """Finish a turn whose held wait timed out: read from the saved cursor, mark it RECOVERED.
+
+    Raises ``NotFound`` when no turn of the caller is pending, ``WaitTimeout`` when its reply is
+    still not there after ``timeout`` seconds, ``Gone`` when the relay was stopped.
+    """
+    relay = open_relay(root)
+    relay.role(name)
+    pending = _store(state).load(_key(relay, name))
+    if not pending or not pending.get("pending"):
+        raise NotFound(f"{name} has no pending turn to recover", path=relay.root)
+    with Watch([relay.inbox(name), relay.inbox(relay.other(name))]) as watch:
+        return _await(relay, name, pending, watch, timeout, recovered=True, state=state)
+
+
+def reply(root: Path | str, name: str, ask_id: str, text: str) -> TurnLine:
+    """Answer the open turn ``ask_id`` with exactly one line (C03 -> R03, Q03 -> A03).
+
+    Raises ``Conflict`` for an id that was never asked by the other side or was already answered
+    (one request, one reply), ``RelayStopped``, ``LimitExceeded`` (one line; 25 words for the
+    manager).
+    """
+    relay = open_relay(root)
+    role = relay.role(name)
+    ask_id = ask_id.strip().upper()
+    expected = "C" if role == "manager" else "Q"
+    if not ask_id[:1] == expected or not ask_id[1:].isdigit():
+        raise Conflict(f"the {role} replies to {expected} turns (e.g. {expected}01), not {ask_id}")
+    text = text.strip()
+    _check_say(relay, name, text)
+    want = _reply_id(ask_id)
+    with file_lock(relay.lock):
+        conv = scan(relay)
+        _refuse_if_stopped(conv)
+        asked = conv.turns.get(ask_id)
+        if asked is None:
+            raise Conflict(f"no turn {ask_id} was asked; nothing to reply to")
+        if want in conv.turns:
+            raise Conflict(f"{ask_id} was already answered ({want}); one request, one reply")
+        return post(
+            relay, name, format_line(_hhmm(), name, f"id={want}", {"T1": epoch_ms()}, say=text)
+        )
+
+
+def serve(
+    root: Path | str,
+    name: str,
+    *,
+    timeout: float | None = DEFAULT_WAIT_SECONDS,
+    state: Path | None = None,
+) -> TurnLine:
+    """Block until a turn the caller owes a reply to is open (manager: C, worker: Q); return it.
+
+    The first time a turn is served, a ``seen=<id> at=<ms>`` line goes to the caller's notes
+    (for ``stats``). Raises ``WaitTimeout`` (exit 3), ``Gone`` (exit 4) when stopped.
+    """
+    relay = open_relay(root)
+    owed = "C" if relay.role(name) == "manager" else "Q"
+    store = _store(state)
+    key = _key(relay, name) + "\0served"
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with Watch([relay.inbox(name), relay.inbox(relay.other(name))]) as watch:
+        while True:
+            conv = scan(relay)
+            if conv.stopped is not None:
+                s = conv.stopped
+                raise Gone(f"the relay was stopped by {s.author} at {s.hhmm}", path=relay.root)
+            t = conv.open_turn
+            if t is not None and t.prefix == owed:
+                served = store.load(key) or {}
+                if served.get("last") != t.id:
+                    seen = {"at": epoch_ms()}
+                    _note_line(relay, name, format_line(_hhmm(), name, f"seen={t.id}", seen))
+                    store.save(key, {"last": t.id}, durable=False)  # loss: one repeated note
+                return t
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimeout(f"no open {owed} turn within {timeout:g}s")
+            watch.wait(left)
+
+
+def note(root: Path | str, name: str, text: str) -> Path:
+    """Append a diagnostic to ``state/<name>-notes.md`` (never an inbox); ``LimitExceeded``."""
+    relay = open_relay(root)
+    relay.role(name)
+    text = text.strip("\n")
+    check_chars("note", text.strip(), 1, NOTE_MAX_BYTES)
+    first, *more = text.splitlines()
+    body = "".join(f"\n  {line}" for line in more)
+    _note_line(relay, name, f"- [{_hhmm()}] ({name}) note: {first}{body}")
+    return relay.notes(name)
+
+
+def stop(root: Path | str, name: str, reason: str | None = None) -> TurnLine:
+    """Stop the relay from either side: one STOP line to the other side, honoured at once.
+
+    Later turns are refused; held waits end (exit 4). Appends cannot be recalled: lines already
+    written stay. Stopping twice returns the first stop. ``LimitExceeded`` for a bad reason.
+    """
+    relay = open_relay(root)
+    relay.role(name)
+    say = (reason or "stop").strip()
+    with file_lock(relay.lock):
+        conv = scan(relay)
+        if conv.stopped is not None:
+            return conv.stopped
+        line = format_line(_hhmm(), name, "STOP", {"at": epoch_ms()}, say=say)
+        return post(relay, name, line)
+
+
+def status(root: Path | str) -> dict[str, Any]:
+    """The relay's config, open turn and stop; ``NotFound`` if not a relay."""
+    relay = open_relay(root)
+    return {
+        "root": str(relay.root),
+        "worker": relay.worker,
+        "manager": relay.manager,
+        **scan(relay).to_json(),
+    }

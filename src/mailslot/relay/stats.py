@@ -1,0 +1,120 @@
+"""The latency table of seed 003, from the stamps the relay writes (T0, seen, T1, T2).
+
+Seed 003 measured, not estimated: file transport ~0.002 s, a held wait 5.6-16.7 s, a scheduled
+fallback ~30 s, manager think time ~10-13 s. These rows are the same stages read back from the
+mailbox itself, so the table is evidence: every figure names the lines it came from.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from mailslot.core.errors import NotFound
+from mailslot.core.fsio import read_from
+from mailslot.relay.lines import TurnLine, parse_inbox
+from mailslot.relay.mailbox import open_relay, scan
+
+__all__ = ["STAGES", "Stats", "stats"]
+
+STAGES = (
+    ("transport", "File transport (ask written -> replier woke)"),
+    ("think", "Replier think time (woke -> reply written)"),
+    ("reply_transport", "Reply transport (reply written -> read, held wait)"),
+    ("held", "Held-open wait (ask written -> reply read)"),
+    ("recovered", "Recovered turns (ask written -> reply read)"),
+)
+
+
+@dataclass
+class Stats:
+    """Per-turn stamps and the per-stage summary (milliseconds)."""
+
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"turns": [...], "stages": [{"stage", "label", "n", "median_ms", ...}]}``."""
+        return {"turns": self.turns, "stages": self.stages}
+
+    def table(self) -> str:
+        """The seed's table as markdown, plus a one-line summary."""
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v / 1000:.3f} s"
+
+        rows = ["| Stage | n | median | min | max |", "|---|---|---|---|---|"]
+        for s in self.stages:
+            rows.append(
+                f"| {s['label']} | {s['n']} | {ms(s['median_ms'])} | {ms(s['min_ms'])} "
+                f"| {ms(s['max_ms'])} |"
+            )
+        done = [t for t in self.turns if t["T2"] is not None]
+        recovered = sum(1 for t in done if t["recovered"])
+        rows.append(
+            f"\n{len(self.turns)} turns, {len(done)} delivered, {recovered} recovered, "
+            f"{len(self.turns) - len(done)} open or unread"
+        )
+        return "\n".join(rows)
+
+
+def _notes(path: Any) -> list[TurnLine]:
+    try:
+        return parse_inbox(read_from(path, 0))[0]
+    except NotFound:
+        return []
+
+
+def stats(root: Any) -> Stats:
+    """Build the table for the relay in ``root``; ``NotFound`` if it is not one."""
+    relay = open_relay(root)
+    conv = scan(relay)
+    seen: dict[str, int] = {}
+    acks = dict(conv.acks)
+    for name in (relay.worker, relay.manager):
+        for line in _notes(relay.notes(name)):
+            if line.author != name:
+                continue
+            at = line.ms("at")
+            if line.kind == "seen" and at is not None:
+                seen.setdefault(line.id, at)
+            elif line.kind == "ack":
+                acks.setdefault(line.id, line)
+    out = Stats()
+    samples: dict[str, list[float]] = {key: [] for key, _ in STAGES}
+    for tid, ask in sorted(conv.turns.items(), key=lambda kv: (kv[0][0], kv[1].number)):
+        if ask.prefix not in "CQ":
+            continue
+        rid = {"C": "R", "Q": "A"}[ask.prefix] + tid[1:]
+        rep = conv.turns.get(rid)
+        ack = acks.get(rid)
+        t0, t1 = ask.ms("T0"), rep.ms("T1") if rep else None
+        t2 = ack.ms("T2") if ack else None
+        woke = seen.get(tid)
+        recovered = bool(ack and "RECOVERED" in ack.flags)
+        out.turns.append(
+            {"id": tid, "reply_id": rid, "T0": t0, "seen": woke, "T1": t1, "T2": t2,
+             "recovered": recovered}
+        )  # fmt: skip
+        if t0 is not None and woke is not None:
+            samples["transport"].append(woke - t0)
+        if woke is not None and t1 is not None:
+            samples["think"].append(t1 - woke)
+        if t0 is not None and t2 is not None:
+            samples["recovered" if recovered else "held"].append(t2 - t0)
+        if t1 is not None and t2 is not None and not recovered:
+            samples["reply_transport"].append(t2 - t1)
+    for key, label in STAGES:
+        xs = samples[key]
+        out.stages.append(
+            {
+                "stage": key,
+                "label": label,
+                "n": len(xs),
+                "median_ms": statistics.median(xs) if xs else None,
+                "min_ms": min(xs) if xs else None,
+                "max_ms": max(xs) if xs else None,
+            }
+        )
+    return out
