@@ -94,8 +94,6 @@ def board_server(tmp_path: Path) -> Callable[..., Any]:
     return start
 
 
-
-
 @pytest.fixture
 def serve() -> Callable[[Any], Any]:
     """``with serve(app) as url``: any ASGI app on a real loopback server."""

@@ -22,7 +22,9 @@ def _cli(*args: str, input: str | None = None):
 
 def test_token_new_prints_token_last_and_stores_only_its_hash(tmp_path: Path) -> None:
     peers = tmp_path / "peers.json"
-    r = _cli("peer", "token", "new", "tidal", "--peers", str(peers), "--url", "http://100.64.0.9:8790")
+    r = _cli(
+        "peer", "token", "new", "tidal", "--peers", str(peers), "--url", "http://100.64.0.9:8790"
+    )
     assert r.exit_code == 0, r.output
     token = r.stdout.splitlines()[-1]
     assert token.startswith("mst_") and len(token) > 40
@@ -56,11 +58,26 @@ def test_send_inbox_process_round_trip(tmp_path: Path, peer_setup, peer_server) 
     keys = tmp_path / "keys.json"
     inbox = str(peer_setup.inbox)
     with peer_server() as url:
-        r = _cli("peer", "add", "beacon", url, "--keys", str(keys),
-                 input=peer_setup.tokens["tidal"] + "\n")
+        r = _cli(
+            "peer",
+            "add",
+            "beacon",
+            url,
+            "--keys",
+            str(keys),
+            input=peer_setup.tokens["tidal"] + "\n",
+        )
         assert r.exit_code == 0, r.output
-        r = _cli("peer", "send", "beacon", "draft in outbox/ \x1b[31m", "review", "--keys",
-                 str(keys), "--json")
+        r = _cli(
+            "peer",
+            "send",
+            "beacon",
+            "draft in outbox/ \x1b[31m",
+            "review",
+            "--keys",
+            str(keys),
+            "--json",
+        )
         assert r.exit_code == 0, r.output
         receipt = json.loads(r.stdout)
         unknown = _cli("peer", "send", "nobody", "hi", "--keys", str(keys))
@@ -108,8 +125,11 @@ def test_real_serve_command_accepts_and_busy_port_exits_1(peer_setup, run_cli) -
     try:
         import httpx
 
-        r = httpx.post(url, json={"body": "hi"},
-                       headers={"Authorization": f"Bearer {peer_setup.tokens['reef']}"})
+        r = httpx.post(
+            url,
+            json={"body": "hi"},
+            headers={"Authorization": f"Bearer {peer_setup.tokens['reef']}"},
+        )
         assert r.status_code == 201 and r.json()["from"] == "reef"
         port = url.rsplit(":", 1)[1].split("/")[0]
         busy = run_cli("peer", "serve", "--bind", f"127.0.0.1:{port}", *args)
@@ -126,26 +146,57 @@ def test_busy_port_held_by_another_program_exits_1(peer_setup, run_cli) -> None:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        r = run_cli("peer", "serve", "--bind", f"127.0.0.1:{port}",
-                    "--peers", str(peer_setup.peers_file), "--inbox", str(peer_setup.inbox))
+        r = run_cli(
+            "peer",
+            "serve",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--peers",
+            str(peer_setup.peers_file),
+            "--inbox",
+            str(peer_setup.inbox),
+        )
     assert r.returncode == 1
     assert r.stderr.startswith("mailslot: error: cannot listen") and r.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize(
     "bind",
-    ["0.0.0.0:8790", "[::]:8790", "8.8.8.8:8790", "[2001:4860::1]:8790", "[::ffff:8.8.8.8]:1",
-     "169.254.1.1:8790", "example.com:8790"],
+    [
+        "0.0.0.0:8790",
+        "[::]:8790",
+        "8.8.8.8:8790",
+        "[2001:4860::1]:8790",
+        "[::ffff:8.8.8.8]:1",
+        "169.254.1.1:8790",
+        "example.com:8790",
+    ],
 )
 def test_public_bind_refused(peer_setup, run_cli, bind: str) -> None:
-    r = run_cli("peer", "serve", "--bind", bind, "--peers", str(peer_setup.peers_file),
-                "--inbox", str(peer_setup.inbox))
+    r = run_cli(
+        "peer",
+        "serve",
+        "--bind",
+        bind,
+        "--peers",
+        str(peer_setup.peers_file),
+        "--inbox",
+        str(peer_setup.inbox),
+    )
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith("mailslot: error: ") and r.stderr.count("\n") == 1
     assert not peer_setup.inbox.exists() or not any(peer_setup.inbox.iterdir())
 
 
 def test_serve_without_peers_file_is_a_clear_error(tmp_path: Path) -> None:
-    r = _cli("peer", "serve", "--bind", "127.0.0.1:0", "--peers", str(tmp_path / "none.json"),
-             "--inbox", str(tmp_path / "inbox"))
+    r = _cli(
+        "peer",
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--peers",
+        str(tmp_path / "none.json"),
+        "--inbox",
+        str(tmp_path / "inbox"),
+    )
     assert r.exit_code == 1 and "peer token new" in r.stderr

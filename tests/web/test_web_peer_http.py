@@ -124,8 +124,9 @@ def test_429_per_peer_others_unaffected_and_refusals_do_not_count(peer_setup, pe
         # Refused requests spend none of the quota.
         for _ in range(5):
             assert c.post("/inbox", content=b"{}", headers=tidal).status_code == 422
-        codes = [c.post("/inbox", json={"body": f"m{i}"}, headers=tidal).status_code
-                 for i in range(5)]
+        codes = [
+            c.post("/inbox", json={"body": f"m{i}"}, headers=tidal).status_code for i in range(5)
+        ]
         other = c.post("/inbox", json={"body": "from reef"}, headers=reef)
         limited = c.post("/inbox", json={"body": "again"}, headers=tidal)
     assert codes == [201, 201, 201, 429, 429]
