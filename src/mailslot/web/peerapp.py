@@ -18,20 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mailslot import __version__
 from mailslot.core.errors import MailslotError
 from mailslot.web.auth import PeerRegistry, match_token
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
-from mailslot.web.http import BodyCap, error, install_error_handlers, status_for
+from mailslot.web.http import BodyCap, install_error_handlers, status_for
 from mailslot.web.peer import parse_payload, store
 from mailslot.web.ratelimit import Limiter, per_hour
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
 
-__all__ = ["create_app", "serve", "spec"]
+__all__ = ["accept", "create_app", "serve", "spec"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,6 @@ def create_app(settings: PeerSettings) -> FastAPI:
     registry = PeerRegistry(settings.peers_file)
     limiter = Limiter()
     settings.inbox.mkdir(parents=True, exist_ok=True)
-    bearer = HTTPBearer(auto_error=False, description="A token from 'mailslot peer token new'.")
 
     app = FastAPI(
         title="mailslot peer inbox",
@@ -78,46 +76,60 @@ def create_app(settings: PeerSettings) -> FastAPI:
             429: {"description": "This peer's hourly limit is used up.", **_ERROR},
         },
         openapi_extra={
+            "security": [{"bearer": []}],
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
-            }
+            },
         },
     )
-    async def inbox(
-        request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
-    ) -> JSONResponse:
-        if credentials is None or not credentials.credentials:
-            return error(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-        try:
-            peers = registry.current()
-        except MailslotError as e:  # fail safe: an unreadable peers file admits nobody
-            log.error("peers file unusable: %s", e)
-            return error(503, "inbox unavailable")
-        peer = match_token(peers, credentials.credentials)
-        if peer is None:
-            return error(401, "invalid token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    async def inbox(request: Request) -> JSONResponse:
         raw = await request.body()
-        try:
-            subject, body = parse_payload(raw, cap=settings.body_cap)
-        except MailslotError as e:
-            return error(status_for(e), str(e))
-        limit = settings.override_per_hour or peer.per_hour or settings.per_hour
-        wait = limiter.take(f"peer:{peer.name}", [per_hour(limit)])
-        if wait is not None:
-            return error(
-                429,
-                f"peer {peer.name} has used its {limit} messages per hour",
-                {"Retry-After": str(int(wait))},
-            )
-        msg = await anyio.to_thread.run_sync(store, settings.inbox, peer.name, subject, body)
-        return JSONResponse(
-            {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, status_code=201
+        # One hop to a worker thread for all the work (token, payload, limit, fsync'd write):
+        # the event loop only speaks HTTP, and concurrent writes overlap their fsyncs.
+        status, doc, headers = await anyio.to_thread.run_sync(
+            accept, settings, registry, limiter, request.headers.get("authorization"), raw
         )
+        return JSONResponse(doc, status_code=status, headers=headers)
 
     _add_error_schema(app)
     return app
+
+
+def accept(
+    settings: PeerSettings,
+    registry: PeerRegistry,
+    limiter: Limiter,
+    authorization: str | None,
+    raw: bytes,
+) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """Decide one ``POST /inbox``: ``(status, JSON body, headers)``; stores the message on 201.
+
+    Checks in order: bearer token (401), payload (413/422), the peer's hourly limit (429).
+    """
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return 401, {"error": "missing bearer token"}, {"WWW-Authenticate": "Bearer"}
+    try:
+        peers = registry.current()
+    except MailslotError as e:  # fail safe: an unreadable peers file admits nobody
+        log.error("peers file unusable: %s", e)
+        return 503, {"error": "inbox unavailable"}, None
+    peer = match_token(peers, token)
+    if peer is None:
+        return 401, {"error": "invalid token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    try:
+        subject, body = parse_payload(raw, cap=settings.body_cap)
+    except MailslotError as e:
+        return status_for(e), {"error": str(e)}, None
+    limit = settings.override_per_hour or peer.per_hour or settings.per_hour
+    wait = limiter.take(f"peer:{peer.name}", [per_hour(limit)])
+    if wait is not None:
+        message = f"peer {peer.name} has used its {limit} messages per hour"
+        return 429, {"error": message}, {"Retry-After": str(int(wait))}
+    msg = store(settings.inbox, peer.name, subject, body)
+    return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
 
 
 def _add_error_schema(app: FastAPI) -> None:
@@ -126,6 +138,13 @@ def _add_error_schema(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         spec = base()
         schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        spec["components"]["securitySchemes"] = {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A token from 'mailslot peer token new'.",
+            }
+        }
         schemas["Error"] = {
             "type": "object",
             "required": ["error"],
