@@ -200,3 +200,15 @@ def test_serve_without_peers_file_is_a_clear_error(tmp_path: Path) -> None:
         str(tmp_path / "inbox"),
     )
     assert r.exit_code == 1 and "peer token new" in r.stderr
+
+
+def test_board_serve_busy_port_exits_1(tmp_path: Path, run_cli) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        r = run_cli(
+            "board", "serve", "--bind", f"127.0.0.1:{port}", "--db", str(tmp_path / "agora.db")
+        )
+    assert r.returncode == 1
+    assert r.stderr.startswith("mailslot: error: cannot listen") and r.stderr.count("\n") == 1
