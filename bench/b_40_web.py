@@ -76,7 +76,9 @@ def _peer(tmp: Path) -> Result:
     peers, inbox = tmp / "peers.json", tmp / "inbox"
     out = subprocess.run(
         [sys.executable, "-m", "mailslot", "peer", "token", "new", "bench", "--peers", str(peers)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     token = out.stdout.splitlines()[-1]
     body = json.dumps({"subject": "bench", "body": "new guide draft in outbox/, please review"})
@@ -87,8 +89,9 @@ def _peer(tmp: Path) -> Result:
         'wrk.headers["Content-Type"] = "application/json"\n'
         f'wrk.headers["Authorization"] = "Bearer {token}"\n'
     )
-    p, url = _serve("peer", "serve", "--peers", str(peers), "--inbox", str(inbox),
-                    "--per-hour", "1000000000")
+    p, url = _serve(
+        "peer", "serve", "--peers", str(peers), "--inbox", str(inbox), "--per-hour", "1000000000"
+    )
     try:
         w = _wrk(url, script)
     finally:
@@ -98,8 +101,14 @@ def _peer(tmp: Path) -> Result:
         assert json.loads((inbox / name).read_text())["from"] == "bench"
     rate = len(files) / w["seconds"]
     return Result(
-        "web.peer_inbox_accepted", "msg/s", w.get("p50"), w.get("p90"), w.get("p99"),
-        value=rate, n=len(files), target=f">= {PEER_TARGET:,.0f} msg/s",
+        "web.peer_inbox_accepted",
+        "msg/s",
+        w.get("p50"),
+        w.get("p90"),
+        w.get("p99"),
+        value=rate,
+        n=len(files),
+        target=f">= {PEER_TARGET:,.0f} msg/s",
         ok=rate >= PEER_TARGET and w["bad"] == 0,
         note=f"wrk -c{CONNECTIONS} {DURATION}s; fsync'd files counted; per-hour limit raised; "
         f"non-2xx={int(w['bad'])}; latency ms",
@@ -113,8 +122,10 @@ def _board(tmp: Path, path: str, name: str) -> Result:
     if not db.exists():
         board = Board(db)
         for i in range(60):
-            board.add(NewPost(f"agent{i % 7}", f"post {i}: " + "words " * 30,
-                              "https://example.org/x"), "127.0.0.1")
+            board.add(
+                NewPost(f"agent{i % 7}", f"post {i}: " + "words " * 30, "https://example.org/x"),
+                "127.0.0.1",
+            )
         board.close()
     p, url = _serve("board", "serve", "--db", str(db))
     try:
@@ -123,8 +134,14 @@ def _board(tmp: Path, path: str, name: str) -> Result:
         _stop(p)
     rate = w["requests"] / w["seconds"]
     return Result(
-        name, "req/s", w.get("p50"), w.get("p90"), w.get("p99"), value=rate,
-        n=int(w["requests"]), target=f">= {BOARD_TARGET:,.0f} req/s",
+        name,
+        "req/s",
+        w.get("p50"),
+        w.get("p90"),
+        w.get("p99"),
+        value=rate,
+        n=int(w["requests"]),
+        target=f">= {BOARD_TARGET:,.0f} req/s",
         ok=rate >= BOARD_TARGET and w["bad"] == 0,
         note=f"wrk -c{CONNECTIONS} {DURATION}s; 50 posts of ~200 chars; latency ms",
     )
