@@ -199,12 +199,12 @@ class PeerRegistry:
                 "no peers file; issue a token with 'peer token new'", path=self.path
             ) from None
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if stamp != self._stamp:
-            self._peers = {}
-            self._stamp = None
-            self._peers = load_peers(self.path)
-            self._stamp = stamp
-        return self._peers
+        if stamp == self._stamp:
+            return self._peers
+        # Worker threads call this concurrently: build the new view, then swap it in whole.
+        peers = load_peers(self.path)
+        self._peers, self._stamp = peers, stamp
+        return peers
 
 
 def _check_url(url: str, field: str) -> str:

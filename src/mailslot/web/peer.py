@@ -167,9 +167,11 @@ def process(inbox: Path, msg_id: str) -> Path:
     dest_dir = inbox / PROCESSED
     dest_dir.mkdir(mode=0o750, exist_ok=True)
     dest = dest_dir / src.name
-    if dest.exists():
-        raise Conflict("already in processed/; mailslot never overwrites", path=dest)
-    os.rename(src, dest)
+    try:  # link, then unlink: a name in processed/ is never overwritten, even in a race
+        os.link(src, dest)
+    except FileExistsError:
+        raise Conflict("already in processed/; mailslot never overwrites", path=dest) from None
+    os.unlink(src)
     fsync_dir(dest_dir)
     fsync_dir(inbox)
     return dest
