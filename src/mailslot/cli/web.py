@@ -182,8 +182,9 @@ def peer_add(
     """Record the token peer NAME issued us for its inbox at URL (sending side).
 
     The token is read from standard input (or --token-file), never from the command line,
-    where other users could see it. Example:
-      mailslot peer add beacon http://100.64.0.7:8790 < token.txt
+    where other users could see it. URL may be the base (/inbox is added) or the full inbox URL.
+
+    Example:  mailslot peer add beacon http://100.64.0.7:8790 < token.txt
     """
     from mailslot.web.auth import add_key
 
