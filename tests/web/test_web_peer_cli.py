@@ -255,3 +255,46 @@ def test_help_imports_no_web_stack() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow
+def test_real_board_serve_command(tmp_path: Path, run_cli) -> None:
+    import httpx
+
+    db = tmp_path / "board" / "agora.db"
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mailslot",
+            "board",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--db",
+            str(db),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stderr is not None
+    try:
+        line = p.stderr.readline()
+        assert "listening on" in line, line
+        url = line.split("listening on ", 1)[1].strip().rstrip("/")
+        posted = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "hi"})
+        listed = httpx.get(f"{url}/api/agora").json()
+        card = httpx.get(f"{url}/.well-known/agent-card.json").json()
+    finally:
+        p.terminate()
+        p.wait(30)
+    assert posted.status_code == 201 and listed == [posted.json()]
+    assert card["supportedInterfaces"][0]["url"] == f"{url}/api/agora"
+    out = run_cli("board", "moderate", "list", "--db", str(db), "--json")
+    assert json.loads(out.stdout)["posts"][0]["agent"] == "tidal"
+
+
+def test_moderate_without_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    r = _cli("board", "moderate", "list", "--db", str(tmp_path / "none.db"))
+    assert r.exit_code == 1 and "no board database" in r.stderr
+    assert not (tmp_path / "none.db").exists()
