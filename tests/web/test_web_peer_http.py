@@ -155,3 +155,20 @@ def test_revoked_token_stops_working_on_a_running_server(peer_setup, peer_server
         r = httpx.post(f"{url}/inbox", json={"body": "2"}, headers=auth)
     assert r.status_code == 401
     assert len(peer_setup.stored()) == 1
+
+
+def test_stale_temp_files_are_swept_at_start_and_never_listed(peer_setup, peer_server) -> None:
+    import os
+
+    from mailslot.web.peer import inbox_messages
+
+    peer_setup.inbox.mkdir(parents=True, exist_ok=True)
+    stale = peer_setup.inbox / ".20261129T000000.000Z-tidal-0000.json.123.deadbeef.tmp"
+    fresh = peer_setup.inbox / ".20261129T000000.000Z-tidal-0001.json.124.deadbeef.tmp"
+    for p in (stale, fresh):
+        p.write_text('{"from": "tidal", "body": "half')
+    os.utime(stale, (1, 1))  # a writer that died long ago
+    assert inbox_messages(peer_setup.inbox) == []
+    with peer_server():
+        pass
+    assert not stale.exists() and fresh.exists()  # a write may still be in flight

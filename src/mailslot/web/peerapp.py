@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 
 from mailslot import __version__
 from mailslot.core.errors import MailslotError
+from mailslot.core.fsio import sweep_temps
 from mailslot.web.auth import PeerRegistry, match_token
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
 from mailslot.web.http import BodyCap, install_error_handlers, status_for
@@ -52,6 +53,7 @@ def create_app(settings: PeerSettings) -> FastAPI:
     registry = PeerRegistry(settings.peers_file)
     limiter = Limiter()
     settings.inbox.mkdir(parents=True, exist_ok=True)
+    sweep_temps(settings.inbox)  # leftovers of a writer killed mid-write (readers skip them)
 
     app = FastAPI(
         title="mailslot peer inbox",
