@@ -34,6 +34,7 @@ def test_token_new_prints_token_last_and_stores_only_its_hash(tmp_path: Path) ->
     assert oct(peers.stat().st_mode & 0o777) == "0o600"
     entry = load_peers(peers)["tidal"]
     assert entry.address == "http://100.64.0.9:8790"
+    assert entry.per_hour == 30  # the limit is written out with the hash
     again = _cli("peer", "token", "new", "tidal", "--peers", str(peers))
     assert again.exit_code == 1 and "--replace" in again.stderr
     bad = _cli("peer", "token", "new", "../evil", "--peers", str(peers))

@@ -120,7 +120,7 @@ def test_413_by_content_length_and_by_streamed_body(peer_setup, peer_server) -> 
 
 def test_429_per_peer_others_unaffected_and_refusals_do_not_count(peer_setup, peer_server) -> None:
     tidal, reef = _auth(peer_setup.tokens["tidal"]), _auth(peer_setup.tokens["reef"])
-    with peer_server(per_hour=3) as url, httpx.Client(base_url=url) as c:
+    with peer_server(override_per_hour=3) as url, httpx.Client(base_url=url) as c:
         # Refused requests spend none of the quota.
         for _ in range(5):
             assert c.post("/inbox", content=b"{}", headers=tidal).status_code == 422

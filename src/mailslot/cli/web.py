@@ -100,7 +100,7 @@ def token() -> None:
 @click.argument("name")
 @peers_opt
 @click.option("--url", help="The peer's address (its manifest or inbox URL), for the card.")
-@click.option("--per-hour", type=click.IntRange(min=1), help="This peer's hourly limit.")
+@click.option("--per-hour", type=click.IntRange(min=1), help="This peer's hourly limit (30).")
 @click.option("--replace", is_flag=True, help="Issue a new token for an existing peer.")
 @pass_env
 def token_new(
@@ -270,7 +270,8 @@ def peer_process(env: Env, msg_id: str, inbox: Path | None, as_json: bool) -> No
     "--per-hour",
     type=click.IntRange(min=1),
     default=None,
-    help="Default accepted messages per peer per hour (30).",
+    help="Accepted messages per hour for every peer, overriding the peers file "
+    "(benchmarks, tests).",
 )
 @pass_env
 def peer_serve(
@@ -282,11 +283,9 @@ def peer_serve(
     Example:  mailslot peer serve --bind 100.64.0.7:8790
     """
     from mailslot.web.peerapp import serve
-    from mailslot.web.settings import PEER_PER_HOUR, PeerSettings
+    from mailslot.web.settings import PeerSettings
 
-    settings = PeerSettings(
-        _peers(env, peers_file), _inbox(env, inbox), per_hour=per_hour or PEER_PER_HOUR
-    )
+    settings = PeerSettings(_peers(env, peers_file), _inbox(env, inbox), override_per_hour=per_hour)
     serve(settings, bind, _announce)
 
 

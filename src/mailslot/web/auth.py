@@ -32,6 +32,7 @@ from mailslot.core.errors import Conflict, FormatError, NotFound
 from mailslot.core.formats import load_json
 from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.names import validate_agent
+from mailslot.web.settings import PEER_PER_HOUR
 
 __all__ = [
     "KEYS_KIND",
@@ -153,8 +154,9 @@ def new_token(
         rec: dict[str, Any] = {"token_sha256": hash_token(token), "created_at": format_time()}
         if address is not None:
             rec["address"] = address
-        if per_hour is not None:
-            rec["per_hour"] = per_hour
+        # The limit is written out, so the file says what each peer may do (seed: "stores
+        # ... the peer's name, address and limits"); edit it to change one peer's limit.
+        rec["per_hour"] = per_hour if per_hour is not None else PEER_PER_HOUR
         doc["peers"][name] = rec
         _write_doc(path, doc)
     return token

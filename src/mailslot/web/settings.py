@@ -48,8 +48,9 @@ class PeerSettings:
     peers_file: Path
     inbox: Path
     body_cap: int = PEER_BODY_CAP
-    # Default accepted messages per peer per hour; a peer's own ``per_hour`` in the peers file
-    # wins. ``override_per_hour`` replaces both (the benchmark raises it; production never).
+    # Accepted messages per peer per hour when the peers file names no limit for the peer
+    # (``token new`` always writes one). ``override_per_hour`` replaces every peer's limit
+    # (``serve --per-hour``: the benchmark raises it).
     per_hour: int = PEER_PER_HOUR
     override_per_hour: int | None = None
 
