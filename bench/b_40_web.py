@@ -40,6 +40,12 @@ def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
     return p, line.split("listening on ", 1)[1].strip()
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process (and its threads) has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _stop(p: subprocess.Popen[str]) -> None:
     p.send_signal(signal.SIGINT)
     try:
@@ -93,7 +99,9 @@ def _peer(tmp: Path) -> Result:
         "peer", "serve", "--peers", str(peers), "--inbox", str(inbox), "--per-hour", "1000000000"
     )
     try:
+        cpu0 = _cpu_seconds(p.pid)
         w = _wrk(url, script)
+        cpu = _cpu_seconds(p.pid) - cpu0
     finally:
         _stop(p)
     files = [f for f in os.listdir(inbox) if f.endswith(".json") and not f.startswith(".")]
@@ -111,7 +119,10 @@ def _peer(tmp: Path) -> Result:
         target=f">= {PEER_TARGET:,.0f} msg/s",
         ok=rate >= PEER_TARGET and w["bad"] == 0,
         note=f"wrk -c{CONNECTIONS} {DURATION}s; fsync'd files counted; per-hour limit raised; "
-        f"non-2xx={int(w['bad'])}; latency ms",
+        f"non-2xx={int(w['bad'])}; server used {cpu / w['seconds']:.2f} cores "
+        f"({len(files) / max(cpu, 1e-9):,.0f} msg per CPU-s); load {os.getloadavg()[0]:.1f}; "
+        "latency ms",
+        extra={"server_cpu_s": cpu, "loadavg": os.getloadavg()},
     )
 
 
