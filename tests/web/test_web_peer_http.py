@@ -172,3 +172,15 @@ def test_stale_temp_files_are_swept_at_start_and_never_listed(peer_setup, peer_s
     with peer_server():
         pass
     assert not stale.exists() and fresh.exists()  # a write may still be in flight
+
+
+def test_broken_peers_file_admits_nobody_with_503(peer_setup, peer_server) -> None:
+    auth = _auth(peer_setup.tokens["tidal"])
+    with peer_server() as url:
+        peer_setup.peers_file.write_text("{ not json")
+        broken = httpx.post(f"{url}/inbox", json={"body": "x"}, headers=auth)
+        peer_setup.peers_file.unlink()
+        missing = httpx.post(f"{url}/inbox", json={"body": "x"}, headers=auth)
+    assert broken.status_code == missing.status_code == 503
+    assert broken.json() == {"error": "inbox unavailable"}
+    assert peer_setup.stored() == []

@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -94,7 +95,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 async def _send_error(send: Send, status: int, message: str) -> None:
-    body = ('{"error": "' + message + '"}').encode()
+    body = json.dumps({"error": message}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -115,7 +115,7 @@ def accept(
         return 401, {"error": "missing bearer token"}, {"WWW-Authenticate": "Bearer"}
     try:
         peers = registry.current()
-    except MailslotError as e:  # fail safe: an unreadable peers file admits nobody
+    except (MailslotError, OSError) as e:  # fail safe: an unreadable peers file admits nobody
         log.error("peers file unusable: %s", e)
         return 503, {"error": "inbox unavailable"}, None
     peer = match_token(peers, token)
