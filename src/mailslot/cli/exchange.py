@@ -184,3 +184,70 @@ def read_cmd(env: Env, topic: str, as_json: bool) -> None:
 
     ex = _ex(env)
     emit(read_topic(ex, topic).to_json(ex), as_json, _read_text)
+
+
+@exchange.command("reopen")
+@click.argument("topic")
+@click.option("--why", required=True, help="Why the topic is reopened (written as an entry).")
+@click.option("--action", type=click.Choice(["required", "fyi"]), default="fyi", show_default=True)
+@json_option
+@pass_env
+def reopen_cmd(env: Env, topic: str, why: str, action: str, as_json: bool) -> None:
+    """Move TOPIC back out of done/ on both sides, set your side open, say why.
+
+    \b
+    Example:
+      mailslot --as claude exchange reopen 2026-11-29-gate-bug --why "the fix regressed"
+    """
+    from mailslot.exchange.reopen import reopen
+
+    r = reopen(_ex(env), env.need_agent(), topic, why, action=action)
+    for w in r.warnings:
+        click.echo(f"mailslot: warning: {w}", err=True)
+    emit(r.to_json(), as_json, f"reopened {r.topic}: {r.entry.relpath}")
+
+
+def _tick_text(d: dict[str, Any]) -> str:
+    out = []
+    for label in ("new_topics", "reopened", "new_entries", "archived", "held", "released"):
+        if d[label]:
+            out.append(f"{label.replace('_', ' ')}: {', '.join(d[label])}")
+    for c in d["state_changes"]:
+        out.append(f"state: {c['topic']} {c['side']} {c['from']} -> {c['to']}")
+    for w in d["rewritten"]:
+        out.append(f"WARNING rewritten: {w['path']} ({w['was_bytes']} -> {w['bytes']} bytes)")
+    for k in d["removed"]:
+        out.append(f"WARNING removed: {k}")
+    for w in d["waiting"]:
+        out.append(f"not archived: {w['topic']}: {w['reason']}")
+    if d["holding"]:
+        out.append(f"holding: {', '.join(d['holding'])}")
+    out.append(f"commit: {d['commit'] or 'none'}; notified: {'yes' if d['notified'] else 'no'}")
+    if d["notify_error"]:
+        out.append(f"notification failed (retried next tick): {d['notify_error']}")
+    return "\n".join(out)
+
+
+@exchange.command("tick")
+@click.option("--notify", "notify", multiple=True, metavar="URL", help="Apprise URL (repeatable).")
+@json_option
+@pass_env
+def tick_cmd(env: Env, notify: tuple[str, ...], as_json: bool) -> None:
+    """One run: diff, guard, hold, archive, INDEX.md, git commit, one notification.
+
+    \b
+    Run it from a timer every 2 minutes (runs never overlap: a lock is held).
+    --notify URL overrides the config's targets, e.g. tgram://TOKEN/CHAT or
+    json://127.0.0.1:8080/hook. Exits 1 when it could not do its job.
+    Example:
+      mailslot --root /srv/exchange exchange tick --json
+    """
+    from mailslot.exchange.tick import tick
+
+    r = tick(_ex(env), notify_urls=list(notify) or None)
+    for w in r.warnings:
+        click.echo(f"mailslot: warning: {w}", err=True)
+    emit(r.to_json(), as_json, _tick_text)
+    r.raise_for_errors()
+    if r.notify_error:
+        click.echo(f"mailslot: warning: {r.notify_error}; retried next tick", err=True)
