@@ -230,9 +230,18 @@ def _tick_text(d: dict[str, Any]) -> str:
 
 @exchange.command("tick")
 @click.option("--notify", "notify", multiple=True, metavar="URL", help="Apprise URL (repeatable).")
+@click.option(
+    "--lock-wait",
+    type=float,
+    default=30.0,
+    show_default=True,
+    envvar="MAILSLOT_TICK_LOCK_WAIT",
+    metavar="SECONDS",
+    help="How long to wait for a running tick before failing.",
+)
 @json_option
 @pass_env
-def tick_cmd(env: Env, notify: tuple[str, ...], as_json: bool) -> None:
+def tick_cmd(env: Env, notify: tuple[str, ...], lock_wait: float, as_json: bool) -> None:
     """One run: diff, guard, hold, archive, INDEX.md, git commit, one notification.
 
     \b
@@ -244,7 +253,7 @@ def tick_cmd(env: Env, notify: tuple[str, ...], as_json: bool) -> None:
     """
     from mailslot.exchange.tick import tick
 
-    r = tick(_ex(env), notify_urls=list(notify) or None)
+    r = tick(_ex(env), notify_urls=list(notify) or None, lock_wait=lock_wait)
     for w in r.warnings:
         click.echo(f"mailslot: warning: {w}", err=True)
     emit(r.to_json(), as_json, _tick_text)

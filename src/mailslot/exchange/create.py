@@ -73,18 +73,18 @@ def create_exchange(
     ex = Exchange(root, (a, b), people, tuple(notify), group, modes, git)
     meta = ex.meta
     meta.mkdir(exist_ok=True)
-    _apply_mode(meta, 0o2755, group)
+    _apply_mode(meta, 0o2750, group, strict=True)
     for side in (a, b):
         inbox = ex.inbox(side)
         inbox.mkdir()
-        _apply_mode(inbox, ex.dir_mode(side), group)
+        _apply_mode(inbox, ex.dir_mode(side), group, strict=True)
         ex.make_dir(inbox / DONE, side)
     write_config(ex)
     # Both sides must be able to open the send lock; flock works on a read-only descriptor.
     lock = ex.send_lock
     lock.touch()
-    os.chmod(lock, 0o644)
-    _apply_mode(lock, 0o644, group)
+    os.chmod(lock, 0o640)
+    _apply_mode(lock, 0o640, group, strict=True)
     atomic_write(root / "CONVENTION.md", render_convention(ex), mode=0o644)
     atomic_write(root / "INDEX.md", render_index(ex, []), mode=0o644)
     if git:

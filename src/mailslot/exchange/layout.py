@@ -145,16 +145,28 @@ class Exchange:
         }
 
 
-def _apply_mode(path: Path, mode: int, group: str | None) -> None:
+def _apply_mode(path: Path, mode: int, group: str | None, *, strict: bool = False) -> None:
+    """Give ``path`` to ``group`` and set ``mode``; with ``strict``, failures raise ``Conflict``.
+
+    Without ``strict`` (topic directories made by senders) a failure is left alone: the setgid
+    parent already gave the directory its group, and a directory another user made is theirs.
+    """
     if group is not None:
         try:
             shutil.chown(path, group=group)
+        except LookupError:
+            raise InvalidName("group", group, "an existing Unix group") from None
         except PermissionError:
-            pass  # already created in the group by the setgid parent, or not ours to change
+            if strict:
+                raise Conflict(
+                    f"cannot give it to group {group!r}: not a member (run as root or a member)",
+                    path=path,
+                ) from None
     try:
         os.chmod(path, mode)
     except PermissionError:
-        pass  # a directory someone else created; its mode is theirs
+        if strict:
+            raise
 
 
 def write_config(ex: Exchange) -> Path:
@@ -162,7 +174,7 @@ def write_config(ex: Exchange) -> Path:
     from mailslot.core.fsio import atomic_write
 
     path = ex.meta / CONFIG_NAME
-    return atomic_write(path, dump_yaml(ex.to_config()), mode=0o644)
+    return atomic_write(path, dump_yaml(ex.to_config()), mode=0o640)
 
 
 def find_root(start: Path) -> Path:

@@ -207,6 +207,9 @@ class _Tick:
             if not c.archived and targets[s].exists():
                 self.r.errors.append(f"cannot archive {scan.name}: {targets[s]} already exists")
                 return False
+        if any(c.held for c in scan.copies.values()):
+            self.r.released.append(scan.name)
+            self.lines.append(f"released hold on {scan.name}")
         self.drop_held(scan)
         ok = True
         for s, c in scan.copies.items():
