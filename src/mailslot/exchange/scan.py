@@ -24,7 +24,7 @@ from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.state import parse_state
 from mailslot.exchange.topics import topic_names
 
-__all__ = ["Parsed", "SideCopy", "TopicScan", "parse_cached", "scan_tree"]
+__all__ = ["Parsed", "SideCopy", "TopicScan", "parse_cached", "parse_sig", "scan_tree"]
 
 Sig = tuple[int, int]
 
@@ -34,11 +34,21 @@ class SideCopy:
     """One side's directory of a topic (its inbox copy), as found."""
 
     inbox_side: str
-    path: Path
+    dir: str  # a string, not a Path: 20,000 of these are built on every tick
     archived: bool
     entries: list[tuple[int, str, str]] = field(default_factory=list)  # number, from, name
     files: dict[str, Sig] = field(default_factory=dict)  # name -> (size, mtime_ns)
     held: bool = False
+    sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
+
+    @property
+    def path(self) -> Path:
+        """The directory as a ``Path``."""
+        return Path(self.dir)
+
+    @path.setter
+    def path(self, value: Path) -> None:
+        self.dir = str(value)
 
     def newest(self) -> tuple[int, str, str] | None:
         """``(number, from, name)`` of the newest entry here, by ``(number, from)``."""
@@ -59,7 +69,7 @@ class TopicScan:
         return len({c.archived for c in self.copies.values()}) == 2
 
 
-def _scan_dir(path: Path, inbox_side: str, archived: bool) -> SideCopy:
+def _scan_dir(path: str, inbox_side: str, archived: bool) -> SideCopy:
     copy = SideCopy(inbox_side, path, archived)
     try:
         with os.scandir(path) as it:
@@ -79,7 +89,17 @@ def _scan_dir(path: Path, inbox_side: str, archived: bool) -> SideCopy:
                     copy.entries.append((int(m.group(1)), m.group(2), name))
     except (FileNotFoundError, NotADirectoryError):
         pass
+    copy.sig = "\n".join(f"{n}\t{s}\t{m}" for n, (s, m) in sorted(copy.files.items()))
     return copy
+
+
+def parse_sig(sig: str) -> dict[str, Sig]:
+    """The ``{name: (size, mtime_ns)}`` a ``SideCopy.sig`` string was made from."""
+    out: dict[str, Sig] = {}
+    for line in sig.split("\n") if sig else ():
+        name, size, mtime = line.split("\t")
+        out[name] = (int(size), int(mtime))
+    return out
 
 
 def scan_tree(ex: Exchange) -> tuple[dict[str, TopicScan], set[str]]:
@@ -87,17 +107,17 @@ def scan_tree(ex: Exchange) -> tuple[dict[str, TopicScan], set[str]]:
     topics: dict[str, TopicScan] = {}
     done: dict[str, set[str]] = {}
     for side in ex.sides:
-        inbox = ex.inbox(side)
-        done[side] = set(topic_names(inbox / DONE))
-        for name in topic_names(inbox):
+        inbox = str(ex.inbox(side))
+        done[side] = set(topic_names(ex.inbox(side) / DONE))
+        for name in topic_names(ex.inbox(side)):
             scan = topics.setdefault(name, TopicScan(name))
-            scan.copies[side] = _scan_dir(inbox / name, side, False)
+            scan.copies[side] = _scan_dir(f"{inbox}/{name}", side, False)
             if name in done[side]:
                 scan.conflict = f"to-{side}/ has both {name}/ and {DONE}/{name}/"
     for name, scan in topics.items():
         for side in ex.sides:
             if side not in scan.copies and name in done[side]:
-                scan.copies[side] = _scan_dir(ex.inbox(side) / DONE / name, side, True)
+                scan.copies[side] = _scan_dir(str(ex.inbox(side) / DONE / name), side, True)
     archived = (done[ex.sides[0]] | done[ex.sides[1]]) - set(topics)
     return topics, archived
 
@@ -123,9 +143,8 @@ def _us(value: object, path: Path) -> int | None:
     return int(dt.timestamp() * 1_000_000)
 
 
-def parse_cached(path: Path, sig: Sig, side: str, cache: dict[str, list[Any]], key: str) -> Parsed:
-    """Parse an entry or STATE.md at ``path`` unless ``cache[key]`` has the same signature."""
-    hit = cache.get(key)
+def parse_cached(path: Path, sig: Sig, side: str, hit: list[Any] | None) -> Parsed:
+    """Parse an entry or STATE.md at ``path`` unless ``hit`` (cached) has the same signature."""
     if hit is not None and hit[0] == sig[0] and hit[1] == sig[1]:
         return Parsed(hit[2], hit[3], hit[4])
     try:
@@ -142,5 +161,4 @@ def parse_cached(path: Path, sig: Sig, side: str, cache: dict[str, list[Any]], k
             action = meta.get("action")
             word = action if isinstance(action, str) and action in ("required", "fyi") else None
             parsed = Parsed(_us(meta.get("at"), path), word, error)
-    cache[key] = parsed.to_list(sig)
     return parsed
