@@ -71,11 +71,13 @@ class TopicScan:
 
 def _scan_dir(path: str, inbox_side: str, archived: bool) -> SideCopy:
     copy = SideCopy(inbox_side, path, archived)
+    files, entries, match = copy.files, copy.entries, ENTRY_RE.match
+    parts: list[str] = []
     try:
         with os.scandir(path) as it:
             for e in it:
                 name = e.name
-                if name.startswith("."):
+                if name[0] == ".":
                     continue
                 if name == HELD_NAME:
                     copy.held = True
@@ -83,13 +85,16 @@ def _scan_dir(path: str, inbox_side: str, archived: bool) -> SideCopy:
                 if not e.is_file(follow_symlinks=False):
                     continue
                 st = e.stat(follow_symlinks=False)
-                copy.files[name] = (st.st_size, st.st_mtime_ns)
-                m = ENTRY_RE.match(name)
+                size, mtime = st.st_size, st.st_mtime_ns
+                files[name] = (size, mtime)
+                parts.append(f"{name}\t{size}\t{mtime}")
+                m = match(name)
                 if m:
-                    copy.entries.append((int(m.group(1)), m.group(2), name))
+                    entries.append((int(m[1]), m[2], name))
     except (FileNotFoundError, NotADirectoryError):
         pass
-    copy.sig = "\n".join(f"{n}\t{s}\t{m}" for n, (s, m) in sorted(copy.files.items()))
+    parts.sort()
+    copy.sig = "\n".join(parts)
     return copy
 
 
