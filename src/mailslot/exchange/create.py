@@ -8,6 +8,7 @@ repository with a first commit. Refuses a directory that already holds an exchan
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from mailslot.core.errors import Conflict, InvalidName
@@ -46,11 +47,11 @@ def create_exchange(
     root: Path,
     sides: list[str],
     *,
-    humans: list[str] = (),  # type: ignore[assignment]
+    humans: Sequence[str] = (),
     group: str | None = None,
     modes: str = "symmetric",
     git: bool = True,
-    notify: list[str] = (),  # type: ignore[assignment]
+    notify: Sequence[str] = (),
 ) -> Exchange:
     """Create the exchange at ``root``; ``InvalidName``, ``Conflict`` or ``MailslotError`` (git).
 
