@@ -132,3 +132,16 @@ def test_concurrent_ticks_never_overlap(ex) -> None:
     counts = sorted(len(r["new_entries"]) for r in results)
     assert counts == [0, 0, 0, 29]
     assert git(ex.root, "status", "--porcelain") == ""
+
+
+def test_archive_target_taken_fails_loudly_and_moves_nothing(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2026-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2026-11-01T10:00:00Z")
+    (root / "to-olu" / "done" / T).mkdir(parents=True)
+    (root / "to-olu" / "done" / T / "stray.txt").write_text("x")
+    r = run(root, "exchange", "tick", "--json", ok=False)
+    assert r.exit_code == 1 and "settle it by hand" in r.stderr
+    assert json.loads(r.stdout)["archived"] == []
+    assert (root / "to-olu" / T).is_dir() and (root / "to-claude" / T).is_dir()
