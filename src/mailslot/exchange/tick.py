@@ -163,7 +163,10 @@ class _Tick:
         self.copies: dict[str, list[Any]] = {}  # copy key -> [sig, {name: parsed}]
         self.lines: list[str] = []
         self.touched = False  # this tick changed something on disk (git must look)
-        self.pending: list[str] | None = None
+        self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
+        self.git_clean = bool(self.prev.get("git_clean"))
+        self.git_checked = int(self.prev.get("git_checked_ns", 0))
+        self.rsig: str = self.prev.get("root", "")
 
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
@@ -412,8 +415,6 @@ class _Tick:
 
     def commit(self) -> None:
         ex, r = self.ex, self.r
-        self.git_clean = bool(self.prev.get("git_clean"))
-        self.git_checked = int(self.prev.get("git_checked_ns", 0))
         if not ex.git:
             return
         if not is_repo(ex.root):
@@ -443,10 +444,6 @@ class _Tick:
         self.git_clean = True
         self.git_checked = time.time_ns()
         self.rsig = self.root_sig()  # the commit itself does not change the tree
-
-    git_clean = False
-    git_checked = 0
-    rsig = ""
 
     def lines_for_humans(self) -> list[str]:
         r = self.r
