@@ -374,7 +374,7 @@ class _Tick:
                 else:
                     copy.held = False
                     self.touched = True
-            if copy is not None and copy.held and name not in r.holding:
+            if copy is not None and copy.held and (not r.holding or r.holding[-1] != name):
                 r.holding.append(name)
         view = TopicView(
             name,
