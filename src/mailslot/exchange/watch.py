@@ -159,9 +159,10 @@ class Watcher:
         sig = (st.st_size, st.st_mtime_ns)
         hit = self._cache.get(path)
         if hit is not None and hit[0] == sig:
-            return hit[1]
-        entry = parse_entry(path, self.ex.writer_of(self.side), topic)
-        self._cache[path] = (sig, entry)
+            entry = hit[1]
+        else:
+            entry = parse_entry(path, self.ex.writer_of(self.side), topic)
+            self._cache[path] = (sig, entry)
         if entry.error is not None and time.time() - st.st_mtime < HALF_WRITTEN_GRACE:
             again = time.monotonic() + HALF_WRITTEN_GRACE
             self.defer_until = min(self.defer_until or again, again)
