@@ -125,29 +125,24 @@ class InboxItem:
 
 
 def inbox_items(
-    ex: Exchange, side: str, dirs: dict[str, TopicDir] | None = None
-) -> list[InboxItem]:
-    """Every entry in ``to-<side>/``, live and archived, in ``(topic, number, from)`` order.
-
-    ``dirs`` is ``side_dirs(ex, side, archived=True)`` when the caller already has it.
+    ex: Exchange, side: str, skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[list[InboxItem], list[TopicDir]]:
+    """Entries in ``to-<side>/`` (live, then archived) whose key is not in ``skip``, and the
+    live topic directories. A topic both live and in ``done/`` (damage) yields both copies' entries,
+    each key once.
     """
-    if dirs is None:
-        dirs = side_dirs(ex, side, archived=True)
+    inbox = str(ex.inbox(side))
+    live = [list_dir(f"{inbox}/{t}", t, False) for t in topic_names(Path(inbox))]
+    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(Path(inbox, DONE))]
     out = []
-    for topic, d in sorted(dirs.items()):
+    taken = set(skip)
+    for d in (*live, *done):
         for number, sender, name in d.entries:
-            out.append(InboxItem(topic, number, sender, Path(d.file(name)), d.archived))
-    # a topic both live and in done/ (damage) still delivers the done/ copy's entries
-    inbox = ex.inbox(side)
-    for topic in set(topic_names(inbox)) & set(topic_names(inbox / DONE)):
-        d = list_dir(inbox / DONE / topic, topic, True)
-        seen = {(i.number, i.sender) for i in out if i.topic == topic}
-        out += [
-            InboxItem(topic, n, s, Path(d.file(name)), True)
-            for n, s, name in d.entries
-            if (n, s) not in seen
-        ]
-    return out
+            key = f"{d.topic}/{number:04d}-{sender}"
+            if key not in taken:
+                taken.add(key)
+                out.append(InboxItem(d.topic, number, sender, Path(d.file(name)), d.archived))
+    return out, live
 
 
 def _head(path: Path | str) -> tuple[bytes, bool]:

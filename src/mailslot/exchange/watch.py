@@ -33,7 +33,7 @@ from mailslot.core.fsio import file_lock
 from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
 from mailslot.exchange.entries import Entry
-from mailslot.exchange.inbox import inbox_items, read_entry, side_dirs
+from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 
 __all__ = [
@@ -229,27 +229,25 @@ class Watcher:
         seen = seen if seen is not None else self.seen
         self.defer_until = None
         out = []
-        dirs = side_dirs(self.ex, self.side, archived=True)
-        for item in inbox_items(self.ex, self.side, dirs):
-            if item.key in seen.keys:
-                continue
+        items, live = inbox_items(self.ex, self.side, seen.keys)
+        for item in items:
             entry = self._entry(item.path, item.topic)
             if entry is None:
                 continue
             if self.action == "required" and entry.action not in ("required", None):
                 continue  # fyi; an unreadable action stays visible
             out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
-        for topic, d in sorted(dirs.items()):
-            if not d.held or d.archived:
+        for d in live:
+            if not d.held:
                 continue
             path = Path(d.file(HELD_NAME))
             try:
-                key = f"{topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
+                key = f"{d.topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
             if key not in seen.keys:
-                out.append(Delivered("held", key, topic, path, False, text=text))
+                out.append(Delivered("held", key, d.topic, path, False, text=text))
         return sorted(out, key=_sort_key)
 
     def take(self, found: list[Delivered]) -> list[Delivered]:
