@@ -132,3 +132,24 @@ def test_state_done_refused_over_own_unanswered_required(ex) -> None:
     assert ok.relpath == f"to-olu/{r.topic}/STATE.md"
     # olu's side is untouched: each side writes only its own STATE.md
     assert not (ex.root / "to-claude" / r.topic / "STATE.md").exists()
+
+
+def test_send_takes_the_next_number_above_either_side(ex) -> None:
+    r = send(ex, "claude", "gap", "fyi", "one")
+    write_by_hand(
+        ex.root / "to-claude" / r.topic / "0005-olu.md",
+        "---\nfrom: olu\nat: 2026-11-29T18:14:00Z\naction: fyi\n---\nfive\n",
+    )
+    assert send(ex, "claude", r.topic, "fyi", "next").number == 6
+    assert send(ex, "olu", r.topic, "fyi", "next").number == 7
+
+
+def test_send_refuses_a_half_archived_topic(ex) -> None:
+    import os
+
+    r = send(ex, "claude", "half", "fyi", "one")
+    send(ex, "olu", r.topic, "fyi", "two")
+    os.rename(ex.root / "to-olu" / r.topic, ex.root / "to-olu" / "done" / r.topic)
+    with pytest.raises(Conflict, match="half-archived"):
+        send(ex, "claude", r.topic, "fyi", "three")
+    assert not (ex.root / "to-olu" / r.topic).exists()

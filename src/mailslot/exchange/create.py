@@ -8,6 +8,7 @@ repository with a first commit. Refuses a directory that already holds an exchan
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from mailslot.core.errors import Conflict, InvalidName
@@ -46,11 +47,11 @@ def create_exchange(
     root: Path,
     sides: list[str],
     *,
-    humans: list[str] = (),  # type: ignore[assignment]
+    humans: Sequence[str] = (),
     group: str | None = None,
     modes: str = "symmetric",
     git: bool = True,
-    notify: list[str] = (),  # type: ignore[assignment]
+    notify: Sequence[str] = (),
 ) -> Exchange:
     """Create the exchange at ``root``; ``InvalidName``, ``Conflict`` or ``MailslotError`` (git).
 
@@ -90,5 +91,9 @@ def create_exchange(
     if git:
         atomic_write(root / ".gitignore", GITIGNORE, mode=0o644)
         init_repo(root)
+        # history holds every entry: no more readable than the inboxes themselves
+        _apply_mode(root / ".git", 0o2750, group, strict=True)
         commit_all(root, f"exchange init: {a} <-> {b}")
+    if group is not None:
+        _apply_mode(root, 0o2750, group, strict=True)
     return ex

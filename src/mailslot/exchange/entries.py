@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time, now, parse_time
-from mailslot.core.errors import FormatError, MailslotError, NotFound
+from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
 from mailslot.core.formats import dump_frontmatter, parse_frontmatter
 from mailslot.core.fsio import numbered_create
 from mailslot.core.limits import check_bytes
@@ -201,6 +201,13 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
     if not outbox.is_dir():
         raise NotFound("outbox missing; is this an exchange root?", path=outbox)
     inbox_side = ex.other(side)
+    if exists:
+        ref = find_topic(ex, name)
+        if ref is not None and ref.archived.get(inbox_side):
+            raise Conflict(
+                f"topic {name} is half-archived (your side's copy is in done/); "
+                "the next tick settles it, or reopen it"
+            )
     directory = outbox / name
     ex.make_dir(directory, inbox_side)
     at = format_time(now())

@@ -12,9 +12,9 @@ from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.core.errors import NotFound
-from mailslot.exchange.entries import Entry, list_entries
-from mailslot.exchange.layout import HELD_NAME, Exchange
-from mailslot.exchange.state import SideState, read_state
+from mailslot.exchange.entries import Entry, entry_names, list_entries, parse_entry
+from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.state import SideState, read_state, read_state_file
 from mailslot.exchange.topics import find_topic, list_topics
 
 __all__ = ["TopicDetail", "TopicSummary", "read_topic", "topic_summaries"]
@@ -47,14 +47,24 @@ def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[Top
     """Every live topic (archived too if asked) with statuses and counts; never raises."""
     out = []
     for ref in list_topics(ex, include_archived=include_archived):
-        entries = list_entries(ex, ref.name)
-        times = [e.at for e in entries if e.at is not None]
+        counts = {s: 0 for s in ex.sides}
+        status = {s: "open" for s in ex.sides}
+        times = []
+        for inbox_side, directory in ref.dirs.items():
+            writer = ex.writer_of(inbox_side)
+            names = entry_names(directory)
+            counts[writer] = len(names)
+            status[writer] = read_state_file(directory / STATE_NAME, writer).status
+            if names:  # only the newest entry per side is read: a listing stays cheap
+                newest = parse_entry(directory / max(names)[2], writer, ref.name)
+                if newest.at is not None:
+                    times.append(newest.at)
         out.append(
             TopicSummary(
                 ref.name,
                 ref.status,
-                {s: read_state(ex, ref.name, s).status for s in ex.sides},
-                {s: sum(1 for e in entries if e.side == s) for s in ex.sides},
+                status,
+                counts,
                 max(times) if times else None,
                 [s for s, d in ref.dirs.items() if (d / HELD_NAME).exists()],
             )
