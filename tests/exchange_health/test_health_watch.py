@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,29 @@ def test_crlf_hand_entry_reads_like_our_own(ex) -> None:
     )
     (item,) = watch(ex, "olu", timeout=5).items
     assert item.entry is not None and item.entry.action == "required" and item.entry.error is None
+
+
+def test_long_lived_watcher_follows_a_topic_directory_replaced_under_its_name(ex) -> None:
+    """A kernel watch follows an inode: a new directory under an old name must be armed anew."""
+    topic = send(ex, "claude", "swap", "fyi", "first").topic
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 1
+        live = ex.inbox("olu") / topic
+        os.rename(live, ex.inbox("olu") / "done" / topic)  # archived ...
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+        live.mkdir()  # ... and a fresh directory of the same name appears (a bridge, a person)
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+        armed = threading.Event()
+        result: list[object] = []
+        t = threading.Thread(
+            target=lambda: result.append(w.watch(GENEROUS, on_armed=armed.set)), daemon=True
+        )
+        t.start()
+        assert armed.wait(GENEROUS)
+        time.sleep(0.3)  # let it block in wait: the entry must wake it, not its first look
+        hand_entry(ex.root, "olu", topic, 2, "claude", format_time())
+        t.join(GENEROUS / 2)  # a watch that was never woken would still be blocked here
+    (res,) = result
+    assert [i.key for i in res.items] == [f"{topic}/0002-claude"]  # type: ignore[attr-defined]

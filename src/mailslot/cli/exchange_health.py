@@ -256,8 +256,9 @@ def install_cmd(
     default="generic",
     show_default=True,
 )
+@json_option
 @pass_env
-def skill_cmd(env: Env, flavour: str) -> None:
+def skill_cmd(env: Env, flavour: str, as_json: bool) -> None:
     """Print the instruction file that teaches you (--as) this exchange.
 
     \b
@@ -270,7 +271,11 @@ def skill_cmd(env: Env, flavour: str) -> None:
     """
     from mailslot.exchange.skill import render_skill
 
-    click.echo(render_skill(_ex(env), env.need_agent(), flavour), nl=False)
+    text = render_skill(_ex(env), env.need_agent(), flavour)
+    if as_json:
+        emit({"flavour": flavour, "text": text}, as_json)
+    else:
+        click.echo(text, nl=False)
 
 
 def _agent(ctx: click.Context, given: str | None) -> str:
