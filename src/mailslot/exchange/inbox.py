@@ -48,7 +48,7 @@ _TIME_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TopicDir:
     """One topic directory of one inbox: its entry files (number, from, name) and a hold flag.
 
