@@ -237,3 +237,24 @@ def test_long_lived_watcher_follows_a_topic_directory_replaced_under_its_name(ex
         t.join(GENEROUS / 2)  # a watch that was never woken would still be blocked here
     (res,) = result
     assert [i.key for i in res.items] == [f"{topic}/0002-claude"]  # type: ignore[attr-defined]
+
+
+def test_peek_then_ack_survives_a_failed_run(ex) -> None:
+    """Seed 000: a run that fails must not consume the message; peek, work, then ack."""
+    send(ex, "claude", "ackme", "required", "do the thing")
+    peeked = json.loads(
+        run(ex.root, "exchange", "watch", "--peek", "--timeout", "5", "--json", agent="olu").stdout
+    )
+    (key,) = [i["key"] for i in peeked["items"]]
+    # the agent run dies here: nothing acked, so the next watch delivers it again
+    again = run(ex.root, "exchange", "watch", "--peek", "--timeout", "5", "--json", agent="olu")
+    assert [i["key"] for i in json.loads(again.stdout)["items"]] == [key]
+    r = run(ex.root, "exchange", "watch", "--ack", key, agent="olu")
+    assert "marked 1" in r.stdout
+    assert (
+        run(ex.root, "exchange", "watch", "--timeout", "0.2", agent="olu", ok=False).exit_code == 3
+    )
+    bad = run(
+        ex.root, "exchange", "watch", "--ack", "2026-01-01-nope/0001-claude", agent="olu", ok=False
+    )
+    assert bad.exit_code == 1 and "not in to-olu/" in bad.stderr

@@ -28,7 +28,7 @@ from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore, SeenSet
-from mailslot.core.errors import InvalidName, WaitTimeout
+from mailslot.core.errors import InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
 from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
@@ -42,6 +42,7 @@ __all__ = [
     "Delivered",
     "WatchResult",
     "Watcher",
+    "ack",
     "cursor_key",
     "mark_all_seen",
     "watch",
@@ -310,6 +311,21 @@ def watch(
         return w.watch(timeout, peek=peek)
     finally:
         w._close_later()  # what was found reaches the caller without waiting on the kernel
+
+
+def ack(ex: Exchange, agent: str, keys: list[str], *, store: CursorStore | None = None) -> int:
+    """Mark the items ``keys`` (from a ``peek``) seen; ``NotFound`` naming any key not in the inbox.
+
+    With ``watch --peek`` this makes delivery survive a failed agent run: peek, work, then ack --
+    a run that dies before acking leaves the entry to be delivered again (seed 000: a failed run
+    consumed the change signal and the message looked dropped).
+    """
+    with Watcher(ex, agent, store=store) as w:
+        everything = {d.key: d for d in w.pending(SeenSet(set()))}
+        unknown = [k for k in keys if k not in everything and k not in w.seen.keys]
+        if unknown:
+            raise NotFound(f"not in to-{w.side}/: {', '.join(unknown)}", path=w.inbox)
+        return len(w.take([everything[k] for k in keys if k in everything]))
 
 
 def mark_all_seen(ex: Exchange, agent: str, *, store: CursorStore | None = None) -> int:
