@@ -61,9 +61,12 @@ class SideCopy:
     top: tuple[int, str, str] | None = None  # the newest entry
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
+    trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
+        if self.trusted is not None:
+            return self.trusted  # nothing about it changed: the same record, the same object
         state = self.files.get(STATE_NAME)
         top = self.files.get(self.top[2]) if self.top else None
         return [
@@ -176,6 +179,7 @@ def _trusted(
         top=(int(top[0]), str(top[1]), str(top[2])) if top else None,
         dir_mtime=dir_mtime,
         settled=True,
+        trusted=rec,
     )
 
 

@@ -241,7 +241,7 @@ class _Tick:
             if copy.held:
                 with contextlib.suppress(FileNotFoundError):
                     (copy.path / HELD_NAME).unlink()
-                copy.held = False
+                copy.held, copy.trusted = False, None
                 self.touched = True
         ok = True
         for s, c in scan.copies.items():
@@ -358,6 +358,7 @@ class _Tick:
                     try:
                         atomic_create(copy.path / HELD_NAME, text, mode=ex.file_mode(side))
                         copy.held = self.touched = True
+                        copy.trusted = None
                         r.held.append(name)
                         self.lines.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
@@ -372,7 +373,7 @@ class _Tick:
                 except OSError as e:
                     r.errors.append(f"cannot remove HELD.md for {name}: {e.strerror}")
                 else:
-                    copy.held = False
+                    copy.held, copy.trusted = False, None
                     self.touched = True
             if copy is not None and copy.held and (not r.holding or r.holding[-1] != name):
                 r.holding.append(name)
