@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mailslot.core.clock import format_time
+from mailslot.core.clock import format_time, now
 from mailslot.core.errors import InvalidName
 from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
 from mailslot.exchange.layout import STATE_NAME, Exchange
@@ -101,7 +101,7 @@ def heartbeat_age(ex: Exchange) -> tuple[datetime, timedelta] | None:
     except OSError:
         return None
     at = datetime.fromtimestamp(mtime, UTC)
-    return at, datetime.now(UTC) - at
+    return at, now() - at
 
 
 def _entries_waiting(
