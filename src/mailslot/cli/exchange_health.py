@@ -116,9 +116,9 @@ def monitor_cmd(env: Env, scope: str, as_json: bool) -> None:
     emit(r.to_json(), as_json, r.text())
 
 
-def _sweep_text(d: dict[str, Any]) -> str:
+def _sweep_text(agent: str, side: str, d: dict[str, Any]) -> str:
     if not d["debts"]:
-        return f"{d['agent']} owes nothing (side {d['side']})"
+        return f"{agent} owes nothing (side {side})"
     what = {"reply": "reply to", "close": "close (they are done)", "re-read": "re-read (HELD)"}
     rows = [
         f"{x['topic']}  {what.get(x['reason'], x['reason'])}"
@@ -126,7 +126,7 @@ def _sweep_text(d: dict[str, Any]) -> str:
         + (f"  since {x['since']}" if x["since"] else "")
         for x in d["debts"]
     ]
-    return f"{d['agent']} (side {d['side']}) owes {len(rows)}:\n" + "\n".join(rows)
+    return f"{agent} (side {side}) owes {len(rows)}:\n" + "\n".join(rows)
 
 
 @click.command("sweep")
@@ -144,7 +144,8 @@ def sweep_cmd(env: Env, as_json: bool) -> None:
     """
     from mailslot.exchange.sweep import sweep
 
-    emit(sweep(_ex(env), env.need_agent()).to_json(), as_json, _sweep_text)
+    r = sweep(_ex(env), env.need_agent())
+    emit(r.to_json(), as_json, lambda d: _sweep_text(r.agent, r.side, d))
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
