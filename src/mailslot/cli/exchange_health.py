@@ -230,6 +230,7 @@ def _install_text(d: dict[str, Any]) -> str:
     show_default=True,
 )
 @click.option("--enable", is_flag=True, help="Also run systemctl daemon-reload + enable --now.")
+@click.option("--no-verify", is_flag=True, help="Write even if systemd-analyze verify objects.")
 @json_option
 @pass_env
 def install_cmd(
@@ -240,6 +241,7 @@ def install_cmd(
     name: str | None,
     unit_dir: Path,
     enable: bool,
+    no_verify: bool,
     as_json: bool,
 ) -> None:
     """Write a hardened systemd service + timer for the tick; print the polling lines.
@@ -248,17 +250,24 @@ def install_cmd(
     The service runs 'exchange tick' with ProtectSystem=strict,
     ReadWritePaths=<root> only, NoNewPrivileges, PrivateTmp and more. Also
     prints each side's monitor-script line (Hermes cron --monitor-script) and a
-    cron fallback. Units are checked with systemd-analyze verify where present.
+    cron fallback. Units are checked with systemd-analyze verify where present,
+    and not written if it objects.
     Example:
       mailslot --root /srv/exchange exchange install --every 2min --dry-run
     """
-    from mailslot.exchange.install import apply_plan, plan_install, verify_units
+    from mailslot.exchange.install import install
 
-    plan = plan_install(_ex(env), user=user, every=every, unit_dir=unit_dir, name=name)
-    verdict = verify_units(plan.units)
-    if not dry_run:
-        apply_plan(plan, enable=enable)
-    emit({**plan.to_json(), "verify": verdict, "dry_run": dry_run}, as_json, _install_text)
+    plan = install(
+        _ex(env),
+        user=user,
+        every=every,
+        unit_dir=unit_dir,
+        name=name,
+        dry_run=dry_run,
+        enable=enable,
+        verify=not no_verify,
+    )
+    emit({**plan.to_json(), "dry_run": dry_run}, as_json, _install_text)
 
 
 @click.command("skill")
