@@ -171,11 +171,31 @@ def _doctor_text(d: dict[str, Any]) -> str:
 @click.command("doctor")
 @click.option("--user", "users", multiple=True, metavar="SIDE=USER", help="A side's Unix user.")
 @click.option("--service", "services", multiple=True, metavar="SIDE=UNIT", help="Its service.")
-@click.option("--max-age", type=float, default=10.0, show_default=True, metavar="MINUTES")
+@click.option(
+    "--max-age",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="MINUTES",
+    help="Oldest acceptable tick heartbeat / uncommitted change.",
+)
+@click.option(
+    "--patience",
+    type=float,
+    default=12.0,
+    show_default=True,
+    metavar="HOURS",
+    help="Warn when a required entry waits on a side longer than this.",
+)
 @json_option
 @pass_env
 def doctor_cmd(
-    env: Env, users: tuple[str, ...], services: tuple[str, ...], max_age: float, as_json: bool
+    env: Env,
+    users: tuple[str, ...],
+    services: tuple[str, ...],
+    max_age: float,
+    patience: float,
+    as_json: bool,
 ) -> None:
     """Check the exchange for every silent failure; each finding has a fix. Exit 1 on a FAIL.
 
@@ -184,7 +204,8 @@ def doctor_cmd(
     user -- its outbox must take a file, its inbox must refuse one), each side's
     systemd sandbox (ProtectSystem=/ReadWritePaths=), the tick's heartbeat,
     git cleanliness, numbering (duplicates, gaps, an entry that shrank in git
-    history) and half-archived topics. Users and services come from users: and
+    history), half-archived topics, and required entries a side has left
+    unanswered for hours (a dead poller looks like silence). Users and services come from users: and
     services: mappings in .mailslot/config, or --user/--service.
     Example:
       mailslot --root /srv/exchange exchange doctor --user olu=olu --service olu=openclaw.service
@@ -196,6 +217,7 @@ def doctor_cmd(
         users=_pairs(users, "user"),
         services=_pairs(services, "unit"),
         max_age=timedelta(minutes=max_age),
+        patience=timedelta(hours=patience),
     )
     emit(r.to_json(), as_json, _doctor_text)
     r.raise_for_failures()
