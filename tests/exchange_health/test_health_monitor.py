@@ -125,3 +125,9 @@ def test_monitor_api_json(ex) -> None:
     send(ex, "claude", "gate-bug", "required", "question")
     d = monitor(ex, "olu").to_json()
     assert d["side"] == "olu" and d["awaiting"][0]["kind"] == "entry"
+
+
+def test_state_from_the_future_acknowledges_nothing(ex) -> None:
+    topic = send(ex, "claude", "q", "required", "question").topic
+    hand_state(ex.root, "claude", topic, "in-progress", "2099-01-01T00:00:00Z", "olu")
+    assert "awaits you" in _mon(ex)
