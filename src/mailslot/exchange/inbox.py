@@ -1,0 +1,307 @@
+"""What sits in one side's inbox, by name only, and a cheap reading of the few fields that matter.
+
+Wake-up and health commands (watch, monitor, sweep) run often -- every scheduler tick, on every
+wake -- over exchanges that may hold thousands of topics, so they look at *names* first (which
+entries exist, whether a HELD.md is there) and read a file only when its fields decide something.
+
+``peek_entry`` / ``peek_state`` read just the frontmatter keys they need with a line scanner and
+fall back to the full strict parsers (``entries.parse_entry_text``, ``state.parse_state``) the
+moment a file is anything but plain ``key: value`` lines, so a hand-written file reads exactly as
+the rest of mailslot reads it. Readers ignore dot-names (in-flight temps), like every reader.
+
+An entry in ``to-<side>/done/<topic>/`` is still addressed to that side: archiving moves files,
+it does not deliver them (seed 000: a reply filed before it was read).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from mailslot.core.clock import parse_time
+from mailslot.core.errors import FormatError
+from mailslot.exchange.entries import ACTIONS, ENTRY_RE, Entry, parse_entry, parse_entry_text
+from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.state import STATUSES, parse_state
+from mailslot.exchange.topics import topic_names
+
+__all__ = [
+    "EntryPeek",
+    "InboxItem",
+    "StatePeek",
+    "TopicDir",
+    "inbox_items",
+    "list_dir",
+    "peek_entry",
+    "peek_state",
+    "read_entry",
+    "side_dirs",
+]
+
+# Frontmatter worth scanning by hand is a few short lines; anything longer takes the full parser.
+PEEK_BYTES = 4096
+# What parse_time accepts, checked cheaply; the full parse happens when the time is used.
+_TIME_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})$")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+@dataclass(slots=True)
+class TopicDir:
+    """One topic directory of one inbox: its entry files (number, from, name) and a hold flag.
+
+    ``dir`` is a plain string: these are made by the ten thousand, and ``pathlib`` costs more
+    than the ``scandir`` that finds them.
+    """
+
+    topic: str
+    dir: str
+    archived: bool
+    entries: tuple[tuple[int, str, str], ...]
+    held: bool
+    has_state: bool
+
+    @property
+    def path(self) -> Path:
+        """The directory as a ``Path``."""
+        return Path(self.dir)
+
+    def file(self, name: str) -> str:
+        """The path of ``name`` in this directory."""
+        return f"{self.dir}/{name}"
+
+    def newest(self) -> tuple[int, str, str] | None:
+        """``(number, from, name)`` of the newest entry, by ``(number, from)``."""
+        return self.entries[-1] if self.entries else None
+
+
+def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
+    """The names in one topic directory (no stat, no read); a missing one is empty."""
+    try:
+        names = os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    entries = []
+    for name in names:
+        # cheap pre-filter before the rule: NNNN-<from>.md
+        if name[4:5] == "-" and name[:1].isdigit():
+            m = ENTRY_RE.match(name)
+            if m:
+                entries.append((int(name[:4]), m.group(2), name))
+    entries.sort()
+    return TopicDir(
+        topic, str(path), archived, tuple(entries), HELD_NAME in names, STATE_NAME in names
+    )
+
+
+def side_dirs(ex: Exchange, inbox_side: str, *, archived: bool = False) -> dict[str, TopicDir]:
+    """Topic directories of ``to-<inbox_side>/`` by topic (live ones win over ``done/`` copies)."""
+    inbox = str(ex.inbox(inbox_side))
+    out: dict[str, TopicDir] = {}
+    if archived:
+        for name in topic_names(Path(inbox, DONE)):
+            out[name] = list_dir(f"{inbox}/{DONE}/{name}", name, True)
+    for name in topic_names(Path(inbox)):
+        out[name] = list_dir(f"{inbox}/{name}", name, False)
+    return out
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """An entry file addressed to a side, keyed by ``(topic, number, from)``."""
+
+    topic: str
+    number: int
+    sender: str
+    path: Path
+    archived: bool
+
+    @property
+    def key(self) -> str:
+        """The stable identity: ``<topic>/<NNNN>-<from>`` (unchanged by archive or bridge)."""
+        return f"{self.topic}/{self.number:04d}-{self.sender}"
+
+
+def inbox_items(
+    ex: Exchange, side: str, skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[list[InboxItem], list[TopicDir]]:
+    """Entries in ``to-<side>/`` (live, then archived) whose key is not in ``skip``, and the
+    live topic directories. A topic both live and in ``done/`` (damage) yields both copies' entries,
+    each key once.
+    """
+    inbox = str(ex.inbox(side))
+    live = [list_dir(f"{inbox}/{t}", t, False) for t in topic_names(Path(inbox))]
+    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(Path(inbox, DONE))]
+    out = []
+    taken = set(skip)
+    for d in (*live, *done):
+        for number, sender, name in d.entries:
+            key = f"{d.topic}/{number:04d}-{sender}"
+            if key not in taken:
+                taken.add(key)
+                out.append(InboxItem(d.topic, number, sender, Path(d.file(name)), d.archived))
+    return out, live
+
+
+def _head(path: Path | str) -> tuple[bytes, bool]:
+    """The first ``PEEK_BYTES`` of a file and whether that is all of it; ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        raw = os.read(fd, PEEK_BYTES + 1)
+    finally:
+        os.close(fd)
+    return raw[:PEEK_BYTES], len(raw) <= PEEK_BYTES
+
+
+def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
+    """``key: value`` lines of a small, plain header; ``None`` if anything needs a real parser."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if fenced:
+        first = text.find("\n")
+        if first < 0 or text[:first].rstrip() != "---":
+            return None
+        end = text.find("\n---", first - 1)
+        if end < 0:
+            return None  # a header that never closes is the parser's to judge
+        after = text.find("\n", end + 1)
+        if text[end + 1 : after if after >= 0 else len(text)].rstrip() != "---":
+            return None
+        block = text[first + 1 : end]
+    else:
+        block = text
+    out: dict[str, str] = {}
+    for line in block.split("\n"):
+        key, sep, value = line.partition(":")
+        if sep and value[:1] == " " and "\t" not in value and _KEY.fullmatch(key):
+            value = value.strip(" ")
+            if key in out or value[:1] in "|>&*!{%@`#" or " #" in value or ": " in value:
+                return None
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            out[key] = value
+        elif not line.strip() or line.lstrip()[:1] == "#":
+            continue
+        else:  # indented or list lines continue something: the parser's to judge
+            return None
+    return out
+
+
+def _time(value: str | None) -> datetime | None:
+    try:
+        return parse_time(value)
+    except FormatError:
+        return None
+
+
+class EntryPeek:
+    """An entry's ``at`` and ``action`` (``None`` when missing or unreadable) and any error.
+
+    ``at`` is parsed on first use: a monitor asks for it only where the caller has a STATE.md.
+    """
+
+    def __init__(
+        self, at: datetime | str | None, action: str | None, error: str | None = None
+    ) -> None:
+        self._at = at
+        self.action = action
+        self.error = error
+
+    @property
+    def at(self) -> datetime | None:
+        """The entry's time, or ``None`` if missing or unparseable."""
+        if isinstance(self._at, str):
+            self._at = _time(self._at)
+        return self._at
+
+
+def read_entry(path: Path, side: str, topic: str) -> Entry:
+    """The whole entry, as ``entries.parse_entry`` reads it, by the line scanner when it can.
+
+    Same result as ``parse_entry`` (tested); the full parser runs whenever the header is anything
+    but plain ``key: value`` lines with a valid ``at`` and ``action``.
+    """
+    m = ENTRY_RE.match(path.name)
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return parse_entry(path, side, topic)
+    fields = _simple_fields(raw, fenced=True) if m else None
+    if m is None or fields is None or fields.get("action") not in ACTIONS:
+        return parse_entry(path, side, topic)
+    at = _time(fields.get("at"))
+    if at is None:
+        return parse_entry(path, side, topic)
+    text = raw.decode("utf-8")
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    text = text.replace("\r\n", "\n")
+    close = text.find("\n---", text.find("\n") - 1)
+    nl = text.find("\n", close + 1)
+    body = text[nl + 1 :] if nl >= 0 else ""
+    return Entry(
+        int(m.group(1)), m.group(2), side, topic, path, at, fields["action"], body, dict(fields)
+    )
+
+
+def peek_entry(path: Path | str) -> EntryPeek:
+    """``at`` and ``action`` of an entry file; never raises (problems land in ``error``)."""
+    try:
+        raw, whole = _head(path)
+        fields = _simple_fields(raw, fenced=True)
+        if (
+            fields is not None
+            and {"from", "at", "action"} <= set(fields)
+            and fields["action"] in ACTIONS
+            and _TIME_SHAPE.match(fields["at"])
+        ):
+            return EntryPeek(fields["at"], fields["action"])
+        if not whole:
+            raw = Path(path).read_bytes()
+    except OSError as e:
+        return EntryPeek(None, None, f"unreadable: {e.strerror}")
+    meta, _, error = parse_entry_text(raw, Path(path))
+    raw_action, raw_at = meta.get("action"), meta.get("at")
+    return EntryPeek(
+        _time(raw_at) if isinstance(raw_at, str) else None,
+        raw_action if isinstance(raw_action, str) and raw_action in ACTIONS else None,
+        error,
+    )
+
+
+@dataclass(frozen=True)
+class StatePeek:
+    """A STATE.md's status (``open`` when missing, ``unknown`` when unreadable) and time."""
+
+    status: str
+    updated_at: datetime | None
+    present: bool
+    error: str | None = None
+
+
+def peek_state(path: Path | str) -> StatePeek:
+    """Status and ``updated_at`` of one STATE.md; missing is ``open``; never raises."""
+    try:
+        raw, whole = _head(path)
+        if not whole:
+            raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return StatePeek("open", None, False)
+    except OSError as e:
+        return StatePeek("unknown", None, True, f"unreadable: {e.strerror}")
+    if not raw.lstrip(b"\xef\xbb\xbf").startswith(b"---"):
+        fields = _simple_fields(raw, fenced=False)
+        if fields is not None and fields.get("status") in STATUSES:
+            at = _time(fields.get("updated_at"))
+            if at is not None:
+                return StatePeek(fields["status"], at, True)
+    st = parse_state(raw, "", Path(path))
+    return StatePeek(st.status, st.updated_at, True, st.error)
