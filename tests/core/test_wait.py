@@ -100,3 +100,15 @@ def test_cross_process_waiter_armed_before_write_always_wakes(tmp_path: Path, ro
     locked_append(log, "hello\n")
     out, _ = waiter.communicate(timeout=30)
     assert waiter.returncode == 0 and out.strip() == "hello"
+
+
+def test_readding_a_replaced_directory_arms_the_new_one(tmp_path: Path) -> None:
+    topic = tmp_path / "2026-11-29-x"
+    topic.mkdir()
+    with Watch([topic]) as w:
+        topic.rename(tmp_path / "moved")
+        assert w.wait(5.0)  # the old directory moved away
+        topic.mkdir()  # a new directory under the same name: a new inode
+        w.add(topic)
+        atomic_create(topic / "0001-olu.md", "hi")
+        assert w.wait(5.0), "the new directory must be watched after add()"

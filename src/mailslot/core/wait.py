@@ -47,6 +47,15 @@ def _existing(path: Path) -> Path:
     return p
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of ``path``, or ``None`` if it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class _Backend:
     def add(self, path: Path) -> bool:
         raise NotImplementedError
@@ -198,7 +207,7 @@ class Watch:
     def __init__(self, paths: Iterable[Path] = (), *, force_poll: bool = False) -> None:
         self._kernel = None if force_poll else _kernel_backend()
         self._poll: _Poll | None = None
-        self._added: set[Path] = set()
+        self._added: dict[Path, tuple[int, int] | None] = {}
         for p in paths:
             self.add(p)
 
@@ -208,16 +217,25 @@ class Watch:
         return self._poll is not None
 
     def add(self, path: Path | str) -> None:
-        """Arm a watch on ``path`` (or its nearest existing parent); idempotent."""
+        """Arm a watch on ``path`` (or its nearest existing parent); cheap to repeat.
+
+        A kernel watch follows an inode, not a name: when ``path`` now names a different file
+        or directory than when it was armed (a topic moved away and another put in its place),
+        adding it again arms the new one. Callers that re-add their paths before every check
+        (``wait_until`` does) therefore never go deaf to a replaced directory.
+        """
         target = _existing(Path(path))
-        if target in self._added:
+        ident = _identity(target)
+        if target in self._added and self._added[target] == ident:
             return
-        self._added.add(target)
+        first_time = target not in self._added
+        self._added[target] = ident
         if self._kernel is not None and self._kernel.add(target):
             return
         if self._poll is None:
             self._poll = _Poll()
-        self._poll.add(target)
+        if first_time:
+            self._poll.add(target)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until an event or ``timeout`` seconds; ``True`` if something may have changed."""
