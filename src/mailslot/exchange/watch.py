@@ -19,7 +19,6 @@ is the tick asking this side to re-read.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,7 +150,6 @@ class Watcher:
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
         self._watch: Watch | None = None
-        self._armed: dict[Path, int] = {}
 
     def close(self) -> None:
         """Release the kernel watches (slow: inotify's close waits for an RCU grace period)."""
@@ -165,19 +163,19 @@ class Watcher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def paths(self) -> dict[Path, int]:
-        """What to arm, with each directory's inode: the inbox, ``done/``, every live topic."""
-        out = {}
-        for p in (self.inbox, self.inbox / DONE):
-            try:
-                out[p] = p.stat().st_ino
-            except OSError:
-                out[p] = 0  # not there (yet): Watch arms its nearest existing parent
+    def paths(self) -> list[Path]:
+        """What to arm: the inbox, ``done/``, every live topic directory.
+
+        A path not there yet is fine: ``Watch`` arms its nearest existing parent.
+        """
+        out = [self.inbox, self.inbox / DONE]
         try:
             with os.scandir(self.inbox) as it:
-                for e in it:
-                    if TOPIC_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
-                        out[Path(e.path)] = e.inode()
+                out += [
+                    Path(e.path)
+                    for e in it
+                    if TOPIC_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+                ]
         except OSError:
             pass
         return out
@@ -185,29 +183,14 @@ class Watcher:
     def _arm(self) -> Watch:
         """The Watcher's one ``Watch``, with every current path armed before the next check.
 
-        A kernel watch follows an inode, so a path now naming a different directory (a topic
-        moved away and another put in its place) needs a fresh ``Watch`` to be seen at all.
+        ``Watch.add`` re-arms a path that now names a different directory (a topic moved away
+        and another put in its place), so re-adding every path each round keeps it hearing.
         """
-        paths = self.paths()
-        if self._watch is not None and any(
-            self._armed.get(p, ino) != ino for p, ino in paths.items()
-        ):
-            self._close_later()
         if self._watch is None:
             self._watch = Watch()
-            self._armed = {}
-        for p, ino in paths.items():
-            if p not in self._armed:
-                self._watch.add(p)
-                self._armed[p] = ino
+        for p in self.paths():
+            self._watch.add(p)
         return self._watch
-
-    def _close_later(self) -> None:
-        # Closing an inotify descriptor blocks for an RCU grace period (10-20 ms): hand it off,
-        # so a wake is never delayed by tidying up.
-        old, self._watch = self._watch, None
-        if old is not None:
-            threading.Thread(target=old.close, name="mailslot-watch-close", daemon=True).start()
 
     def _entry(self, path: Path, topic: str) -> Entry | None:
         try:
@@ -312,7 +295,7 @@ def watch(
     try:
         return w.watch(timeout, peek=peek)
     finally:
-        w._close_later()  # what was found reaches the caller without waiting on the kernel
+        w.close()  # Watch.close hands the slow inotify close to a thread
 
 
 def ack(ex: Exchange, agent: str, keys: list[str], *, store: CursorStore | None = None) -> int:
