@@ -1,0 +1,107 @@
+"""Exchange (seed 000): ``tick`` with nothing new over 10,000 topics / 100,000 entries, and
+``send`` latency in-process. The tree is written directly (as a foreign agent would), then one
+baseline tick parses and commits it; the timed ticks find nothing new."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from common import Result, dist
+
+from mailslot.exchange.create import create_exchange
+from mailslot.exchange.entries import send
+from mailslot.exchange.layout import load_exchange
+from mailslot.exchange.tick import tick
+
+TOPICS = 10_000
+ENTRIES_PER_TOPIC = 10  # 100,000 entries
+TICKS = 5
+SENDS = 500
+
+
+def _build(root: Path) -> None:
+    for t in range(TOPICS):
+        topic = f"2026-11-{1 + t % 28:02d}-topic-{t:05d}"
+        dirs = {s: root / f"to-{s}" / topic for s in ("claude", "olu")}
+        for d in dirs.values():
+            d.mkdir()
+        for n in range(1, ENTRIES_PER_TOPIC + 1):
+            writer = "claude" if n % 2 else "olu"
+            inbox = "olu" if writer == "claude" else "claude"
+            at = f"2026-11-{1 + t % 28:02d}T10:{n:02d}:00Z"
+            action = "required" if n == ENTRIES_PER_TOPIC else "fyi"
+            (dirs[inbox] / f"{n:04d}-{writer}.md").write_text(
+                f"---\nfrom: {writer}\nat: {at}\naction: {action}\n---\nentry {n} of {topic}\n"
+            )
+        if t % 3 == 0:
+            (dirs["olu"] / "STATE.md").write_text(
+                "status: done\ntags: []\nupdated_at: 2026-11-01T09:00:00Z\nupdated_by: claude\n"
+            )
+
+
+def run(tmp: Path) -> list[Result]:
+    rows: list[Result] = []
+    root = tmp / "big"
+    create_exchange(root, ["claude", "olu"])
+    # gc in the foreground, so the temp dir is not removed under a detached git gc at the end
+    subprocess.run(["git", "-C", str(root), "config", "gc.autoDetach", "false"], check=True)
+    t0 = time.monotonic()
+    _build(root)
+    built = time.monotonic() - t0
+    ex = load_exchange(root)
+    t0 = time.monotonic()
+    first = tick(ex)
+    baseline = time.monotonic() - t0
+    assert not first.errors, first.errors
+    samples = []
+    for _ in range(TICKS):
+        t0 = time.perf_counter()
+        r = tick(ex)
+        samples.append((time.perf_counter() - t0) * 1000)
+        assert not r.new_entries and r.commit is None and not r.errors
+    rows.append(
+        dist(
+            "exchange tick, nothing new (10k topics / 100k entries, git)",
+            samples,
+            "ms",
+            target="<= 1000 ms",
+            ok=sorted(samples)[len(samples) // 2] <= 1000,
+            note=f"tree built in {built:.1f}s; baseline tick {baseline:.1f}s",
+        )
+    )
+    # the same tree without git: the tick's own work
+    (root / ".mailslot" / "config").write_text(
+        (root / ".mailslot" / "config").read_text().replace("git: true", "git: false")
+    )
+    ex = load_exchange(root)
+    samples = []
+    for _ in range(TICKS):
+        t0 = time.perf_counter()
+        tick(ex)
+        samples.append((time.perf_counter() - t0) * 1000)
+    rows.append(dist("exchange tick, nothing new, without git", samples, "ms"))
+
+    small = tmp / "small"
+    ex = load_exchange(create_exchange(small, ["claude", "olu"]).root)
+    topic = send(ex, "claude", "bench", "fyi", "opening").topic
+    samples = []
+    for i in range(SENDS):
+        who = "claude" if i % 2 else "olu"
+        t0 = time.perf_counter()
+        send(ex, who, topic, "fyi", f"message {i}")
+        samples.append((time.perf_counter() - t0) * 1000)
+    p50 = sorted(samples)[len(samples) // 2]
+    rows.append(
+        dist(
+            "exchange send (in-process, fsync'd)",
+            samples,
+            "ms",
+            target="p50 <= 5 ms",
+            ok=p50 <= 5.0,
+            note=f"{os.cpu_count()} cpus",
+        )
+    )
+    return rows

@@ -1,0 +1,224 @@
+"""Entries: ``<topic>/NNNN-<from>.md``, immutable, numbered across both sides of a topic.
+
+An entry is never edited, deleted or overwritten; a correction is a new, higher-numbered entry.
+Numbers are claimed under ``.mailslot/send.lock`` (a file both sides can read; ``flock`` works on
+a read-only descriptor) over both sides' directories of the topic, and the final ``link`` refuses
+a taken name, so concurrent writers on both sides never share a number and a writer that skips
+the lock (a foreign agent writing by hand) still cannot make mailslot overwrite.
+
+Readers key an entry by ``(number, from)``: a foreign agent may write ``0003-olu.md`` while
+mailslot wrote ``0003-claude.md``, and a replicating bridge materialises files by rename. Both
+entries are real and both are shown. Readers ignore dot-names (in-flight temps) and read
+hand-written files (CRLF, quoted values, ``+00:00``, second precision) exactly like their own.
+A file that does not parse is still an entry: it is listed with the reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mailslot.core.clock import format_time, now, parse_time
+from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
+from mailslot.core.formats import dump_frontmatter, parse_frontmatter
+from mailslot.core.fsio import numbered_create
+from mailslot.core.limits import check_bytes
+from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.topics import find_topic, resolve_topic
+
+__all__ = [
+    "ACTIONS",
+    "ENTRY_RE",
+    "MAX_BODY_BYTES",
+    "Entry",
+    "SendResult",
+    "entry_names",
+    "list_entries",
+    "parse_entry",
+    "send",
+]
+
+ENTRY_RE = re.compile(r"^(\d{4})-([a-z0-9][a-z0-9_-]{0,39})\.md$")
+ACTIONS = ("required", "fyi")
+# An entry is a message, not a payload: payloads go out of band (a path). 256 KiB holds a long
+# review with room to spare and keeps a tick over 100,000 entries cheap.
+MAX_BODY_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry file: who wrote it (by file name and folder), when, what it asks, the body."""
+
+    number: int
+    sender: str
+    side: str
+    topic: str
+    path: Path
+    at: datetime | None = None
+    action: str | None = None
+    body: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """The identity of an entry: ``(number, from)``."""
+        return (self.number, self.sender)
+
+    @property
+    def name(self) -> str:
+        """The file name, ``NNNN-<from>.md``."""
+        return self.path.name
+
+    def to_json(self, root: Path | None = None) -> dict[str, Any]:
+        """A JSON-ready dict (path relative to ``root`` when given)."""
+        path = self.path.relative_to(root) if root is not None else self.path
+        return {
+            "topic": self.topic,
+            "number": self.number,
+            "from": self.sender,
+            "side": self.side,
+            "at": format_time(self.at) if self.at else None,
+            "action": self.action,
+            "path": str(path),
+            "body": self.body,
+            "error": self.error,
+        }
+
+
+def entry_names(directory: Path) -> list[tuple[int, str, str]]:
+    """``(number, from, file name)`` of every entry file in ``directory``, unparsed, unsorted."""
+    out = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                m = ENTRY_RE.match(e.name)
+                if m:
+                    out.append((int(m.group(1)), m.group(2), e.name))
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return out
+
+
+def parse_entry_text(text: bytes | str, path: Path) -> tuple[dict[str, Any], str, str | None]:
+    """``(meta, body, error)`` of an entry's text; never raises (an error is returned)."""
+    try:
+        meta, body = parse_frontmatter(text, path=path)
+    except FormatError as e:
+        return {}, text if isinstance(text, str) else text.decode("utf-8", "replace"), str(e)
+    problems = []
+    action = meta.get("action")
+    if action not in ACTIONS:
+        problems.append(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    try:
+        parse_time(meta.get("at"), field="at", path=str(path))
+    except FormatError as e:
+        problems.append(str(e))
+    return meta, body, "; ".join(problems) or None
+
+
+def parse_entry(path: Path, side: str, topic: str) -> Entry:
+    """Read one entry file written by ``side``; an unreadable file is an ``Entry`` with error."""
+    m = ENTRY_RE.match(path.name)
+    if not m:
+        raise FormatError("not an entry file name (NNNN-<from>.md)", path=path)
+    number, sender = int(m.group(1)), m.group(2)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        return Entry(number, sender, side, topic, path, error=f"unreadable: {e.strerror}")
+    meta, body, error = parse_entry_text(raw, path)
+    at: datetime | None
+    try:
+        at = parse_time(meta.get("at"), field="at", path=str(path))
+    except FormatError:
+        at = None
+    action = meta.get("action") if meta.get("action") in ACTIONS else None
+    return Entry(number, sender, side, topic, path, at, action, body, meta, error)
+
+
+def list_entries(ex: Exchange, topic: str) -> list[Entry]:
+    """Every entry of ``topic`` from both sides, in ``(number, from)`` order; ``NotFound``."""
+    ref = find_topic(ex, topic)
+    if ref is None:
+        raise NotFound(f"no topic {topic}", path=ex.root)
+    out = []
+    for inbox_side, directory in ref.dirs.items():
+        writer = ex.writer_of(inbox_side)
+        for _, _, name in entry_names(directory):
+            out.append(parse_entry(directory / name, writer, topic))
+    return sorted(out, key=lambda e: e.key)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """A written entry: its topic, number, path (absolute and relative) and whether it is new."""
+
+    topic: str
+    number: int
+    path: Path
+    relpath: str
+    new_topic: bool
+    at: str
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "topic": self.topic,
+            "number": self.number,
+            "path": self.relpath,
+            "new_topic": self.new_topic,
+            "at": self.at,
+        }
+
+
+def render_entry(sender: str, action: str, body: str, at: str) -> str:
+    """The text of an entry file (frontmatter ``from``, ``at``, ``action``, then the body)."""
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return dump_frontmatter({"from": sender, "at": at, "action": action}, body)
+
+
+def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendResult:
+    """Write a new entry as ``agent`` into its side's outbox; raise ``MailslotError`` subclasses.
+
+    ``topic`` is resolved per DESIGN (full name, newest live slug, else a new topic). Refuses an
+    unknown member (``Conflict``), a bad action or empty body (``MailslotError``), a body over
+    ``MAX_BODY_BYTES`` (``LimitExceeded``), an archived topic (``Conflict``).
+    """
+    side = ex.side_of(agent)
+    if action not in ACTIONS:
+        raise MailslotError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    if not body.strip():
+        raise MailslotError("the body is empty; an entry says something")
+    check_bytes("entry body", body, MAX_BODY_BYTES)
+    name, exists = resolve_topic(ex, topic)
+    outbox = ex.outbox(side)
+    if not outbox.is_dir():
+        raise NotFound("outbox missing; is this an exchange root?", path=outbox)
+    inbox_side = ex.other(side)
+    if exists:
+        ref = find_topic(ex, name)
+        if ref is not None and ref.archived.get(inbox_side):
+            raise Conflict(
+                f"topic {name} is half-archived (your side's copy is in done/); "
+                "the next tick settles it, or reopen it"
+            )
+    directory = outbox / name
+    ex.make_dir(directory, inbox_side)
+    at = format_time(now())
+    text = render_entry(agent, action, body, at)
+    number, path = numbered_create(
+        directory,
+        f"{agent}.md",
+        text,
+        # every place a number of this topic may already be taken, archived copies included
+        siblings=[ex.inbox(side) / name, ex.inbox(side) / DONE / name, outbox / DONE / name],
+        lock=ex.send_lock,
+        mode=ex.file_mode(inbox_side),
+    )
+    return SendResult(name, number, path, str(path.relative_to(ex.root)), not exists, at)

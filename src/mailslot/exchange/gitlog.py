@@ -1,0 +1,87 @@
+"""The exchange's local git repository: history that recovers anything overwritten or lost.
+
+The tick commits whenever the tree is dirty, independent of whether anything was worth a
+notification (seed 000: gating the commit on notify-worthy activity left an archive move
+uncommitted). Commits carry mailslot's own identity (``mailslot <tick@HOST>``) passed on the
+command line, so they work where git has no identity configured, and never run hooks or signing.
+Archives are plain moves; ``git add -A`` picks them up whether or not the files were tracked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+from mailslot.core.errors import MailslotError
+
+__all__ = ["GITIGNORE", "commit_all", "git_available", "init_repo", "is_repo"]
+
+# Runtime files stay out of history: they change every tick and hold nothing to recover.
+GITIGNORE = """# written by mailslot: runtime state is not history
+/.mailslot/*
+!/.mailslot/config
+.*.tmp
+"""
+
+
+def git_available() -> bool:
+    """Whether a ``git`` executable is on PATH."""
+    return shutil.which("git") is not None
+
+
+def is_repo(root: Path) -> bool:
+    """Whether ``root`` is the top of a git repository."""
+    return (root / ".git").exists()
+
+
+def _identity() -> list[str]:
+    host = socket.gethostname().split(".")[0] or "localhost"
+    return [
+        "-c",
+        "user.name=mailslot",
+        "-c",
+        f"user.email=tick@{host}",
+        "-c",
+        "commit.gpgsign=false",
+    ]
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    try:
+        proc = subprocess.run(
+            ["git", *_identity(), "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise MailslotError(f"git {args[0]} failed: {e}", path=root) from None
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise MailslotError(
+            f"git {args[0]} failed: {detail[-1] if detail else proc.returncode}", path=root
+        )
+    return proc.stdout
+
+
+def init_repo(root: Path) -> None:
+    """Create a local-only repository at ``root``; ``MailslotError`` if git fails."""
+    if not git_available():
+        raise MailslotError("git is not installed; install it or pass --no-git")
+    _git(root, "init", "-q")
+    _git(root, "config", "core.untrackedCache", "true")
+
+
+def commit_all(root: Path, message: str) -> str | None:
+    """``git add -A`` and commit if anything is dirty; the new sha, or ``None`` if clean."""
+    _git(root, "add", "-A")
+    if not _git(root, "status", "--porcelain", "--untracked-files=no"):
+        return None
+    _git(root, "commit", "-q", "--no-verify", "-m", message)
+    return _git(root, "rev-parse", "HEAD").strip()

@@ -1,0 +1,91 @@
+"""The archive guard: archive only what both sides have provably seen. Pure; no disk.
+
+A topic is archived only when both sides are ``done`` AND, for each side, its newest entry
+pre-dates the other side's last STATE.md update (seed 000: a closing reply is the entry most
+likely to flip the second side to ``done`` and the least likely to have been read). Checking each
+side's newest entry, not only the overall newest, also catches two sides writing past each other.
+
+The failure mode is *do not archive*: a missing or unparseable time, a tie, a time in the future,
+an unreadable STATE.md -- anything that does not resolve leaves the topic where it is, because an
+extra tick of delay is invisible and a wrong archive is invisible forever.
+
+When the comparison resolves against a side (its acknowledgement is older than, or the same
+instant as, the other side's newest entry), that side owes a re-read: the tick puts HELD.md in
+its inbox, and re-affirming ``done`` (a fresh ``updated_at``) releases it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from mailslot.core.clock import FUTURE_SKEW, format_time
+
+__all__ = ["Decision", "GuardSide", "decide"]
+
+
+@dataclass(frozen=True)
+class GuardSide:
+    """What the guard needs from one side: its STATE and its own newest entry."""
+
+    status: str
+    updated_at: datetime | None = None
+    state_error: str | None = None
+    newest: str | None = None  # file name of this side's newest entry, None if it wrote none
+    newest_at: datetime | None = None
+
+
+@dataclass
+class Decision:
+    """The guard's verdict for one topic."""
+
+    archive: bool = False
+    candidate: bool = False  # both sides done: archiving was considered
+    holds: dict[str, str] = field(default_factory=dict)  # owing side -> entry to re-read
+    reasons: dict[str, str] = field(default_factory=dict)  # owing side -> why held
+    waiting: list[str] = field(default_factory=list)  # unresolved comparisons
+
+
+def decide(sides: dict[str, GuardSide], now: datetime) -> Decision:
+    """Decide archive/hold for a topic with exactly two ``sides``; never raises."""
+    names = list(sides)
+    if len(names) != 2:
+        return Decision(waiting=["a topic needs exactly two sides"])
+    if any(s.status != "done" for s in sides.values()):
+        return Decision()
+    d = Decision(candidate=True)
+    limit = now + FUTURE_SKEW
+    for writer in names:
+        other = names[1] if writer == names[0] else names[0]
+        mine, theirs = sides[writer], sides[other]
+        if mine.newest is None:
+            continue
+        ack = theirs.updated_at
+        resolved = True
+        if ack is None:
+            d.waiting.append(f"{other}'s STATE.md has no readable updated_at")
+            resolved = False
+        elif ack > limit:
+            d.waiting.append(f"{other}'s STATE.md updated_at {format_time(ack)} is in the future")
+            resolved = False
+        if mine.newest_at is None:
+            d.waiting.append(f"{mine.newest} has no readable 'at'")
+            resolved = False
+        elif mine.newest_at > limit:
+            d.waiting.append(f"{mine.newest} 'at' {format_time(mine.newest_at)} is in the future")
+            resolved = False
+        if not resolved or ack is None or mine.newest_at is None:
+            continue
+        if mine.newest_at >= ack:
+            d.holds[other] = mine.newest
+            when = "at the same instant as" if mine.newest_at == ack else "after"
+            d.reasons[other] = (
+                f"{mine.newest} ({format_time(mine.newest_at)}) was written {when} "
+                f"{other} last marked it done ({format_time(ack)})"
+            )
+    for side in names:
+        err = sides[side].state_error
+        if err:
+            d.waiting.append(f"{side}'s STATE.md: {err}")
+    d.archive = not d.holds and not d.waiting
+    return d

@@ -1,0 +1,113 @@
+"""Read-only views for people and agents: the topic list and one topic in full.
+
+These read the tree directly (no tick state), so they are right even where no tick runs. They
+never write anything, so a reader that may not write the exchange can use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from mailslot.core.clock import format_time
+from mailslot.core.errors import NotFound
+from mailslot.exchange.entries import Entry, entry_names, list_entries, parse_entry
+from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.state import SideState, read_state, read_state_file
+from mailslot.exchange.topics import find_topic, list_topics
+
+__all__ = ["TopicDetail", "TopicSummary", "read_topic", "topic_summaries"]
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    """One topic in a listing."""
+
+    name: str
+    where: str  # live | archived | half-archived
+    status: dict[str, str]
+    counts: dict[str, int]
+    last_activity: datetime | None
+    held: list[str]  # sides with a HELD.md in their inbox
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "topic": self.name,
+            "where": self.where,
+            "status": self.status,
+            "counts": self.counts,
+            "last_activity": format_time(self.last_activity) if self.last_activity else None,
+            "held": self.held,
+        }
+
+
+def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicSummary]:
+    """Every live topic (archived too if asked) with statuses and counts; never raises."""
+    out = []
+    for ref in list_topics(ex, include_archived=include_archived):
+        counts = {s: 0 for s in ex.sides}
+        status = {s: "open" for s in ex.sides}
+        times = []
+        for inbox_side, directory in ref.dirs.items():
+            writer = ex.writer_of(inbox_side)
+            names = entry_names(directory)
+            counts[writer] = len(names)
+            status[writer] = read_state_file(directory / STATE_NAME, writer).status
+            if names:  # only the newest entry per side is read: a listing stays cheap
+                newest = parse_entry(directory / max(names)[2], writer, ref.name)
+                if newest.at is not None:
+                    times.append(newest.at)
+        out.append(
+            TopicSummary(
+                ref.name,
+                ref.status,
+                status,
+                counts,
+                max(times) if times else None,
+                [s for s, d in ref.dirs.items() if (d / HELD_NAME).exists()],
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class TopicDetail:
+    """A topic in full: where it is, both STATEs, every entry in ``(number, from)`` order."""
+
+    name: str
+    where: str
+    states: dict[str, SideState]
+    entries: list[Entry]
+    held: dict[str, str]  # side -> HELD.md text
+
+    def to_json(self, ex: Exchange) -> dict[str, Any]:
+        """A JSON-ready dict (paths relative to the root)."""
+        return {
+            "topic": self.name,
+            "where": self.where,
+            "states": {s: st.to_json() for s, st in self.states.items()},
+            "entries": [e.to_json(ex.root) for e in self.entries],
+            "held": self.held,
+        }
+
+
+def read_topic(ex: Exchange, topic: str) -> TopicDetail:
+    """Everything in ``topic`` (live or archived); ``NotFound`` or ``InvalidName``."""
+    ref = find_topic(ex, topic)
+    if ref is None:
+        raise NotFound(f"no topic {topic}", path=ex.root)
+    held = {}
+    for side, d in ref.dirs.items():
+        try:
+            held[side] = (d / HELD_NAME).read_text()
+        except OSError:
+            pass
+    return TopicDetail(
+        topic,
+        ref.status,
+        {s: read_state(ex, topic, s) for s in ex.sides},
+        list_entries(ex, topic),
+        held,
+    )

@@ -1,0 +1,125 @@
+"""Topics: ``YYYY-MM-DD-<slug>`` directories that exist under one or both inboxes.
+
+A topic is live when it sits directly under ``to-<side>/`` and archived under ``to-<side>/done/``.
+A new topic usually exists on one side only (the sender's outbox) until the other side answers;
+that is normal, not damage. A topic live on one side and archived on the other is half-archived:
+the tick brings it back to one state. Names that are not valid topics (and dot-names) are ignored,
+so a stray file or an in-flight temp never becomes a topic.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mailslot.core.clock import now
+from mailslot.core.errors import Conflict, InvalidName
+from mailslot.core.names import SLUG_RE, TOPIC_RE, topic_name, validate_topic
+from mailslot.exchange.layout import DONE, Exchange
+
+__all__ = ["TopicRef", "find_topic", "list_topics", "resolve_topic", "topic_names"]
+
+
+@dataclass
+class TopicRef:
+    """Where one topic lives: for each inbox side, its directory and whether it is archived."""
+
+    name: str
+    dirs: dict[str, Path] = field(default_factory=dict)  # inbox side -> directory
+    archived: dict[str, bool] = field(default_factory=dict)  # inbox side -> under done/
+    duplicated: list[str] = field(default_factory=list)  # inbox sides with both live and done
+
+    @property
+    def live(self) -> bool:
+        """Whether any side has it live (a half-archived topic counts as live)."""
+        return any(not a for a in self.archived.values())
+
+    @property
+    def half_archived(self) -> bool:
+        """Live on one side and archived on the other."""
+        return len(set(self.archived.values())) == 2
+
+    @property
+    def status(self) -> str:
+        """``live``, ``archived`` or ``half-archived``."""
+        if self.half_archived:
+            return "half-archived"
+        return "live" if self.live else "archived"
+
+
+def topic_names(directory: Path) -> list[str]:
+    """Valid topic directory names directly in ``directory`` (none if it does not exist)."""
+    try:
+        with os.scandir(directory) as it:
+            return [
+                e.name
+                for e in it
+                if not e.name.startswith(".") and TOPIC_RE.fullmatch(e.name) and e.is_dir()
+            ]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def list_topics(ex: Exchange, *, include_archived: bool = False) -> list[TopicRef]:
+    """Every live topic (and archived ones if asked), sorted by name; never raises for layout."""
+    refs: dict[str, TopicRef] = {}
+    for side in ex.sides:
+        inbox = ex.inbox(side)
+        for name in topic_names(inbox / DONE):
+            ref = refs.setdefault(name, TopicRef(name))
+            ref.dirs[side] = inbox / DONE / name
+            ref.archived[side] = True
+        for name in topic_names(inbox):
+            ref = refs.setdefault(name, TopicRef(name))
+            if side in ref.dirs:
+                ref.duplicated.append(side)
+            ref.dirs[side] = inbox / name  # live wins over a stale copy in done/
+            ref.archived[side] = False
+    out = [r for _, r in sorted(refs.items()) if include_archived or r.live]
+    return out
+
+
+def find_topic(ex: Exchange, name: str) -> TopicRef | None:
+    """The topic ``name`` (live or archived), or ``None`` if neither side has it."""
+    validate_topic(name)
+    ref = TopicRef(name)
+    for side in ex.sides:
+        inbox = ex.inbox(side)
+        for path, archived in ((inbox / DONE / name, True), (inbox / name, False)):
+            if path.is_dir():
+                if side in ref.dirs:
+                    ref.duplicated.append(side)
+                ref.dirs[side] = path
+                ref.archived[side] = archived
+    return ref if ref.dirs else None
+
+
+def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
+    """``(topic, exists)`` for ``--topic X`` per DESIGN; ``InvalidName`` or ``Conflict``.
+
+    An existing topic whose full name is X; else the newest live topic whose slug is X; else a
+    new topic: X itself when it is a full ``YYYY-MM-DD-slug`` name, otherwise today's ``X``.
+    An archived topic is refused (reopen it first), so nothing is written where nobody looks.
+    """
+    full = TOPIC_RE.fullmatch(arg)
+    if full:
+        validate_topic(arg)
+        ref = find_topic(ex, arg)
+        if ref is not None:
+            if not ref.live:
+                raise Conflict(
+                    f"topic {arg} is archived; run 'mailslot exchange reopen {arg} --why ...' "
+                    "to write in it again"
+                )
+            return arg, True
+    if not SLUG_RE.fullmatch(arg):
+        raise InvalidName(
+            "topic", arg, "a slug ([a-z0-9][a-z0-9-]{0,63}) or a topic YYYY-MM-DD-<slug>"
+        )
+    matches = [r.name for r in list_topics(ex) if r.name[11:] == arg]
+    if matches:
+        return max(matches), True
+    if full:
+        return arg, False
+    return topic_name(arg, now()), False

@@ -1,0 +1,125 @@
+"""Helpers for exchange tests (a module, not the conftest, so it imports unambiguously)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from mailslot.cli import cli
+
+
+def write_by_hand(path: Path, text: str, *, crlf: bool = False) -> Path:
+    """Write a file the way a foreign agent would: plain open/write, maybe CRLF."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.replace("\n", "\r\n") if crlf else text
+    path.write_bytes(data.encode())
+    return path
+
+
+def hand_entry(
+    root: Path,
+    inbox: str,
+    topic: str,
+    number: int,
+    sender: str,
+    at: str | None,
+    action: str = "fyi",
+    body: str = "hand-written\n",
+    *,
+    crlf: bool = False,
+    quoted: bool = False,
+) -> Path:
+    """An entry written by hand into ``to-<inbox>/<topic>/``; ``at=None`` leaves it out."""
+    q = '"' if quoted else ""
+    lines = ["---", f"from: {q}{sender}{q}"]
+    if at is not None:
+        lines.append(f"at: {q}{at}{q}")
+    lines += [f"action: {q}{action}{q}", "---", body]
+    name = f"{number:04d}-{sender}.md"
+    return write_by_hand(root / f"to-{inbox}" / topic / name, "\n".join(lines), crlf=crlf)
+
+
+def hand_state(
+    root: Path,
+    inbox: str,
+    topic: str,
+    status: str,
+    updated_at: str | None,
+    by: str = "agent",
+    *,
+    fenced: bool = False,
+    crlf: bool = False,
+) -> Path:
+    """A STATE.md written by hand into ``to-<inbox>/<topic>/`` (the writer side's status)."""
+    lines = [f"status: {status}", "tags: []"]
+    if updated_at is not None:
+        lines.append(f"updated_at: {updated_at}")
+    lines.append(f"updated_by: {by}")
+    text = "\n".join(lines) + "\n"
+    if fenced:
+        text = "---\n" + text + "---\n"
+    return write_by_hand(root / f"to-{inbox}" / topic / "STATE.md", text, crlf=crlf)
+
+
+def run(root: Path, *args: str, ok: bool = True, agent: str | None = None) -> Any:
+    """Invoke ``mailslot --root ROOT [--as A] ARGS`` in-process; fail loudly on a wrong exit."""
+    pre = ["--root", str(root)] + (["--as", agent] if agent else [])
+    r = CliRunner().invoke(cli, [*pre, *args], catch_exceptions=False)
+    if ok and r.exit_code != 0:
+        raise AssertionError(f"mailslot {' '.join(args)} exited {r.exit_code}:\n{r.output}")
+    return r
+
+
+def tick(root: Path, *extra: str) -> dict[str, Any]:
+    """Drive the real ``exchange tick`` entry point; a non-zero exit fails the test loudly."""
+    r = run(root, "exchange", "tick", "--json", *extra)
+    return json.loads(r.stdout)
+
+
+class Hook:
+    """A real HTTP server on 127.0.0.1 that records the notifications Apprise posts to it."""
+
+    def __init__(self, port: int = 0) -> None:
+        received: list[dict[str, Any]] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length", 0))
+                received.append(json.loads(self.rfile.read(n) or b"{}"))
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"json://127.0.0.1:{self.port}/hook"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def hook(port: int = 0) -> Iterator[Hook]:
+    """A running ``Hook`` for the duration of the block."""
+    h = Hook(port)
+    try:
+        yield h
+    finally:
+        h.close()

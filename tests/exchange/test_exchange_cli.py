@@ -1,0 +1,278 @@
+"""The exchange CLI: init layout and modes, send/state/topics/read output, refusals."""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from exhelp import run
+
+from mailslot.exchange import load_exchange
+
+
+def init(tmp_path: Path, *extra: str) -> Path:
+    root = tmp_path / "x"
+    run(tmp_path, "exchange", "init", str(root), "--side", "claude", "--side", "olu", *extra)
+    return root
+
+
+def test_init_layout_convention_index_git(tmp_path) -> None:
+    root = init(tmp_path, "--human", "will:claude")
+    for p in ("to-claude/done", "to-olu/done", ".mailslot/config", ".mailslot/send.lock"):
+        assert (root / p).exists(), p
+    conv = (root / "CONVENTION.md").read_text()
+    for needle in (
+        "to-olu/",
+        "to-claude/",
+        "action: required",
+        "HELD.md",
+        "do not mark your side",
+        "STATE.md",
+        "`will` writes on side `claude`",
+    ):
+        assert needle in conv, needle
+    assert "# Exchange index" in (root / "INDEX.md").read_text()
+    log = subprocess.run(
+        ["git", "-C", str(root), "log", "--format=%an %s"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert log.startswith("mailslot exchange init")
+    ex = load_exchange(root)
+    assert ex.humans == {"will": "claude"} and ex.sides == ("claude", "olu")
+    assert stat.S_IMODE((root / "to-olu").stat().st_mode) == 0o2770
+
+
+def test_init_refuses_bad_input_and_existing(tmp_path) -> None:
+    r = run(tmp_path, "exchange", "init", str(tmp_path / "a"), "--side", "claude", ok=False)
+    assert r.exit_code == 1 and "two different" in r.stderr
+    r = run(
+        tmp_path,
+        "exchange",
+        "init",
+        str(tmp_path / "a"),
+        "--side",
+        "Claude",
+        "--side",
+        "olu",
+        ok=False,
+    )
+    assert r.exit_code == 1
+    r = run(
+        tmp_path,
+        "exchange",
+        "init",
+        str(tmp_path / "a"),
+        "--side",
+        "a",
+        "--side",
+        "b",
+        "--human",
+        "ops:c",
+        ok=False,
+    )
+    assert r.exit_code == 1 and "SIDE must be" in r.stderr
+    init(tmp_path)
+    r = run(
+        tmp_path, "exchange", "init", str(tmp_path / "x"), "--side", "a", "--side", "b", ok=False
+    )
+    assert r.exit_code == 1 and "already exists" in r.stderr
+
+
+def test_init_no_git(tmp_path) -> None:
+    root = init(tmp_path, "--no-git")
+    assert not (root / ".git").exists()
+    out = json.loads(run(root, "exchange", "tick", "--json").stdout)
+    assert out["commit"] is None
+
+
+def _other_group() -> grp.struct_group:
+    for g in grp.getgrall():
+        if g.gr_gid != os.getgid():
+            return g
+    pytest.skip("no second group on this host")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chgrp to another group needs root")
+def test_asymmetric_modes_with_group_verified_both_directions() -> None:
+    group = _other_group()
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no 'nobody' user")
+    base = Path(tempfile.mkdtemp(prefix="mailslot-modes-"))
+    try:
+        _check_modes(base, group, nobody)
+    finally:
+        shutil.rmtree(base)
+
+
+def _check_modes(base: Path, group: grp.struct_group, nobody: pwd.struct_passwd) -> None:
+    os.chmod(base, 0o755)
+    root = base / "x"
+    run(
+        base,
+        "exchange",
+        "init",
+        str(root),
+        "--side",
+        "claude",
+        "--side",
+        "olu",
+        "--group",
+        group.gr_name,
+        "--modes",
+        "asymmetric",
+    )
+    assert stat.S_IMODE((root / "to-olu").stat().st_mode) == 0o2750
+    assert stat.S_IMODE((root / "to-claude").stat().st_mode) == 0o2770
+    assert (root / "to-claude").stat().st_gid == group.gr_gid
+    # a topic directory claude creates in its outbox keeps the outbox's mode
+    r = run(root, "exchange", "send", "--topic", "t", "--action", "fyi", "hi", agent="claude")
+    topic_dir = root / Path(r.stdout.strip()).parent
+    assert stat.S_IMODE(topic_dir.stat().st_mode) == 0o2750
+
+    def as_agent() -> None:  # the other side's agent: in the group, not the owner
+        os.setgroups([group.gr_gid])
+        os.setgid(group.gr_gid)
+        os.setuid(nobody.pw_uid)
+
+    def touch(path: Path) -> int:
+        return subprocess.run(
+            ["touch", str(path)], preexec_fn=as_agent, capture_output=True
+        ).returncode
+
+    assert touch(root / "to-olu" / "forged") != 0  # cannot write claude's outbox
+    assert touch(topic_dir / "0002-olu.md") != 0
+    assert touch(root / "to-claude" / "ok") == 0  # can write its own outbox
+
+
+def test_send_prints_relative_path_and_reads_stdin(tmp_path) -> None:
+    root = init(tmp_path)
+    r = CliInput(root).send("claude", "gate-bug", "required", stdin="from stdin\n")
+    assert r.startswith("to-olu/") and r.endswith("/0001-claude.md")
+    assert (root / r).read_text().endswith("from stdin\n")
+
+
+class CliInput:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def send(self, agent: str, topic: str, action: str, *, stdin: str) -> str:
+        from click.testing import CliRunner
+
+        from mailslot.cli import cli
+
+        r = CliRunner().invoke(
+            cli,
+            [
+                "--root",
+                str(self.root),
+                "--as",
+                agent,
+                "exchange",
+                "send",
+                "--topic",
+                topic,
+                "--action",
+                action,
+                "-",
+            ],
+            input=stdin,
+        )
+        assert r.exit_code == 0, r.output
+        return r.stdout.strip()
+
+
+def test_send_json_and_refusals(tmp_path) -> None:
+    root = init(tmp_path)
+    r = run(root, "exchange", "send", "--topic", "t", "--action", "fyi", "x", "--json", agent="olu")
+    data = json.loads(r.stdout)
+    assert data["number"] == 1 and data["path"].startswith("to-claude/") and data["new_topic"]
+    r = run(root, "exchange", "send", "--topic", "t", "--action", "fyi", "x", agent="eve", ok=False)
+    assert r.exit_code == 1 and "not a member" in r.stderr
+    r = run(
+        root, "exchange", "send", "--topic", "../x", "--action", "fyi", "x", agent="olu", ok=False
+    )
+    assert r.exit_code == 1 and r.stderr.startswith("mailslot: error:")
+    r = run(
+        root, "exchange", "send", "--topic", "t", "--action", "maybe", "x", agent="olu", ok=False
+    )
+    assert r.exit_code == 2
+
+
+def test_state_topics_read_flow(tmp_path) -> None:
+    root = init(tmp_path)
+    path = run(
+        root, "exchange", "send", "--topic", "gate", "--action", "required", "q", agent="claude"
+    ).stdout.strip()
+    topic = path.split("/")[1]
+    r = run(root, "exchange", "state", topic, "done", agent="claude", ok=False)
+    assert r.exit_code == 1 and "action: required" in r.stderr
+    r = run(root, "exchange", "state", topic, "done", "--force", agent="claude")
+    assert "FORCED" in r.stderr
+    run(root, "exchange", "send", "--topic", "gate", "--action", "fyi", "answer", agent="olu")
+    r = run(
+        root, "exchange", "state", topic, "in-progress", "--tags", "bug,gate", "--json", agent="olu"
+    )
+    assert json.loads(r.stdout)["tags"] == ["bug", "gate"]
+    topics = json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"]
+    assert topics == [
+        {
+            "topic": topic,
+            "where": "live",
+            "status": {"claude": "done", "olu": "in-progress"},
+            "counts": {"claude": 1, "olu": 1},
+            "last_activity": topics[0]["last_activity"],
+            "held": [],
+        }
+    ]
+    assert topic in run(root, "exchange", "topics").stdout
+    detail = json.loads(run(root, "exchange", "read", topic, "--json").stdout)
+    assert [(e["number"], e["from"]) for e in detail["entries"]] == [(1, "claude"), (2, "olu")]
+    assert detail["states"]["olu"]["status"] == "in-progress"
+    text = run(root, "exchange", "read", topic).stdout
+    assert "0001 from claude" in text and "answer" in text
+    r = run(root, "exchange", "read", "2026-01-01-nope", ok=False)
+    assert r.exit_code == 1 and "no topic" in r.stderr
+
+
+def test_topics_all_lists_archived(tmp_path) -> None:
+    root = init(tmp_path)
+    path = run(
+        root, "exchange", "send", "--topic", "t", "--action", "fyi", "x", agent="claude"
+    ).stdout.strip()
+    topic = path.split("/")[1]
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    run(root, "exchange", "state", topic, "done", agent="olu")
+    out = json.loads(run(root, "exchange", "tick", "--json").stdout)
+    assert out["archived"] == [topic]
+    assert json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"] == []
+    rows = json.loads(run(root, "exchange", "topics", "--all", "--json").stdout)["topics"]
+    assert rows[0]["where"] == "archived"
+    r = run(
+        root, "exchange", "send", "--topic", topic, "--action", "fyi", "late", agent="olu", ok=False
+    )
+    assert r.exit_code == 1 and "reopen" in r.stderr
+
+
+def test_tick_text_output_through_the_console_command(tmp_path, run_cli) -> None:
+    root = init(tmp_path)
+    run(root, "exchange", "send", "--topic", "t", "--action", "fyi", "x", agent="claude")
+    r = run_cli("--root", str(root), "exchange", "tick")
+    assert r.returncode == 0, r.stderr
+    assert "new topics:" in r.stdout and "commit:" in r.stdout
+
+
+def test_not_an_exchange(tmp_path) -> None:
+    r = run(tmp_path, "exchange", "topics", ok=False)
+    assert r.exit_code == 1 and "not inside an exchange" in r.stderr

@@ -1,0 +1,147 @@
+"""The tick beyond the guard: git retries and gating, the diff's edge cases, the lock, INDEX."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from exhelp import hand_entry, hand_state, run, tick
+
+T = "2026-11-01-gate-bug"
+
+
+def git(root, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_failed_commit_fails_the_tick_and_is_retried(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")  # another git process, as far as git can tell
+    r = run(root, "exchange", "tick", "--json", ok=False)
+    assert r.exit_code == 1 and "git" in r.stderr
+    assert json.loads(r.stdout)["new_entries"] == [f"to-claude/{T}/0001-olu.md"]  # reported
+    lock.unlink()
+    out = tick(root)  # nothing new, but git was not clean: it commits now
+    assert out["new_entries"] == [] and out["commit"]
+    assert f"to-claude/{T}/0001-olu.md" in git(root, "ls-files")
+
+
+def test_a_hand_edit_outside_topics_is_committed(ex) -> None:
+    root = ex.root
+    tick(root)
+    with (root / "CONVENTION.md").open("a") as f:
+        f.write("\nLocal note: olu reads every 2 minutes.\n")
+    out = tick(root)
+    assert out["commit"] and git(root, "status", "--porcelain") == ""
+
+
+def test_an_edit_inside_an_archived_topic_is_committed_by_the_periodic_check(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2026-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2026-11-01T10:00:00Z")
+    assert tick(root)["archived"] == [T]
+    (root / "to-claude" / "done" / T / "0001-olu.md").write_text("tampered\n")
+    state_path = root / ".mailslot" / "tick-state.json"
+    state = json.loads(state_path.read_text())
+    state["git_checked_ns"] = 0  # the last full git check was long ago
+    state_path.write_text(json.dumps(state))
+    assert tick(root)["commit"]
+    assert "tampered" in git(root, "show", f"HEAD:to-claude/done/{T}/0001-olu.md")
+
+
+def test_corrupt_tick_state_reports_everything_as_new(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    tick(root)
+    (root / ".mailslot" / "tick-state.json").write_text("{not json")
+    r = run(root, "exchange", "tick", "--json")
+    assert "treating everything as new" in r.stderr
+    assert json.loads(r.stdout)["new_entries"] == [f"to-claude/{T}/0001-olu.md"]
+
+
+def test_a_deleted_entry_is_reported(ex) -> None:
+    root = ex.root
+    p = hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:01:00Z")
+    tick(root)
+    p.unlink()
+    assert tick(root)["removed"] == [f"to-claude/{T}/0001-olu.md"]
+
+
+def test_state_changes_are_reported_once(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    tick(root)
+    hand_state(root, "claude", T, "blocked", "2026-11-01T09:05:00Z")
+    out = tick(root)
+    assert out["state_changes"] == [{"topic": T, "side": "olu", "from": "open", "to": "blocked"}]
+    assert tick(root)["state_changes"] == []
+
+
+def test_index_lists_statuses_counts_activity_and_debts(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z", "required")
+    hand_entry(root, "olu", "2026-11-02-other", 1, "claude", "2026-11-02T08:00:00Z")
+    hand_state(root, "olu", "2026-11-02-other", "done", "2026-11-02T08:01:00Z")
+    out = tick(root)
+    index = (root / "INDEX.md").read_text()
+    assert f"| `{T}` | open (0) | open (1) | 2026-11-01T09:00:00.000Z |" in index
+    assert "**claude** owes:" in index and f"`{T}`: a reply to `0001-olu.md`" in index
+    assert "**olu** owes:" in index and "a close" in index
+    assert {(d["topic"], d["side"], d["reason"]) for d in out["debts"]} == {
+        (T, "claude", "reply"),
+        ("2026-11-02-other", "olu", "close"),
+    }
+
+
+@pytest.mark.slow
+def test_concurrent_ticks_never_overlap(ex) -> None:
+    for n in range(1, 30):
+        hand_entry(ex.root, "claude", f"2026-11-01-t{n:02d}", 1, "olu", "2026-11-01T09:00:00Z")
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mailslot",
+                "--root",
+                str(ex.root),
+                "exchange",
+                "tick",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    # exactly one run saw the 29 new entries; the others ran after it and saw nothing new
+    counts = sorted(len(r["new_entries"]) for r in results)
+    assert counts == [0, 0, 0, 29]
+    assert git(ex.root, "status", "--porcelain") == ""
+
+
+def test_archive_target_taken_fails_loudly_and_moves_nothing(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2026-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2026-11-01T10:00:00Z")
+    (root / "to-olu" / "done" / T).mkdir(parents=True)
+    (root / "to-olu" / "done" / T / "stray.txt").write_text("x")
+    r = run(root, "exchange", "tick", "--json", ok=False)
+    assert r.exit_code == 1 and "settle it by hand" in r.stderr
+    assert json.loads(r.stdout)["archived"] == []
+    assert (root / "to-olu" / T).is_dir() and (root / "to-claude" / T).is_dir()
