@@ -1,0 +1,217 @@
+"""The private peer inbox (seed 001): store, list, process and send point-to-point messages.
+
+Invariants:
+
+* ``from`` is the name of the peer whose token matched, passed in by the transport; any ``from``
+  in a payload is ignored (seed: "A peer can't claim to be a different peer").
+* A payload is checked whole before anything is written (a JSON object, ``body`` a non-empty
+  string, ``subject`` absent/null or one line of at most 200 characters); refused, never trimmed.
+* An accepted message is durable and atomically visible before the sender hears "stored": it is
+  written to a dot-named temp file, fsync'd and linked into place (``core.fsio.atomic_create``)
+  as ``DIR/<timestamp>-<PEER>-<rand>.json`` with ``from, subject, body, received_at``.
+* Processing is a rename into ``DIR/processed/`` (same filesystem, atomic), never a copy.
+
+The sending side (``send``) takes the address and token from the keys file only: an unknown
+peer is an error listing the known ones, never a new address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mailslot.core.clock import format_time, now, parse_time
+from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
+from mailslot.core.formats import load_json
+from mailslot.core.fsio import atomic_create, fsync_dir
+from mailslot.core.limits import check_bytes, check_chars, check_one_line
+from mailslot.core.names import validate_agent
+from mailslot.web.auth import key_for
+from mailslot.web.settings import PEER_BODY_CAP, PEER_SUBJECT_MAX
+
+__all__ = [
+    "PeerMessage",
+    "inbox_messages",
+    "parse_payload",
+    "process",
+    "send",
+    "store",
+]
+
+PROCESSED = "processed"
+
+
+@dataclass(frozen=True)
+class PeerMessage:
+    """One stored peer message; ``id`` is its file name without ``.json``."""
+
+    id: str
+    sender: str
+    subject: str | None
+    body: str
+    received_at: str
+    path: Path
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON: ``id, from, subject, body, received_at, path``."""
+        return {
+            "id": self.id,
+            "from": self.sender,
+            "subject": self.subject,
+            "body": self.body,
+            "received_at": self.received_at,
+            "path": str(self.path),
+        }
+
+
+def parse_payload(raw: bytes | str, *, cap: int = PEER_BODY_CAP) -> tuple[str | None, str]:
+    """``(subject, body)`` of a request body; ``LimitExceeded`` or ``FormatError`` if refused.
+
+    Unknown keys (``from`` among them) are ignored: identity is not the body's to give.
+    """
+    check_bytes("request body", raw, cap)
+    doc = load_json(raw)
+    if not isinstance(doc, dict):
+        raise FormatError('expected a JSON object {"subject"?: str, "body": str}')
+    body = doc.get("body")
+    if not isinstance(body, str):
+        raise FormatError("required, a string", field="body")
+    check_chars("body", body, 1, cap)
+    subject = doc.get("subject")
+    if subject is not None:
+        if not isinstance(subject, str):
+            raise FormatError("must be a string or null", field="subject")
+        check_chars("subject", subject, 0, PEER_SUBJECT_MAX)
+        check_one_line("subject", subject)
+    return subject, body
+
+
+def _stamp(at: datetime) -> str:
+    # ISO 8601 basic format: sorts by time, and has no ':' (awkward in file names).
+    return at.strftime("%Y%m%dT%H%M%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def store(inbox: Path, sender: str, subject: str | None, body: str) -> PeerMessage:
+    """Write one accepted message durably into ``inbox``; ``InvalidName`` for a bad sender."""
+    validate_agent(sender, "peer name")
+    at = now()
+    received_at = format_time(at)
+    record = {"from": sender, "subject": subject, "body": body, "received_at": received_at}
+    data = json.dumps(record, ensure_ascii=False, indent=1) + "\n"
+    while True:
+        msg_id = f"{_stamp(at)}-{sender}-{secrets.token_hex(4)}"
+        path = inbox / f"{msg_id}.json"
+        try:
+            atomic_create(path, data, mode=0o640)
+        except Conflict:  # 32 random bits collided within one millisecond: draw again
+            continue
+        return PeerMessage(msg_id, sender, subject, body, received_at, path)
+
+
+def _load(path: Path) -> PeerMessage:
+    doc = load_json(path.read_bytes(), path=path)
+    if not isinstance(doc, dict):
+        raise FormatError("expected a JSON object", path=path)
+    sender, body = doc.get("from"), doc.get("body")
+    subject, received_at = doc.get("subject"), doc.get("received_at")
+    if not isinstance(sender, str) or not isinstance(body, str):
+        raise FormatError("needs string 'from' and 'body'", path=path)
+    if subject is not None and not isinstance(subject, str):
+        raise FormatError("'subject' must be a string or null", path=path)
+    parse_time(received_at, field="received_at", path=str(path))
+    return PeerMessage(path.stem, sender, subject, body, str(received_at), path)
+
+
+def inbox_messages(inbox: Path, *, processed: bool = False) -> list[PeerMessage]:
+    """The messages waiting in ``inbox`` (or already processed), oldest first.
+
+    Raises ``FormatError`` naming the first file that does not parse (never skipped silently).
+    """
+    directory = inbox / PROCESSED if processed else inbox
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    return [_load(directory / n) for n in names if n.endswith(".json") and not n.startswith(".")]
+
+
+def _find(inbox: Path, msg_id: str) -> Path:
+    name = msg_id.removesuffix(".json")
+    if not name or "/" in name or name.startswith(".") or "\0" in name:
+        raise FormatError(f"not a message id: {msg_id!r}")
+    path = inbox / f"{name}.json"
+    if path.is_file():
+        return path
+    matches = (
+        sorted(
+            n for n in os.listdir(inbox) if n.endswith(f"-{name}.json") and not n.startswith(".")
+        )
+        if inbox.is_dir()
+        else []
+    )
+    if len(matches) == 1:
+        return inbox / matches[0]
+    if (inbox / PROCESSED / f"{name}.json").exists():
+        raise Conflict(f"message {name} is already processed")
+    raise NotFound(f"no message {name!r} in the inbox", path=inbox)
+
+
+def process(inbox: Path, msg_id: str) -> Path:
+    """Move message ``msg_id`` (its id, or its random suffix) into ``processed/``; ``NotFound``."""
+    src = _find(inbox, msg_id)
+    dest_dir = inbox / PROCESSED
+    dest_dir.mkdir(mode=0o750, exist_ok=True)
+    dest = dest_dir / src.name
+    try:  # link, then unlink: a name in processed/ is never overwritten, even in a race
+        os.link(src, dest)
+    except FileExistsError:
+        raise Conflict("already in processed/; mailslot never overwrites", path=dest) from None
+    os.unlink(src)
+    fsync_dir(dest_dir)
+    fsync_dir(inbox)
+    return dest
+
+
+def send(
+    keys_file: Path,
+    peer: str,
+    body: str,
+    subject: str | None = None,
+    *,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    """POST one message to peer ``peer``'s inbox; return the server's receipt.
+
+    Raises ``NotFound`` for a peer missing from the keys file, ``LimitExceeded``/``FormatError``
+    for a payload the server would refuse (checked here first), ``MailslotError`` for a refusal
+    or an unreachable server.
+    """
+    import httpx
+
+    key = key_for(keys_file, peer)
+    payload = {"body": body} if subject is None else {"subject": subject, "body": body}
+    raw = json.dumps(payload, ensure_ascii=False).encode()
+    parse_payload(raw)
+    try:
+        r = httpx.post(
+            key.url,
+            content=raw,
+            headers={"Authorization": f"Bearer {key.token}", "Content-Type": "application/json"},
+            timeout=timeout,
+            follow_redirects=False,
+        )
+    except httpx.HTTPError as e:
+        raise MailslotError(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
+    try:
+        answer: Any = r.json()
+    except ValueError:
+        answer = {}
+    if not r.is_success or not isinstance(answer, dict):
+        reason = answer.get("error") if isinstance(answer, dict) else None
+        raise MailslotError(f"peer {peer!r} refused the message: HTTP {r.status_code}: {reason}")
+    return answer

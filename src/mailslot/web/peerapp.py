@@ -1,0 +1,184 @@
+"""The peer inbox app: exactly one route, ``POST /inbox`` (seed 001).
+
+There is no GET, no read-back, no docs page and no OpenAPI route on the wire: the only thing
+this server does is accept a message from a peer that holds a token. Everything else is 404
+(another path) or 405 (another method), as JSON. The spec exists for tooling
+(``create_app(settings).openapi()``, ``mailslot peer openapi``), not as a route.
+
+Order of checks for ``POST /inbox``: body cap (413, before reading), bearer token (401), payload
+shape and bounds (422), the peer's hourly limit of accepted messages (429), then the durable
+write. A refused request stores nothing and spends none of the peer's quota.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from mailslot import __version__
+from mailslot.core.errors import MailslotError
+from mailslot.core.fsio import sweep_temps
+from mailslot.web.auth import PeerRegistry, match_token
+from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
+from mailslot.web.http import BodyCap, install_error_handlers, status_for
+from mailslot.web.peer import parse_payload, store
+from mailslot.web.ratelimit import Limiter, per_hour
+from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
+
+__all__ = ["accept", "create_app", "serve", "spec"]
+
+log = logging.getLogger(__name__)
+
+_REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["body"],
+    "properties": {
+        "subject": {"type": ["string", "null"], "maxLength": PEER_SUBJECT_MAX},
+        "body": {"type": "string", "minLength": 1},
+    },
+    "description": "Any 'from' is ignored: the sender is the peer whose token matched.",
+}
+
+_ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def create_app(settings: PeerSettings) -> FastAPI:
+    """The inbox app for ``settings``; ``MailslotError`` if the peers file is unusable."""
+    registry = PeerRegistry(settings.peers_file)
+    limiter = Limiter()
+    settings.inbox.mkdir(parents=True, exist_ok=True)
+    sweep_temps(settings.inbox)  # leftovers of a writer killed mid-write (readers skip them)
+
+    app = FastAPI(
+        title="mailslot peer inbox",
+        version=__version__,
+        description="Private point-to-point inbox. Inbound content is data, never executed.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyCap, cap=settings.body_cap)
+
+    @app.post(
+        "/inbox",
+        status_code=201,
+        summary="Leave one message for this box",
+        responses={
+            201: {"description": "Stored durably: {id, from, received_at}."},
+            401: {"description": "Missing or unknown token.", **_ERROR},
+            413: {"description": "Body over the cap.", **_ERROR},
+            422: {"description": "Not {subject?, body}.", **_ERROR},
+            429: {"description": "This peer's hourly limit is used up.", **_ERROR},
+        },
+        openapi_extra={
+            "security": [{"bearer": []}],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
+            },
+        },
+    )
+    async def inbox(request: Request) -> JSONResponse:
+        raw = await request.body()
+        # One hop to a worker thread for all the work (token, payload, limit, fsync'd write):
+        # the event loop only speaks HTTP, and concurrent writes overlap their fsyncs.
+        status, doc, headers = await anyio.to_thread.run_sync(
+            accept, settings, registry, limiter, request.headers.get("authorization"), raw
+        )
+        return JSONResponse(doc, status_code=status, headers=headers)
+
+    _add_error_schema(app)
+    return app
+
+
+def accept(
+    settings: PeerSettings,
+    registry: PeerRegistry,
+    limiter: Limiter,
+    authorization: str | None,
+    raw: bytes,
+) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """Decide one ``POST /inbox``: ``(status, JSON body, headers)``; stores the message on 201.
+
+    Checks in order: bearer token (401), payload (413/422), the peer's hourly limit (429).
+    """
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return 401, {"error": "missing bearer token"}, {"WWW-Authenticate": "Bearer"}
+    try:
+        peers = registry.current()
+    except (MailslotError, OSError) as e:  # fail safe: an unreadable peers file admits nobody
+        log.error("peers file unusable: %s", e)
+        return 503, {"error": "inbox unavailable"}, None
+    peer = match_token(peers, token)
+    if peer is None:
+        return 401, {"error": "invalid token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    try:
+        subject, body = parse_payload(raw, cap=settings.body_cap)
+    except MailslotError as e:
+        return status_for(e), {"error": str(e)}, None
+    limit = settings.override_per_hour or peer.per_hour or settings.per_hour
+    wait = limiter.take(f"peer:{peer.name}", [per_hour(limit)])
+    if wait is not None:
+        message = f"peer {peer.name} has used its {limit} messages per hour"
+        return 429, {"error": message}, {"Retry-After": str(int(wait))}
+    msg = store(settings.inbox, peer.name, subject, body)
+    return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
+
+
+def _add_error_schema(app: FastAPI) -> None:
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = base()
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        spec["components"]["securitySchemes"] = {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A token from 'mailslot peer token new'.",
+            }
+        }
+        schemas["Error"] = {
+            "type": "object",
+            "required": ["error"],
+            "properties": {"error": {"type": "string"}},
+        }
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def serve(settings: PeerSettings, bind: str, announce: Callable[[str], None] | None = None) -> None:
+    """Run the inbox on ``bind`` (private addresses only) until stopped.
+
+    Raises ``MailslotError`` for a public or malformed address, an address that is busy or not
+    this host's, or an unusable peers file, before anything listens.
+    """
+    where = check_private(parse_bind(bind))
+    app = create_app(settings)
+    sock = bind_socket(where)
+    port = sock.getsockname()[1]
+    if announce is not None:
+        announce(f"{where.url(port)}/inbox")
+    run_server(app, sock)
+
+
+def spec() -> dict[str, Any]:
+    """The inbox's OpenAPI spec (built from a throwaway app; the inbox does not serve it)."""
+    import tempfile
+
+    from mailslot.web.auth import new_token
+
+    with tempfile.TemporaryDirectory() as tmp:
+        peers = Path(tmp) / "peers.json"
+        new_token(peers, "example")
+        return create_app(PeerSettings(peers, Path(tmp) / "inbox")).openapi()

@@ -1,0 +1,211 @@
+"""Hardened systemd units for ``peer serve`` and ``board serve`` (seed 001: "runs under its own
+hardened systemd unit").
+
+Invariants: the service runs as a dedicated unprivileged user with no capabilities, sees the
+whole filesystem read-only (``ProtectSystem=strict``) except the one directory it must write
+(the inbox; the database's directory, where SQLite also keeps its -wal and -shm files), has a
+private /tmp and /dev, cannot gain privileges, and may only open inet/unix sockets. The peer
+unit may also talk only to private networks (``IPAddressAllow``), matching its bind guard.
+
+Paths go into the unit verbatim, so they must be absolute and free of characters systemd would
+interpret (``%`` and ``$`` are escaped; quotes, backslashes and newlines are refused).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mailslot.core.errors import FormatError
+from mailslot.core.fsio import atomic_write
+from mailslot.core.names import validate_agent
+from mailslot.web.bind import check_private, parse_bind
+
+__all__ = ["board_unit", "install_board", "install_peer", "install_unit", "peer_unit"]
+
+UNIT_DIR = Path("/etc/systemd/system")
+_HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
+
+
+def _arg(value: str | Path) -> str:
+    text = str(value)
+    if any(c in text for c in "\"'\\\n\r\0"):
+        raise FormatError(f"cannot be put in a systemd unit safely: {text!r}")
+    text = text.replace("%", "%%").replace("$", "$$")
+    return f'"{text}"' if any(c.isspace() for c in text) else text
+
+
+def _abs(path: Path, what: str) -> Path:
+    path = Path(path).expanduser()
+    if not path.is_absolute():
+        path = path.absolute()
+    _arg(path)
+    return path
+
+
+def _under_home(*paths: Path) -> bool:
+    return any(p == h or h in p.parents for p in paths for h in _HOME_DIRS)
+
+
+def _hardening(write: Path, reads: list[Path]) -> list[str]:
+    # ProtectHome=yes hides /home entirely, which would hide a venv or data kept there; then
+    # fall back to read-only, and the one writable path is re-opened by ReadWritePaths.
+    home = "read-only" if _under_home(write, *reads) else "yes"
+    return [
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        f"ProtectHome={home}",
+        f"ReadWritePaths={_arg(write)}",
+        "PrivateTmp=yes",
+        "PrivateDevices=yes",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectKernelLogs=yes",
+        "ProtectControlGroups=yes",
+        "ProtectClock=yes",
+        "ProtectHostname=yes",
+        "ProtectProc=invisible",
+        "ProcSubset=pid",
+        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+        "RestrictNamespaces=yes",
+        "RestrictRealtime=yes",
+        "RestrictSUIDSGID=yes",
+        "LockPersonality=yes",
+        "MemoryDenyWriteExecute=yes",
+        "RemoveIPC=yes",
+        "CapabilityBoundingSet=",
+        "AmbientCapabilities=",
+        "SystemCallArchitectures=native",
+        "SystemCallFilter=@system-service",
+        "SystemCallFilter=~@privileged @resources",
+        "UMask=0027",
+    ]
+
+
+def _unit(description: str, user: str, argv: list[str], hardening: list[str]) -> str:
+    validate_agent(user, "service user")
+    exec_start = " ".join(_arg(a) for a in argv)
+    lines = [
+        "# Written by mailslot. Create the user and the writable directory first:",
+        f"#   useradd --system --no-create-home --shell /usr/sbin/nologin {user}",
+        "[Unit]",
+        f"Description={description}",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=exec",
+        f"User={user}",
+        f"Group={user}",
+        f"ExecStart={exec_start}",
+        "Restart=on-failure",
+        "RestartSec=5",
+        *hardening,
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def peer_unit(
+    bind: str, peers_file: Path, inbox: Path, *, user: str = "mailslot", python: str | None = None
+) -> str:
+    """The unit text for ``peer serve``; ``FormatError`` for a path a unit cannot hold."""
+    py = _abs(Path(python or sys.executable), "python")
+    peers_file, inbox = _abs(peers_file, "peers"), _abs(inbox, "inbox")
+    argv = [
+        str(py),
+        "-m",
+        "mailslot",
+        "peer",
+        "serve",
+        "--bind",
+        bind,
+        "--peers",
+        str(peers_file),
+        "--inbox",
+        str(inbox),
+    ]
+    hardening = [
+        *_hardening(inbox, [py, peers_file]),
+        # The inbox talks to private networks only, like its bind guard.
+        "IPAddressDeny=any",
+        "IPAddressAllow=localhost 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 100.64.0.0/10 fc00::/7",
+    ]
+    return _unit(f"mailslot peer inbox (POST /inbox on {bind})", user, argv, hardening)
+
+
+def board_unit(
+    bind: str,
+    db: Path,
+    *,
+    user: str = "mailslot",
+    python: str | None = None,
+    extra: list[str] | None = None,
+) -> str:
+    """The unit text for ``board serve``; ``FormatError`` for a path a unit cannot hold."""
+    py = _abs(Path(python or sys.executable), "python")
+    db = _abs(db, "db")
+    argv = [
+        str(py),
+        "-m",
+        "mailslot",
+        "board",
+        "serve",
+        "--bind",
+        bind,
+        "--db",
+        str(db),
+        *(extra or []),
+    ]
+    return _unit(f"mailslot board (Agora) on {bind}", user, argv, _hardening(db.parent, [py, db]))
+
+
+def install_unit(text: str, name: str, unit_dir: Path = UNIT_DIR) -> Path:
+    """Write unit ``name`` into ``unit_dir`` (replacing an older one); ``OSError`` if denied."""
+    path = unit_dir / name
+    atomic_write(path, text, mode=0o644)
+    return path
+
+
+def install_peer(
+    bind: str,
+    peers_file: Path,
+    inbox: Path,
+    *,
+    user: str = "mailslot",
+    unit_dir: Path = UNIT_DIR,
+    dry_run: bool = False,
+) -> tuple[str, Path | None]:
+    """``(unit text, path written or None on a dry run)`` for the peer inbox.
+
+    Raises ``MailslotError`` for a public bind (the unit would never start), ``FormatError``
+    for a path a unit cannot hold, ``OSError`` when the unit directory is not writable.
+    """
+    check_private(parse_bind(bind))
+    text = peer_unit(bind, peers_file, inbox, user=user)
+    return text, None if dry_run else install_unit(text, "mailslot-peer.service", unit_dir)
+
+
+def install_board(
+    bind: str,
+    db: Path,
+    *,
+    user: str = "mailslot",
+    unit_dir: Path = UNIT_DIR,
+    dry_run: bool = False,
+    trust_proxy: tuple[str, ...] = (),
+    card_file: Path | None = None,
+    public_url: str | None = None,
+) -> tuple[str, Path | None]:
+    """``(unit text, path written or None on a dry run)`` for the board; errors as above."""
+    parse_bind(bind)
+    extra = [a for p in trust_proxy for a in ("--trust-proxy", p)]
+    if card_file is not None:
+        extra += ["--card", str(_abs(card_file, "card"))]
+    if public_url:
+        extra += ["--public-url", public_url]
+    text = board_unit(bind, db, user=user, extra=extra)
+    return text, None if dry_run else install_unit(text, "mailslot-board.service", unit_dir)

@@ -1,0 +1,101 @@
+"""Fixtures for the web channel: real uvicorn servers on 127.0.0.1 (a free port each), peers
+files with issued tokens, and apps built from settings."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mailslot.web.auth import new_token
+from mailslot.web.settings import BoardSettings, PeerSettings
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Run ``app`` with uvicorn in a thread on 127.0.0.1:<free port>; yield its base URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as bind.bind_socket does
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "server thread died while starting"
+        assert time.monotonic() < deadline, "server did not start within 30 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+@dataclass
+class PeerSetup:
+    """A peers file with two peers (tidal, reef), their tokens, and an inbox."""
+
+    root: Path
+    peers_file: Path
+    inbox: Path
+    tokens: dict[str, str]
+
+    def settings(self, **kw: Any) -> PeerSettings:
+        return PeerSettings(self.peers_file, self.inbox, **kw)
+
+    def stored(self) -> list[Path]:
+        if not self.inbox.exists():
+            return []
+        return sorted(p for p in self.inbox.iterdir() if p.is_file())
+
+
+@pytest.fixture
+def peer_setup(tmp_path: Path) -> PeerSetup:
+    peers = tmp_path / "peer" / "peers.json"
+    tokens = {name: new_token(peers, name) for name in ("tidal", "reef")}
+    return PeerSetup(tmp_path, peers, tmp_path / "peer" / "inbox", tokens)
+
+
+@pytest.fixture
+def peer_server(peer_setup: PeerSetup) -> Callable[..., Any]:
+    """Start the peer app with optional settings overrides: ``with peer_server(**kw) as url``."""
+    from mailslot.web.peerapp import create_app
+
+    def start(**kw: Any) -> Any:
+        return serve_app(create_app(peer_setup.settings(**kw)))
+
+    return start
+
+
+@pytest.fixture
+def board_server(tmp_path: Path) -> Callable[..., Any]:
+    """Start the board app: ``with board_server(**kw) as url``; db at tmp/board/agora.db."""
+    from mailslot.web.boardapp import create_app
+
+    def start(**kw: Any) -> Any:
+        kw.setdefault("db", tmp_path / "board" / "agora.db")
+        return serve_app(create_app(BoardSettings(**kw)))
+
+    return start
+
+
+@pytest.fixture
+def serve() -> Callable[[Any], Any]:
+    """``with serve(app) as url``: any ASGI app on a real loopback server."""
+    return serve_app

@@ -1,0 +1,87 @@
+"""The board page in a real browser (Debian's chromium through Playwright): a hostile post is
+shown as text and no script from it runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import httpx
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _chromium() -> str:
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"chromium is required on CI ({CHROMIUM}); scripts/sysdeps.sh installs it")
+    pytest.skip("chromium not installed (make sysdeps)")
+
+
+EVIL = [
+    "<script>window.__pwned = 1; document.title = 'pwned'</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    '</p><svg onload="window.__pwned = 3"></svg>',
+    '"><iframe srcdoc="<script>parent.__pwned = 4</script>"></iframe>',
+]
+
+
+@pytest.mark.browser
+def test_hostile_posts_render_as_text_and_run_no_script(board_server) -> None:
+    from playwright.sync_api import sync_playwright
+
+    executable = _chromium()
+    with board_server(post_every_s=1, requests_per_minute=1000) as url:
+        import time
+
+        for i, message in enumerate(EVIL):
+            if i:
+                time.sleep(1.05)  # one post per second in this test's settings
+            r = httpx.post(
+                f"{url}/api/agora",
+                json={
+                    "agent": "<b onmouseover=x>evil</b>",
+                    "message": message,
+                    "link": 'https://example.org/"><script>window.__pwned=5</script>',
+                },
+            )
+            assert r.status_code == 201, r.text
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+            try:
+                page = browser.new_page()
+                dialogs: list[str] = []
+                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                page.goto(f"{url}/", wait_until="load")
+                page.wait_for_timeout(300)
+                pwned = page.evaluate("window.__pwned === undefined ? null : window.__pwned")
+                title = page.title()
+                scripts = page.evaluate("document.querySelectorAll('script').length")
+                injected = page.evaluate(
+                    "document.querySelectorAll('article img, article svg, article iframe, "
+                    "article b[onmouseover]').length"
+                )
+                texts = page.locator("p.message").all_inner_texts()
+                agents = page.locator("b.agent").all_inner_texts()
+                hrefs = page.locator("article a").evaluate_all("els => els.map(e => e.href)")
+            finally:
+                browser.close()
+    assert pwned is None and dialogs == [] and title != "pwned"
+    assert scripts == 0 and injected == 0
+    assert sorted(texts) == sorted(EVIL)  # shown verbatim, as text
+    assert agents == ["<b onmouseover=x>evil</b>"] * len(EVIL)
+    assert all(h.startswith("https://example.org/") for h in hrefs)

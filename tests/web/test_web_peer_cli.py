@@ -1,0 +1,301 @@
+"""The peer commands: tokens, keys, send/inbox/process, and the real ``peer serve`` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mailslot.cli import cli
+from mailslot.web.auth import hash_token, load_peers
+
+
+def _cli(*args: str, input: str | None = None):
+    return CliRunner().invoke(cli, list(args), input=input)
+
+
+def test_token_new_prints_token_last_and_stores_only_its_hash(tmp_path: Path) -> None:
+    peers = tmp_path / "peers.json"
+    r = _cli(
+        "peer", "token", "new", "tidal", "--peers", str(peers), "--url", "http://100.64.0.9:8790"
+    )
+    assert r.exit_code == 0, r.output
+    token = r.stdout.splitlines()[-1]
+    assert token.startswith("mst_") and len(token) > 40
+    text = peers.read_text()
+    assert token not in text
+    assert hash_token(token) in text
+    assert oct(peers.stat().st_mode & 0o777) == "0o600"
+    entry = load_peers(peers)["tidal"]
+    assert entry.address == "http://100.64.0.9:8790"
+    assert entry.per_hour == 30  # the limit is written out with the hash
+    again = _cli("peer", "token", "new", "tidal", "--peers", str(peers))
+    assert again.exit_code == 1 and "--replace" in again.stderr
+    bad = _cli("peer", "token", "new", "../evil", "--peers", str(peers))
+    assert bad.exit_code == 1 and "invalid peer name" in bad.stderr
+    listed = _cli("peer", "token", "list", "--peers", str(peers), "--json")
+    assert json.loads(listed.stdout)["peers"][0]["name"] == "tidal"
+    assert token not in listed.stdout and hash_token(token) not in listed.stdout
+
+
+def test_files_of_the_other_kind_are_refused(tmp_path: Path) -> None:
+    peers, keys = tmp_path / "peers.json", tmp_path / "keys.json"
+    token = _cli("peer", "token", "new", "tidal", "--peers", str(peers)).stdout.splitlines()[-1]
+    r = _cli("peer", "add", "beacon", "http://127.0.0.1:1", "--keys", str(peers), input=token)
+    assert r.exit_code == 1 and "mailslot-peers file" in r.stderr
+    _cli("peer", "add", "beacon", "http://127.0.0.1:1", "--keys", str(keys), input=token)
+    assert oct(keys.stat().st_mode & 0o777) == "0o600"
+    r = _cli("peer", "token", "new", "x", "--peers", str(keys))
+    assert r.exit_code == 1 and "mailslot-peer-keys file" in r.stderr
+
+
+def test_send_inbox_process_round_trip(tmp_path: Path, peer_setup, peer_server) -> None:
+    keys = tmp_path / "keys.json"
+    inbox = str(peer_setup.inbox)
+    with peer_server() as url:
+        r = _cli(
+            "peer",
+            "add",
+            "beacon",
+            url,
+            "--keys",
+            str(keys),
+            input=peer_setup.tokens["tidal"] + "\n",
+        )
+        assert r.exit_code == 0, r.output
+        r = _cli(
+            "peer",
+            "send",
+            "beacon",
+            "draft in outbox/ \x1b[31m",
+            "review",
+            "--keys",
+            str(keys),
+            "--json",
+        )
+        assert r.exit_code == 0, r.output
+        receipt = json.loads(r.stdout)
+        unknown = _cli("peer", "send", "nobody", "hi", "--keys", str(keys))
+    assert receipt["from"] == "tidal"
+    assert unknown.exit_code == 1
+    assert "unknown peer 'nobody'" in unknown.stderr and "beacon" in unknown.stderr
+    listed = json.loads(_cli("peer", "inbox", "--inbox", inbox, "--json").stdout)["messages"]
+    assert [(m["id"], m["from"], m["subject"]) for m in listed] == [
+        (receipt["id"], "tidal", "review")
+    ]
+    text = _cli("peer", "inbox", "--inbox", inbox).stdout
+    assert "\x1b" not in text and "\\x1b[31m" in text  # a body cannot drive the terminal
+    r = _cli("peer", "process", receipt["id"].rsplit("-", 1)[1], "--inbox", inbox)
+    assert r.exit_code == 0, r.output
+    assert _cli("peer", "inbox", "--inbox", inbox, "--json").stdout.strip() == '{"messages": []}'
+    assert (peer_setup.inbox / "processed" / f"{receipt['id']}.json").is_file()
+    again = _cli("peer", "process", receipt["id"], "--inbox", inbox)
+    assert again.exit_code == 1 and "already processed" in again.stderr
+
+
+def test_send_refuses_oversized_body_locally(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    _cli("peer", "add", "beacon", "http://127.0.0.1:9", "--keys", str(keys), input="mst_x")
+    r = _cli("peer", "send", "beacon", "x" * 40000, "--keys", str(keys))
+    assert r.exit_code == 1 and "limit is 32768" in r.stderr
+
+
+def _start_serve(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "mailslot", "peer", "serve", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    assert "listening on" in line, line + p.stderr.read()
+    return p, line.split("listening on ", 1)[1].strip()
+
+
+@pytest.mark.slow
+def test_real_serve_command_accepts_and_busy_port_exits_1(peer_setup, run_cli) -> None:
+    args = ("--peers", str(peer_setup.peers_file), "--inbox", str(peer_setup.inbox))
+    p, url = _start_serve("--bind", "127.0.0.1:0", *args)
+    try:
+        import httpx
+
+        r = httpx.post(
+            url,
+            json={"body": "hi"},
+            headers={"Authorization": f"Bearer {peer_setup.tokens['reef']}"},
+        )
+        assert r.status_code == 201 and r.json()["from"] == "reef"
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        busy = run_cli("peer", "serve", "--bind", f"127.0.0.1:{port}", *args)
+    finally:
+        p.terminate()
+        p.wait(30)
+    assert busy.returncode == 1
+    assert busy.stderr.startswith("mailslot: error: cannot listen on 127.0.0.1:")
+    assert busy.stderr.count("\n") == 1 and "Traceback" not in busy.stderr
+
+
+def test_busy_port_held_by_another_program_exits_1(peer_setup, run_cli) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        r = run_cli(
+            "peer",
+            "serve",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--peers",
+            str(peer_setup.peers_file),
+            "--inbox",
+            str(peer_setup.inbox),
+        )
+    assert r.returncode == 1
+    assert r.stderr.startswith("mailslot: error: cannot listen") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "bind",
+    [
+        "0.0.0.0:8790",
+        "[::]:8790",
+        "8.8.8.8:8790",
+        "[2001:4860::1]:8790",
+        "[::ffff:8.8.8.8]:1",
+        "169.254.1.1:8790",
+        "example.com:8790",
+    ],
+)
+def test_public_bind_refused(peer_setup, run_cli, bind: str) -> None:
+    r = run_cli(
+        "peer",
+        "serve",
+        "--bind",
+        bind,
+        "--peers",
+        str(peer_setup.peers_file),
+        "--inbox",
+        str(peer_setup.inbox),
+    )
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("mailslot: error: ") and r.stderr.count("\n") == 1
+    assert not peer_setup.inbox.exists() or not any(peer_setup.inbox.iterdir())
+
+
+def test_serve_without_peers_file_is_a_clear_error(tmp_path: Path) -> None:
+    r = _cli(
+        "peer",
+        "serve",
+        "--bind",
+        "127.0.0.1:0",
+        "--peers",
+        str(tmp_path / "none.json"),
+        "--inbox",
+        str(tmp_path / "inbox"),
+    )
+    assert r.exit_code == 1 and "peer token new" in r.stderr
+
+
+def test_board_serve_busy_port_exits_1(tmp_path: Path, run_cli) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        r = run_cli(
+            "board", "serve", "--bind", f"127.0.0.1:{port}", "--db", str(tmp_path / "agora.db")
+        )
+    assert r.returncode == 1
+    assert r.stderr.startswith("mailslot: error: cannot listen") and r.stderr.count("\n") == 1
+
+
+def test_address_not_on_this_host_exits_1(peer_setup, run_cli) -> None:
+    # 10.255.255.254 is private but (on a test machine) assigned to no interface: bind fails.
+    r = run_cli(
+        "peer",
+        "serve",
+        "--bind",
+        "10.255.255.254:8790",
+        "--peers",
+        str(peer_setup.peers_file),
+        "--inbox",
+        str(peer_setup.inbox),
+    )
+    if r.returncode == 0:  # pragma: no cover - a host that really owns the address
+        pytest.skip("this host has 10.255.255.254")
+    assert r.returncode == 1
+    assert r.stderr.startswith("mailslot: error: cannot listen on 10.255.255.254:8790")
+    assert r.stderr.count("\n") == 1
+
+
+def test_token_new_through_the_console_command(tmp_path: Path, run_cli) -> None:
+    peers = tmp_path / "p.json"
+    r = run_cli("peer", "token", "new", "tidal", "--peers", str(peers))
+    assert r.returncode == 0, r.stderr
+    token = r.stdout.rstrip("\n").splitlines()[-1]
+    assert token.startswith("mst_") and " " not in token
+    assert load_peers(peers)["tidal"].token_sha256 == hash_token(token)
+
+
+def test_help_imports_no_web_stack() -> None:
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from mailslot.cli import cli\n"
+        "for args in (['peer', '--help'], ['board', '--help'], ['peer', 'send', '--help']):\n"
+        "    assert CliRunner().invoke(cli, args).exit_code == 0\n"
+        "heavy = [m for m in ('fastapi', 'uvicorn', 'httpx', 'limits', 'starlette')"
+        " if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow
+def test_real_board_serve_command(tmp_path: Path, run_cli) -> None:
+    import httpx
+
+    db = tmp_path / "board" / "agora.db"
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mailslot",
+            "board",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--db",
+            str(db),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stderr is not None
+    try:
+        line = p.stderr.readline()
+        assert "listening on" in line, line
+        url = line.split("listening on ", 1)[1].strip().rstrip("/")
+        posted = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "hi"})
+        listed = httpx.get(f"{url}/api/agora").json()
+        card = httpx.get(f"{url}/.well-known/agent-card.json").json()
+    finally:
+        p.terminate()
+        p.wait(30)
+    assert posted.status_code == 201 and listed == [posted.json()]
+    assert card["supportedInterfaces"][0]["url"] == f"{url}/api/agora"
+    out = run_cli("board", "moderate", "list", "--db", str(db), "--json")
+    assert json.loads(out.stdout)["posts"][0]["agent"] == "tidal"
+
+
+def test_moderate_without_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    r = _cli("board", "moderate", "list", "--db", str(tmp_path / "none.db"))
+    assert r.exit_code == 1 and "no board database" in r.stderr
+    assert not (tmp_path / "none.db").exists()

@@ -1,0 +1,186 @@
+"""The peer inbox over real HTTP: identity from the token, every refusal path, nothing stored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from mailslot.web.auth import revoke_token
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_token_decides_identity_and_forged_from_is_ignored(peer_setup, peer_server) -> None:
+    with peer_server() as url:
+        r = httpx.post(
+            f"{url}/inbox",
+            json={"from": "reef", "subject": "review", "body": "draft in outbox/"},
+            headers=_auth(peer_setup.tokens["tidal"]),
+        )
+    assert r.status_code == 201, r.text
+    receipt = r.json()
+    assert receipt["from"] == "tidal"
+    [path] = peer_setup.stored()
+    assert path.name == f"{receipt['id']}.json"
+    assert path.name.split("-")[1] == "tidal"
+    record = json.loads(path.read_text())
+    assert record == {
+        "from": "tidal",
+        "subject": "review",
+        "body": "draft in outbox/",
+        "received_at": receipt["received_at"],
+    }
+    assert not [p for p in peer_setup.inbox.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({}, "missing"),
+        ({"Authorization": "Bearer mst_not-a-token"}, "invalid"),
+        ({"Authorization": "Basic dGlkYWw6eA=="}, "missing"),
+        ({"Authorization": "Bearer"}, "missing"),
+    ],
+)
+def test_401_without_a_valid_token(peer_setup, peer_server, headers, reason) -> None:
+    with peer_server() as url:
+        r = httpx.post(f"{url}/inbox", json={"body": "hello"}, headers=headers)
+    assert r.status_code == 401
+    assert reason in r.json()["error"]
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert peer_setup.stored() == []
+
+
+def test_404_405_and_json_errors(peer_setup, peer_server) -> None:
+    auth = _auth(peer_setup.tokens["tidal"])
+    with peer_server() as url:
+        cases = [
+            httpx.get(f"{url}/inbox", headers=auth),
+            httpx.put(f"{url}/inbox", json={"body": "x"}, headers=auth),
+            httpx.delete(f"{url}/inbox", headers=auth),
+            httpx.post(f"{url}/other", json={"body": "x"}, headers=auth),
+            httpx.get(f"{url}/"),
+            httpx.get(f"{url}/openapi.json"),
+            httpx.get(f"{url}/docs"),
+        ]
+    assert [r.status_code for r in cases] == [405, 405, 405, 404, 404, 404, 404]
+    for r in cases:
+        assert r.headers["content-type"] == "application/json"
+        assert set(r.json()) == {"error"}
+    assert peer_setup.stored() == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"[]",
+        b'"body"',
+        b"{}",
+        b'{"body": ""}',
+        b'{"body": 5}',
+        b'{"body": "x", "subject": 7}',
+        b'{"body": "x", "subject": "two\\nlines"}',
+        json.dumps({"body": "x", "subject": "s" * 201}).encode(),
+        b"\xff\xfe not utf-8",
+    ],
+)
+def test_422_bad_json_or_shape_stores_nothing(peer_setup, peer_server, content) -> None:
+    with peer_server() as url:
+        r = httpx.post(f"{url}/inbox", content=content, headers=_auth(peer_setup.tokens["tidal"]))
+    assert r.status_code == 422, r.text
+    assert "Traceback" not in r.text and set(r.json()) == {"error"}
+    assert peer_setup.stored() == []
+
+
+def test_413_by_content_length_and_by_streamed_body(peer_setup, peer_server) -> None:
+    auth = _auth(peer_setup.tokens["tidal"])
+    big = json.dumps({"body": "x" * (32 * 1024)}).encode()  # just over 32 KB with the JSON
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(64):  # 4 MB if the server read it all; it must stop at the cap
+            yield b"x" * 65536
+
+    with peer_server() as url:
+        r1 = httpx.post(f"{url}/inbox", content=big, headers=auth)
+        r2 = httpx.post(f"{url}/inbox", content=chunks(), headers=auth)
+        # Exactly at the cap is accepted: a bound, not an off-by-one.
+        body = "y" * (32 * 1024 - len(json.dumps({"body": ""})))
+        r3 = httpx.post(f"{url}/inbox", content=json.dumps({"body": body}), headers=auth)
+    assert r1.status_code == 413 and "limit" in r1.json()["error"]
+    assert r2.status_code == 413 and "limit" in r2.json()["error"]
+    assert r3.status_code == 201
+    assert len(peer_setup.stored()) == 1
+
+
+def test_429_per_peer_others_unaffected_and_refusals_do_not_count(peer_setup, peer_server) -> None:
+    tidal, reef = _auth(peer_setup.tokens["tidal"]), _auth(peer_setup.tokens["reef"])
+    with peer_server(override_per_hour=3) as url, httpx.Client(base_url=url) as c:
+        # Refused requests spend none of the quota.
+        for _ in range(5):
+            assert c.post("/inbox", content=b"{}", headers=tidal).status_code == 422
+        codes = [
+            c.post("/inbox", json={"body": f"m{i}"}, headers=tidal).status_code for i in range(5)
+        ]
+        other = c.post("/inbox", json={"body": "from reef"}, headers=reef)
+        limited = c.post("/inbox", json={"body": "again"}, headers=tidal)
+    assert codes == [201, 201, 201, 429, 429]
+    assert other.status_code == 201
+    assert limited.status_code == 429 and "per hour" in limited.json()["error"]
+    assert int(limited.headers["retry-after"]) >= 1
+    senders = sorted(json.loads(p.read_text())["from"] for p in peer_setup.stored())
+    assert senders == ["reef", "tidal", "tidal", "tidal"]
+
+
+def test_per_peer_limit_from_peers_file(peer_setup, peer_server) -> None:
+    from mailslot.web.auth import new_token
+
+    token = new_token(peer_setup.peers_file, "slow", per_hour=1)
+    with peer_server() as url:
+        a = httpx.post(f"{url}/inbox", json={"body": "1"}, headers=_auth(token))
+        b = httpx.post(f"{url}/inbox", json={"body": "2"}, headers=_auth(token))
+    assert (a.status_code, b.status_code) == (201, 429)
+
+
+def test_revoked_token_stops_working_on_a_running_server(peer_setup, peer_server) -> None:
+    auth = _auth(peer_setup.tokens["tidal"])
+    with peer_server() as url:
+        assert httpx.post(f"{url}/inbox", json={"body": "1"}, headers=auth).status_code == 201
+        revoke_token(peer_setup.peers_file, "tidal")
+        r = httpx.post(f"{url}/inbox", json={"body": "2"}, headers=auth)
+    assert r.status_code == 401
+    assert len(peer_setup.stored()) == 1
+
+
+def test_stale_temp_files_are_swept_at_start_and_never_listed(peer_setup, peer_server) -> None:
+    import os
+
+    from mailslot.web.peer import inbox_messages
+
+    peer_setup.inbox.mkdir(parents=True, exist_ok=True)
+    stale = peer_setup.inbox / ".20261129T000000.000Z-tidal-0000.json.123.deadbeef.tmp"
+    fresh = peer_setup.inbox / ".20261129T000000.000Z-tidal-0001.json.124.deadbeef.tmp"
+    for p in (stale, fresh):
+        p.write_text('{"from": "tidal", "body": "half')
+    os.utime(stale, (1, 1))  # a writer that died long ago
+    assert inbox_messages(peer_setup.inbox) == []
+    with peer_server():
+        pass
+    assert not stale.exists() and fresh.exists()  # a write may still be in flight
+
+
+def test_broken_peers_file_admits_nobody_with_503(peer_setup, peer_server) -> None:
+    auth = _auth(peer_setup.tokens["tidal"])
+    with peer_server() as url:
+        peer_setup.peers_file.write_text("{ not json")
+        broken = httpx.post(f"{url}/inbox", json={"body": "x"}, headers=auth)
+        peer_setup.peers_file.unlink()
+        missing = httpx.post(f"{url}/inbox", json={"body": "x"}, headers=auth)
+    assert broken.status_code == missing.status_code == 503
+    assert broken.json() == {"error": "inbox unavailable"}
+    assert peer_setup.stored() == []
