@@ -260,3 +260,8 @@ def tick_cmd(env: Env, notify: tuple[str, ...], lock_wait: float, as_json: bool)
     r.raise_for_errors()
     if r.notify_error:
         click.echo(f"mailslot: warning: {r.notify_error}; retried next tick", err=True)
+
+
+from mailslot.cli import exchange_health as _health  # noqa: E402  (wake-up and health commands)
+
+_health.register(exchange)

@@ -1,0 +1,164 @@
+"""``exchange monitor``: a stable listing of what awaits the caller, for output-diffing schedulers.
+
+Hermes' ``cron --monitor-script`` (and any cron wrapper) runs a cheap script every tick and wakes
+the agent only when its output changes. Seed 000's trap: a manual run of such a job updated the
+scheduler's baseline and swallowed a real message. So the monitor keeps no baseline and writes
+nothing at all -- no cursor, no state, no file in the exchange -- and its output is a pure function
+of the tree: run it by hand as often as you like; the scheduler's own diff is the only memory.
+
+"Awaits the caller" without a cursor, per live topic (caller side S, other side O):
+
+* ``entry`` -- O wrote entries numbered after S's own newest entry and dated after S's last
+  STATE.md update (S has neither answered nor acknowledged them). Scoped to ``required``, only
+  ``action: required`` ones count (an unreadable ``action`` counts: fail visible). One line per
+  topic names the newest such entry and how many there are, so each new arrival changes it.
+* ``held`` -- a HELD.md in S's inbox: the tick is holding the archive until S re-reads.
+* ``close`` -- O is ``done`` and S is not (seed 000: a real debt, not bookkeeping noise).
+* ``tick`` -- the tick's heartbeat is older than ``stale_after``: nothing is being archived,
+  indexed or committed (a dead timer is visible, not silent). Stable while it stays dead.
+
+Only presence and those few fields are read (names, ``action``/``at``, ``status``/
+``updated_at``), never whole bodies. Lines are sorted; the output is empty when nothing awaits.
+Answering or acknowledging removes a line, which changes the output once more -- the price of
+keeping no memory, and cheap next to a swallowed message.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from mailslot.core.clock import format_time
+from mailslot.core.errors import InvalidName
+from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
+from mailslot.exchange.layout import STATE_NAME, Exchange
+from mailslot.exchange.sweep import live_pairs
+
+__all__ = ["HEARTBEAT_STALE", "Awaiting", "MonitorResult", "heartbeat_age", "monitor"]
+
+# The tick runs every 2 minutes; five missed runs is a dead timer, not a slow one.
+HEARTBEAT_STALE = timedelta(minutes=10)
+HEARTBEAT_NAME = "heartbeat"  # tick.HEARTBEAT; not imported so monitor stays light
+
+
+@dataclass(frozen=True)
+class Awaiting:
+    """One thing awaiting the caller: ``entry``, ``held``, ``close`` or ``tick``."""
+
+    kind: str
+    topic: str | None
+    entry: str | None = None
+    action: str | None = None
+    count: int = 0
+    since: str | None = None
+
+    def line(self, other: str) -> str:
+        """The stable one-line form."""
+        if self.kind == "entry":
+            more = f" (+{self.count - 1} earlier)" if self.count > 1 else ""
+            return f"{self.topic}: {self.entry} ({self.action or 'action?'}) awaits you{more}"
+        if self.kind == "held":
+            return f"{self.topic}: HELD.md -- re-read, then answer or re-affirm done"
+        if self.kind == "close":
+            return f"{self.topic}: {other} is done, you are not"
+        return f"tick: last heartbeat {self.since}; the tick is not running"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class MonitorResult:
+    """What awaits ``agent`` (side ``side``), in a fixed order."""
+
+    agent: str
+    side: str
+    other: str
+    scope: str
+    awaiting: list[Awaiting]
+
+    def text(self) -> str:
+        """The stable listing (empty when nothing awaits)."""
+        return "\n".join(a.line(self.other) for a in self.awaiting)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"agent", "side", "scope", "awaiting": [...]}``."""
+        return {
+            "agent": self.agent,
+            "side": self.side,
+            "scope": self.scope,
+            "awaiting": [a.to_json() for a in self.awaiting],
+        }
+
+
+def heartbeat_age(ex: Exchange) -> tuple[datetime, timedelta] | None:
+    """``(last beat, age)`` from the heartbeat file's mtime, or ``None`` if the tick never ran."""
+    try:
+        mtime = os.stat(ex.meta / HEARTBEAT_NAME).st_mtime
+    except OSError:
+        return None
+    at = datetime.fromtimestamp(mtime, UTC)
+    return at, datetime.now(UTC) - at
+
+
+def _entries_waiting(
+    theirs: TopicDir, mine: TopicDir | None, scope: str
+) -> list[tuple[str, str | None]]:
+    top = mine.newest() if mine is not None else None
+    mine_n = top[0] if top is not None else 0
+    candidates = [e for e in theirs.entries if e[0] > mine_n]
+    if not candidates:
+        return []
+    ack = None
+    if mine is not None and mine.has_state:
+        ack = peek_state(mine.path / STATE_NAME).updated_at
+    out = []
+    for _, _, name in candidates:
+        p = peek_entry(theirs.path / name)
+        if ack is not None and p.at is not None and p.at <= ack:
+            continue  # dated before the caller last touched its STATE: acknowledged
+        if scope == "required" and p.action == "fyi":
+            continue
+        out.append((name, p.action))
+    return out
+
+
+def monitor(
+    ex: Exchange, agent: str, *, action: str = "any", stale_after: timedelta = HEARTBEAT_STALE
+) -> MonitorResult:
+    """What awaits ``agent`` now; ``Conflict`` if not a member, ``InvalidName`` for a bad scope.
+
+    Reads only; writes nothing anywhere.
+    """
+    if action not in ("any", "required"):
+        raise InvalidName("action scope", action, "required or any")
+    side = ex.side_of(agent)
+    other = ex.other(side)
+    out: list[Awaiting] = []
+    for name, pair in live_pairs(ex).items():
+        theirs, mine = pair.get(side), pair.get(other)
+        if theirs is not None and not theirs.archived:
+            waiting = _entries_waiting(theirs, mine, action)
+            if waiting:
+                entry, act = waiting[-1]
+                out.append(Awaiting("entry", name, entry, act, len(waiting)))
+            if theirs.held:
+                out.append(Awaiting("held", name))
+        theirs_done = (
+            theirs is not None
+            and theirs.has_state
+            and peek_state(theirs.path / STATE_NAME).status == "done"
+        )
+        if theirs_done:
+            mine_status = "open"
+            if mine is not None and mine.has_state:
+                mine_status = peek_state(mine.path / STATE_NAME).status
+            if mine_status != "done":
+                out.append(Awaiting("close", name))
+    beat = heartbeat_age(ex)
+    if beat is not None and beat[1] > stale_after:
+        out.append(Awaiting("tick", None, since=format_time(beat[0])))
+    return MonitorResult(agent, side, other, action, out)

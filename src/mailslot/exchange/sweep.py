@@ -1,0 +1,133 @@
+"""``exchange sweep``: what the caller owes, computed from the tree exactly as INDEX.md computes it.
+
+Seed 000: "each side's sweep only catches its own debts" -- so the sweep is run by each side for
+itself, and it must agree with INDEX.md, which the tick renders from ``index.compute_debts``. This
+module builds the same ``TopicView`` the tick builds (each side's status, newest entry and its
+``action``, the holds) straight from the files, without the tick's state (which lives in
+``.mailslot/`` where an agent may not read), and hands it to the same ``compute_debts``.
+
+The debts (``index.compute_debts``): ``reply`` -- the other side's newest entry is
+``action: required`` and the caller has written nothing after it (a STATE change is not an
+answer, matching the rule that ``required`` keeps a topic open until answered); ``close`` -- the
+other side is ``done`` and the caller is not; ``re-read`` -- a HELD.md waits in the caller's inbox.
+Nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mailslot.core.clock import format_time
+from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state, side_dirs
+from mailslot.exchange.index import Debt, TopicView, compute_debts
+from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+
+__all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
+
+_HELD_ENTRY = re.compile(r"wrote `(\d{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
+
+
+def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
+    """Live (or half-archived) topics -> inbox side -> its directory (a ``done/`` copy if only
+    that side archived it)."""
+    live = {s: side_dirs(ex, s) for s in ex.sides}
+    names = set(live[ex.sides[0]]) | set(live[ex.sides[1]])
+    done: dict[str, dict[str, TopicDir]] = {}
+    out: dict[str, dict[str, TopicDir]] = {}
+    for name in sorted(names):
+        pair = {}
+        for s in ex.sides:
+            d = live[s].get(name)
+            if d is None:
+                if s not in done:
+                    done[s] = side_dirs(ex, s, archived=True)
+                d = done[s].get(name)
+            if d is not None:
+                pair[s] = d
+        out[name] = pair
+    return out
+
+
+def _held_entry(d: TopicDir) -> str:
+    try:
+        m = _HELD_ENTRY.search((d.path / HELD_NAME).read_text(errors="replace"))
+    except OSError:
+        m = None
+    return m.group(1) if m else HELD_NAME
+
+
+def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
+    """The tick's ``TopicView`` of one topic (statuses, newest entries, holds) read from files."""
+    status: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    newest: dict[str, tuple[int, str, str | None]] = {}
+    held: dict[str, str] = {}
+    for writer in ex.sides:
+        d = pair.get(ex.other(writer))  # a side's files live in the other side's inbox
+        status[writer] = peek_state(d.path / STATE_NAME).status if d and d.has_state else "open"
+        counts[writer] = len(d.entries) if d else 0
+        top = d.newest() if d else None
+        if d is not None and top is not None:
+            newest[writer] = (top[0], top[2], peek_entry(d.path / top[2]).action)
+    for side, d in pair.items():
+        if d.held and not d.archived:
+            held[side] = _held_entry(d)
+    view = TopicView(name, status, counts, None, newest, held)
+    view.debts = compute_debts(ex, view)
+    return view
+
+
+@dataclass(frozen=True)
+class OwedDebt:
+    """A ``Debt`` with when it started (the owed entry's ``at``, the other side's ``done`` time)."""
+
+    debt: Debt
+    since: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"topic", "reason", "side", "entry", "since"}``."""
+        return {**self.debt.to_json(), "since": format_time(self.since) if self.since else None}
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The caller's debts, oldest first."""
+
+    agent: str
+    side: str
+    debts: list[OwedDebt]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"debts": [...], "agent", "side"}`` (DESIGN: ``debts`` with ``topic``, ``reason``)."""
+        return {"debts": [d.to_json() for d in self.debts], "agent": self.agent, "side": self.side}
+
+
+def _since(debt: Debt, pair: dict[str, TopicDir]) -> datetime | None:
+    if debt.reason == "reply" and debt.entry:
+        d = pair.get(debt.side)  # the other side's entries sit in the debtor's inbox
+        return peek_entry(d.path / debt.entry).at if d else None
+    if debt.reason == "close":
+        d = pair.get(debt.side)
+        return peek_state(d.path / STATE_NAME).updated_at if d else None
+    d = pair.get(debt.side)
+    if d is None:
+        return None
+    try:
+        return datetime.fromtimestamp((d.path / HELD_NAME).stat().st_mtime, UTC)
+    except OSError:
+        return None
+
+
+def sweep(ex: Exchange, agent: str) -> SweepResult:
+    """``agent``'s side's debts over every live topic; ``Conflict`` for a stranger. Read only."""
+    side = ex.side_of(agent)
+    out = []
+    for name, pair in live_pairs(ex).items():
+        for debt in topic_view(ex, name, pair).debts:
+            if debt.side == side:
+                out.append(OwedDebt(debt, _since(debt, pair)))
+    out.sort(key=lambda d: (d.since is None, d.since.timestamp() if d.since else 0, d.debt.topic))
+    return SweepResult(agent, side, out)

@@ -1,0 +1,262 @@
+"""``exchange watch``: block until something addressed to the caller arrives that it has not seen.
+
+The seed's watcher missed brand-new topics because it only diffed directories it already knew.
+Here nothing is diffed: every round arms the inbox, its ``done/`` and every live topic directory
+*before* looking, then asks one question -- which entries in ``to-<my side>/`` (live or archived)
+are not in my seen-set? -- so a new topic, a new entry, a rename from a bridge and an entry archived
+before it was read all answer it the same way. Waiting is on kernel file events (``core.wait``);
+the only timer is the deadline, plus a short grace for a hand-written file caught half-written.
+
+The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
+own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
+are ``<topic>/<NNNN>-<from>``, unchanged by archive moves or a bridge's renames. A missing cursor
+means nothing was seen: everything pending is delivered. ``peek`` never writes anything.
+Delivery happens under a lock on the cursor, so two watchers for one caller never both take an
+entry. A HELD.md in the caller's inbox is delivered once too (keyed by its mtime), because a hold
+is the tick asking this side to re-read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mailslot.core.clock import format_time
+from mailslot.core.cursor import CursorStore, SeenSet
+from mailslot.core.errors import InvalidName, WaitTimeout
+from mailslot.core.fsio import file_lock
+from mailslot.core.wait import Watch
+from mailslot.exchange.entries import Entry, parse_entry
+from mailslot.exchange.inbox import inbox_items, side_dirs
+from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
+
+__all__ = [
+    "SCOPES",
+    "WATCH_NAMESPACE",
+    "Delivered",
+    "WatchResult",
+    "Watcher",
+    "cursor_key",
+    "mark_all_seen",
+    "watch",
+]
+
+WATCH_NAMESPACE = "exchange-watch"
+SCOPES = ("any", "required")
+# A hand-written entry that does not parse yet and was modified this recently is probably still
+# being written (a foreign agent that does not rename into place): look again before delivering.
+HALF_WRITTEN_GRACE = 2.0
+
+
+def cursor_key(ex: Exchange, agent: str) -> str:
+    """The cursor key of ``agent`` reading ``ex`` (agent names cannot contain ``@``)."""
+    return f"{agent}@{ex.root}"
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """One thing delivered: an ``entry`` addressed to the caller, or a ``held`` notice."""
+
+    kind: str
+    key: str
+    topic: str
+    path: Path
+    archived: bool = False
+    entry: Entry | None = None
+    text: str | None = None  # HELD.md text
+
+    def to_json(self, root: Path) -> dict[str, Any]:
+        """A JSON-ready dict (paths relative to ``root``)."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "key": self.key,
+            "topic": self.topic,
+            "path": str(self.path.relative_to(root)),
+            "archived": self.archived,
+        }
+        if self.entry is not None:
+            e = self.entry
+            out.update(
+                number=e.number,
+                sender=e.sender,
+                at=format_time(e.at) if e.at else None,
+                action=e.action,
+                meta={k: _plain(v) for k, v in e.meta.items()},
+                body=e.body,
+                error=e.error,
+            )
+        if self.text is not None:
+            out["text"] = self.text
+        return out
+
+
+@dataclass
+class WatchResult:
+    """What one watch delivered (in arrival order) and whether the cursor moved."""
+
+    agent: str
+    side: str
+    items: list[Delivered] = field(default_factory=list)
+    peek: bool = False
+
+    def to_json(self, root: Path) -> dict[str, Any]:
+        """A JSON-ready dict: ``{"agent", "side", "peek", "items": [...]}``."""
+        return {
+            "agent": self.agent,
+            "side": self.side,
+            "peek": self.peek,
+            "items": [i.to_json(root) for i in self.items],
+        }
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+
+
+def _sort_key(d: Delivered) -> tuple[str, str, str]:
+    when = format_time(d.entry.at) if d.entry is not None and d.entry.at else "~"
+    return (when, d.topic, d.key)
+
+
+class Watcher:
+    """Finds what ``agent`` has not seen in its inbox; ``watch`` blocks on it."""
+
+    def __init__(
+        self,
+        ex: Exchange,
+        agent: str,
+        *,
+        action: str = "any",
+        store: CursorStore | None = None,
+    ) -> None:
+        if action not in SCOPES:
+            raise InvalidName("action scope", action, "required or any")
+        self.ex = ex
+        self.agent = agent
+        self.side = ex.side_of(agent)
+        self.inbox = ex.inbox(self.side)
+        self.action = action
+        self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
+        self.key = cursor_key(ex, agent)
+        self.seen = self.store.load_seen(self.key)
+        self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
+        self.defer_until: float | None = None  # monotonic time to look again at a half-written
+
+    def paths(self) -> list[Path]:
+        """What to arm: the inbox, its ``done/`` and every live topic directory in it."""
+        out = [self.inbox, self.inbox / DONE]
+        out += [d.path for d in side_dirs(self.ex, self.side).values()]
+        return out
+
+    def _entry(self, path: Path, topic: str) -> Entry | None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        sig = (st.st_size, st.st_mtime_ns)
+        hit = self._cache.get(path)
+        if hit is not None and hit[0] == sig:
+            entry = hit[1]
+        else:
+            entry = parse_entry(path, self.ex.writer_of(self.side), topic)
+            self._cache[path] = (sig, entry)
+        if entry.error is not None and time.time() - st.st_mtime < HALF_WRITTEN_GRACE:
+            again = time.monotonic() + HALF_WRITTEN_GRACE
+            self.defer_until = min(self.defer_until or again, again)
+            return None
+        return entry
+
+    def pending(self, seen: SeenSet | None = None) -> list[Delivered]:
+        """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
+        seen = seen if seen is not None else self.seen
+        self.defer_until = None
+        out = []
+        for item in inbox_items(self.ex, self.side):
+            if item.key in seen.keys:
+                continue
+            entry = self._entry(item.path, item.topic)
+            if entry is None:
+                continue
+            if self.action == "required" and entry.action not in ("required", None):
+                continue  # fyi; an unreadable action stays visible
+            out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
+        for topic, d in sorted(side_dirs(self.ex, self.side).items()):
+            if not d.held:
+                continue
+            path = d.path / HELD_NAME
+            try:
+                key = f"{topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if key not in seen.keys:
+                out.append(Delivered("held", key, topic, path, False, text=text))
+        return sorted(out, key=_sort_key)
+
+    def take(self, found: list[Delivered]) -> list[Delivered]:
+        """Record ``found`` as seen under the cursor lock; returns what no one else took first."""
+        self.store.dir.mkdir(parents=True, exist_ok=True)
+        with file_lock(Path(str(self.store.path_for(self.key)) + ".lock")):
+            current = self.store.load_seen(self.key)
+            fresh = [d for d in found if d.key not in current.keys]
+            if fresh:
+                current.keys.update(d.key for d in fresh)
+                self.store.save_seen(self.key, current)
+            self.seen = current
+        return fresh
+
+    def watch(
+        self,
+        timeout: float | None,
+        *,
+        peek: bool = False,
+        on_armed: Callable[[], None] | None = None,
+    ) -> WatchResult:
+        """Block until something unseen is in scope; deliver it. ``WaitTimeout`` at the deadline."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with Watch() as w:
+            while True:
+                for p in self.paths():
+                    w.add(p)
+                if on_armed is not None:
+                    on_armed()
+                    on_armed = None
+                found = self.pending()
+                if found and not peek:
+                    found = self.take(found)
+                if found:
+                    return WatchResult(self.agent, self.side, found, peek)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    scope = "entry" if self.action == "any" else "action: required entry"
+                    raise WaitTimeout(
+                        f"no new {scope} for {self.agent} in to-{self.side}/ within {timeout:g}s"
+                    )
+                if self.defer_until is not None:
+                    grace = max(0.0, self.defer_until - time.monotonic())
+                    left = grace if left is None else min(left, grace)
+                w.wait(left)
+
+
+def watch(
+    ex: Exchange,
+    agent: str,
+    *,
+    timeout: float | None = None,
+    peek: bool = False,
+    action: str = "any",
+    store: CursorStore | None = None,
+) -> WatchResult:
+    """Block until an unseen entry (or hold) for ``agent`` exists; deliver it and advance the
+    cursor unless ``peek``. ``WaitTimeout`` (exit 3) at the deadline; ``Conflict`` for a stranger.
+    """
+    return Watcher(ex, agent, action=action, store=store).watch(timeout, peek=peek)
+
+
+def mark_all_seen(ex: Exchange, agent: str, *, store: CursorStore | None = None) -> int:
+    """Record everything now in ``agent``'s inbox as seen (first set-up); returns how many new."""
+    w = Watcher(ex, agent, store=store)
+    return len(w.take(w.pending(SeenSet(set()))))

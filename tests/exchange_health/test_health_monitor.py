@@ -1,0 +1,127 @@
+"""monitor: stable output, changed only by relevant change, and it writes nothing at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from healthhelp import hand_entry, hand_state, run, snapshot
+
+from mailslot.core.clock import format_time
+from mailslot.exchange import send, set_state
+from mailslot.exchange.monitor import monitor
+from mailslot.exchange.tick import tick
+
+
+def _mon(ex, agent: str = "olu", scope: str = "any") -> str:
+    return run(ex.root, "exchange", "monitor", "--action", scope, agent=agent).stdout
+
+
+def _git_status(root) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
+
+
+def test_same_output_twice_changed_by_a_new_topic(ex) -> None:
+    send(ex, "claude", "gate-bug", "required", "question")
+    first, second = _mon(ex), _mon(ex)
+    assert first == second and "gate-bug: 0001-claude.md (required) awaits you" in first
+    hand_entry(ex.root, "olu", "2026-11-29-brand-new", 1, "claude", format_time(), "fyi")
+    third = _mon(ex)
+    assert third != second and "2026-11-29-brand-new" in third
+
+
+def test_required_scope_is_unchanged_by_fyi(ex) -> None:
+    topic = send(ex, "claude", "gate-bug", "required", "question").topic
+    before = _mon(ex, scope="required")
+    send(ex, "claude", topic, "fyi", "an fyi in the same topic")
+    send(ex, "claude", "chatter", "fyi", "an fyi in a new topic")
+    assert _mon(ex, scope="required") == before
+    assert _mon(ex, scope="any") != before  # the unscoped monitor does see them
+    send(ex, "claude", topic, "required", "a second question")
+    assert _mon(ex, scope="required") != before
+
+
+def test_monitor_writes_nothing(ex, _isolated_state) -> None:
+    send(ex, "claude", "gate-bug", "required", "question")
+    tick(ex).raise_for_errors()  # commit, so the tree is clean
+    assert _git_status(ex.root) == ""
+    before = snapshot(ex.root, _isolated_state)
+    time.sleep(0.01)
+    for agent in ("olu", "claude", "will"):
+        for scope in ("any", "required"):
+            _mon(ex, agent, scope)
+            run(ex.root, "exchange", "monitor", "--json", agent=agent)
+    assert snapshot(ex.root, _isolated_state) == before
+    assert _git_status(ex.root) == ""
+
+
+def test_nothing_awaits_prints_nothing_and_a_reply_clears_the_line(ex) -> None:
+    assert _mon(ex) == ""
+    topic = send(ex, "claude", "q", "required", "question").topic
+    assert _mon(ex) != ""
+    send(ex, "olu", topic, "fyi", "answer")
+    assert _mon(ex) == ""
+    assert "q: 0002-olu.md (fyi) awaits you" in _mon(ex, agent="claude")
+
+
+def test_acknowledged_by_state_is_not_awaiting(ex) -> None:
+    topic = send(ex, "claude", "q", "required", "question").topic
+    time.sleep(0.002)  # the STATE time must come after the entry's millisecond
+    set_state(ex, "olu", topic, "in-progress")
+    assert _mon(ex) == ""
+
+
+def test_counts_several_unanswered_entries(ex) -> None:
+    topic = send(ex, "claude", "q", "required", "one").topic
+    send(ex, "claude", topic, "required", "two")
+    assert "q: 0002-claude.md (required) awaits you (+1 earlier)" in _mon(ex)
+
+
+def test_held_close_and_stale_tick_lines(ex) -> None:
+    topic = send(ex, "claude", "t", "fyi", "x").topic
+    set_state(ex, "claude", topic, "done")
+    out = _mon(ex)
+    assert f"{topic}: claude is done, you are not" in out
+    (ex.inbox("olu") / topic / "HELD.md").write_text("# HELD\n")
+    assert f"{topic}: HELD.md" in _mon(ex)
+    tick(ex)
+    assert "tick:" not in _mon(ex)
+    beat = ex.meta / "heartbeat"
+    old = time.time() - 3600
+    os.utime(beat, (old, old))
+    stale = _mon(ex)
+    assert "tick: last heartbeat" in stale and "not running" in stale
+    assert _mon(ex) == stale  # stable while it stays dead
+
+
+def test_hand_written_foreign_entries_and_state(ex) -> None:
+    hand_entry(
+        ex.root, "olu", "2026-11-29-x", 1, "claude", "2026-11-29T10:00:00Z", "required", crlf=True
+    )
+    assert "2026-11-29-x: 0001-claude.md (required)" in _mon(ex, scope="required")
+    hand_state(ex.root, "claude", "2026-11-29-x", "in-progress", "2026-11-29T11:00:00Z", "olu")
+    assert _mon(ex, scope="required") == ""
+
+
+def test_unreadable_action_stays_visible_when_scoped(ex) -> None:
+    d = ex.inbox("olu") / "2026-11-29-odd"
+    d.mkdir()
+    (d / "0001-claude.md").write_text("---\nfrom: claude\nat: 2026-11-29T10:00:00Z\n---\nhi\n")
+    assert "0001-claude.md (action?)" in _mon(ex, scope="required")
+
+
+def test_real_cli_output_is_byte_identical(ex, run_cli) -> None:
+    send(ex, "claude", "gate-bug", "required", "question")
+    args = ("--root", str(ex.root), "--as", "olu", "exchange", "monitor")
+    a, b = run_cli(*args), run_cli(*args)
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout != ""
+
+
+def test_monitor_api_json(ex) -> None:
+    send(ex, "claude", "gate-bug", "required", "question")
+    d = monitor(ex, "olu").to_json()
+    assert d["side"] == "olu" and d["awaiting"][0]["kind"] == "entry"

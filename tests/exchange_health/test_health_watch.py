@@ -1,0 +1,212 @@
+"""watch: wakes on kernel events for new entries, brand-new topics and renames; the cursor is the
+caller's own; --peek moves nothing; archived-before-read entries are still delivered."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from healthhelp import GENEROUS, hand_entry, run, spawn, wait_armed
+
+from mailslot.core.clock import format_time
+from mailslot.core.cursor import CursorStore
+from mailslot.core.errors import Conflict, WaitTimeout
+from mailslot.exchange import send, set_state
+from mailslot.exchange.watch import WATCH_NAMESPACE, Watcher, cursor_key, mark_all_seen, watch
+
+
+def _watch_proc(root: Path, *extra: str):
+    return spawn("--root", str(root), "--as", "olu", "exchange", "watch", "--json", *extra)
+
+
+def test_waiter_blocked_before_a_send_wakes(ex) -> None:
+    topic = send(ex, "claude", "gate-bug", "fyi", "opening").topic
+    mark_all_seen(ex, "olu")
+    proc = _watch_proc(ex.root, "--timeout", str(GENEROUS))
+    try:
+        wait_armed(proc, 3)  # inbox, done/, the topic dir
+        r = send(ex, "claude", topic, "required", "Is the gate fixed?")
+        out, err = proc.communicate(timeout=GENEROUS)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    items = json.loads(out)["items"]
+    assert [i["path"] for i in items] == [r.relpath]
+    assert items[0]["action"] == "required" and items[0]["body"] == "Is the gate fixed?\n"
+
+
+def test_brand_new_topic_written_by_hand_wakes_the_waiter(ex) -> None:
+    send(ex, "claude", "old", "fyi", "known topic")
+    mark_all_seen(ex, "olu")
+    proc = _watch_proc(ex.root, "--timeout", str(GENEROUS))
+    try:
+        wait_armed(proc, 3)
+        # a foreign agent: mkdir a new topic, write a dot-temp, rename into place
+        path = hand_entry(ex.root, "olu", "2026-11-29-weekly-review", 1, "claude", format_time())
+        out, err = proc.communicate(timeout=GENEROUS)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    items = json.loads(out)["items"]
+    assert [i["path"] for i in items] == [str(path.relative_to(ex.root))]
+    assert items[0]["topic"] == "2026-11-29-weekly-review"
+
+
+def test_peek_then_watch_return_the_same_entry_then_timeout(ex) -> None:
+    r = send(ex, "claude", "gate-bug", "required", "question")
+    first = run(ex.root, "exchange", "watch", "--peek", "--timeout", "5", "--json", agent="olu")
+    second = run(ex.root, "exchange", "watch", "--timeout", "5", "--json", agent="olu")
+    third = run(ex.root, "exchange", "watch", "--timeout", "0.3", agent="olu", ok=False)
+    p1 = [i["path"] for i in json.loads(first.stdout)["items"]]
+    p2 = [i["path"] for i in json.loads(second.stdout)["items"]]
+    assert p1 == p2 == [r.relpath]
+    assert json.loads(first.stdout)["peek"] is True
+    assert third.exit_code == 3 and "timeout" in third.stderr
+
+
+def test_peek_writes_nothing(ex, _isolated_state) -> None:
+    send(ex, "claude", "gate-bug", "required", "question")
+    watch(ex, "olu", timeout=1, peek=True)
+    assert not list(Path(_isolated_state).rglob("*.json"))
+
+
+def test_text_output_is_path_and_frontmatter(ex) -> None:
+    r = send(ex, "claude", "gate-bug", "required", "body text stays out of the text form")
+    out = run(ex.root, "exchange", "watch", "--timeout", "5", agent="olu").stdout
+    assert out.splitlines()[0] == r.relpath
+    assert "  from: claude" in out and "  action: required" in out
+    assert "body text" not in out
+
+
+def test_missing_cursor_delivers_everything_and_mark_all_seen_starts_from_now(ex) -> None:
+    for i in range(3):
+        send(ex, "claude", f"t{i}", "fyi", f"m{i}")
+    assert len(watch(ex, "olu", timeout=1, peek=True).items) == 3
+    assert mark_all_seen(ex, "olu") == 3
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)
+    r = send(ex, "claude", "t0", "fyi", "new after set-up")
+    assert [i.path for i in watch(ex, "olu", timeout=5).items] == [r.path]
+
+
+def test_entry_archived_before_it_was_read_is_still_delivered(ex) -> None:
+    """Seed 000: the closing reply was filed into done/ before the other side read it."""
+    topic = send(ex, "olu", "close-race", "fyi", "olu opens").topic
+    mark_all_seen(ex, "olu")
+    set_state(ex, "olu", topic, "done")
+    reply = send(ex, "claude", topic, "fyi", "the closing reply")
+    set_state(ex, "claude", topic, "done")
+    for side in ("claude", "olu"):  # archived as a tick (or a person) would: plain moves
+        os.rename(ex.inbox(side) / topic, ex.inbox(side) / "done" / topic)
+    items = watch(ex, "olu", timeout=5).items
+    assert [(i.key, i.archived) for i in items] == [(f"{topic}/0002-claude", True)]
+    assert items[0].path == ex.inbox("olu") / "done" / topic / reply.path.name
+
+
+def test_archive_move_does_not_redeliver(ex) -> None:
+    topic = send(ex, "claude", "moved", "fyi", "read before the move").topic
+    assert len(watch(ex, "olu", timeout=5).items) == 1
+    os.rename(ex.inbox("olu") / topic, ex.inbox("olu") / "done" / topic)
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)
+
+
+def test_required_scope_ignores_fyi_but_leaves_it_unseen(ex) -> None:
+    send(ex, "claude", "a", "fyi", "just so you know")
+    req = send(ex, "claude", "b", "required", "answer me")
+    got = watch(ex, "olu", timeout=5, action="required").items
+    assert [i.path for i in got] == [req.path]
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2, action="required")
+    rest = watch(ex, "olu", timeout=5).items
+    assert [i.entry.action for i in rest if i.entry] == ["fyi"]
+
+
+def test_human_reads_its_sides_inbox_with_its_own_cursor(ex) -> None:
+    r = send(ex, "olu", "for-claude", "required", "to the claude side")
+    assert [i.path for i in watch(ex, "will", timeout=5).items] == [r.path]
+    assert [i.path for i in watch(ex, "claude", timeout=5).items] == [r.path]
+    store = CursorStore(WATCH_NAMESPACE)
+    assert store.load(cursor_key(ex, "will")) != store.load(cursor_key(ex, "olu"))
+    with pytest.raises(Conflict):
+        watch(ex, "stranger", timeout=0.1)
+
+
+def test_cursor_is_keyed_by_exchange_root(ex, tmp_path) -> None:
+    from mailslot.exchange.create import create_exchange
+
+    other = create_exchange(tmp_path / "y", ["claude", "olu"], git=False)
+    send(ex, "claude", "one", "fyi", "in x")
+    send(other, "claude", "one", "fyi", "in y")
+    assert len(watch(ex, "olu", timeout=5).items) == 1
+    assert len(watch(other, "olu", timeout=5).items) == 1  # not hidden by x's cursor
+
+
+def test_two_watchers_for_one_caller_never_both_take_an_entry(ex) -> None:
+    topic = send(ex, "claude", "race", "fyi", "opening").topic
+    mark_all_seen(ex, "olu")
+    procs = [_watch_proc(ex.root, "--timeout", "5") for _ in range(2)]
+    try:
+        for p in procs:
+            wait_armed(p, 3)
+        send(ex, "claude", topic, "fyi", "only one of you gets this")
+        results = [p.communicate(timeout=GENEROUS) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 3], results
+    delivered = [json.loads(out)["items"] for out, _ in results if out.strip()]
+    assert len(delivered) == 1 and len(delivered[0]) == 1
+
+
+def test_held_marker_is_delivered_once(ex) -> None:
+    topic = send(ex, "claude", "held", "fyi", "x").topic
+    mark_all_seen(ex, "olu")
+    (ex.inbox("olu") / topic / "HELD.md").write_text("# HELD: re-read\n")
+    items = watch(ex, "olu", timeout=5).items
+    assert [(i.kind, i.topic) for i in items] == [("held", topic)]
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)
+
+
+def test_half_written_hand_entry_is_delivered_whole(ex) -> None:
+    """A foreign agent that writes in place: the first event sees a torn file; wait for the rest."""
+    topic = send(ex, "claude", "torn", "fyi", "x").topic
+    mark_all_seen(ex, "olu")
+    result: list[object] = []
+    w = Watcher(ex, "olu")
+    armed = threading.Event()
+    t = threading.Thread(
+        target=lambda: result.append(w.watch(GENEROUS, on_armed=armed.set)), daemon=True
+    )
+    t.start()
+    assert armed.wait(GENEROUS)
+    path = ex.inbox("olu") / topic / "0002-claude.md"
+    with open(path, "w") as f:
+        f.write("---\nfrom: claude\n")
+        f.flush()
+        os.fsync(f.fileno())
+        f.write(f"at: {format_time()}\naction: required\n---\nthe whole body\n")
+    t.join(GENEROUS)
+    (res,) = result
+    (item,) = res.items  # type: ignore[attr-defined]
+    assert item.entry.error is None and item.entry.body == "the whole body\n"
+
+
+def test_crlf_hand_entry_reads_like_our_own(ex) -> None:
+    hand_entry(
+        ex.root,
+        "olu",
+        "2026-11-29-crlf",
+        1,
+        "claude",
+        "2026-11-29T18:14:00+00:00",
+        "required",
+        crlf=True,
+    )
+    (item,) = watch(ex, "olu", timeout=5).items
+    assert item.entry is not None and item.entry.action == "required" and item.entry.error is None
