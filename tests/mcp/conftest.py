@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mcphelp import Setup
 
 from mailslot.bus import layout
 from mailslot.exchange.create import create_exchange
 from mailslot.web.auth import add_key
-
-
-@dataclass
-class Setup:
-    """Where everything a server can serve lives."""
-
-    root: Path
-    chats: Path
-    bus: Path
-    keys: Path
-
-    def args(self, agent: str, *, only_exchange: bool = False) -> list[str]:
-        """``mailslot mcp`` arguments serving every channel as ``agent``."""
-        out = ["--root", str(self.root), "--as", agent]
-        if not only_exchange:
-            out += ["--chat-dir", str(self.chats), "--bus", str(self.bus), "--keys", str(self.keys)]
-        return out
 
 
 @pytest.fixture

@@ -7,9 +7,29 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
+
+
+@dataclass
+class Setup:
+    """Where everything a server can serve lives."""
+
+    root: Path
+    chats: Path
+    bus: Path
+    keys: Path
+
+    def args(self, agent: str, *, only_exchange: bool = False) -> list[str]:
+        """``mailslot mcp`` arguments serving every channel as ``agent``."""
+        out = ["--root", str(self.root), "--as", agent]
+        if not only_exchange:
+            out += ["--chat-dir", str(self.chats), "--bus", str(self.bus), "--keys", str(self.keys)]
+        return out
+
 
 # Generous: a loaded 2-core machine takes seconds to import the SDK in a fresh process.
 CALL_TIMEOUT = 120.0

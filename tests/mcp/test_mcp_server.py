@@ -9,9 +9,7 @@ import sys
 
 import anyio
 import pytest
-from mcphelp import call, call_json_size, server, tools_json
-
-from conftest import Setup
+from mcphelp import Setup, call, call_json_size, server, tools_json
 
 pytestmark = pytest.mark.slow
 

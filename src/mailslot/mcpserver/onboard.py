@@ -92,6 +92,8 @@ def _tools_section(cfg: ServerConfig) -> str:
             "with `exchange_topics`.",
             f"  To wait for an answer, call `exchange_watch` with a `timeout` of up to "
             f"{WATCH_MAX_SECONDS} seconds, again after each `idle`.",
+            "  The protocol follows below; where it names a `mailslot ... exchange VERB` "
+            "command, the tool `exchange_VERB` does the same.",
         ]
     if cfg.chat_dir is not None:
         lines += [
