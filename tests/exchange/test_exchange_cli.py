@@ -47,6 +47,11 @@ def test_init_layout_convention_index_git(tmp_path) -> None:
         check=True,
     ).stdout
     assert log.startswith("mailslot exchange init")
+    tracked = subprocess.run(
+        ["git", "-C", str(root), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert ".mailslot/config" not in tracked and "CONVENTION.md" in tracked  # no secrets in git
+    assert stat.S_IMODE((root / ".git").stat().st_mode) == 0o2750  # history is not world-readable
     ex = load_exchange(root)
     assert ex.humans == {"will": "claude"} and ex.sides == ("claude", "olu")
     assert stat.S_IMODE((root / "to-olu").stat().st_mode) == 0o2770
@@ -136,6 +141,7 @@ def _check_modes(base: Path, group: grp.struct_group, nobody: pwd.struct_passwd)
     assert stat.S_IMODE((root / "to-olu").stat().st_mode) == 0o2750
     assert stat.S_IMODE((root / "to-claude").stat().st_mode) == 0o2770
     assert (root / "to-claude").stat().st_gid == group.gr_gid
+    assert root.stat().st_gid == group.gr_gid and stat.S_IMODE(root.stat().st_mode) == 0o2750
     # a topic directory claude creates in its outbox keeps the outbox's mode
     r = run(root, "exchange", "send", "--topic", "t", "--action", "fyi", "hi", agent="claude")
     topic_dir = root / Path(r.stdout.strip()).parent

@@ -427,3 +427,25 @@ def test_heartbeat_is_written_each_successful_tick(ex) -> None:
     tick(ex.root)
     assert beat.stat().st_mtime > 1 and json.loads(beat.read_text())["ok"] is True
     assert first["at"].endswith("Z")
+
+
+def test_seed_live_sequence_through_the_console_command(ex, run_cli) -> None:
+    """The same sequence as the seed's live bug, every step a real ``mailslot`` process."""
+    root = str(ex.root)
+
+    def ms(*args: str) -> str:
+        r = run_cli("--root", root, *args)
+        assert r.returncode == 0, f"mailslot {' '.join(args)} exited {r.returncode}: {r.stderr}"
+        return r.stdout
+
+    path = ms("--as", "olu", "exchange", "send", "--topic", "live", "--action", "required", "q")
+    topic = path.strip().split("/")[1]
+    ms("--as", "olu", "exchange", "state", topic, "done", "--force")
+    ms("--as", "claude", "exchange", "send", "--topic", topic, "--action", "fyi", "reply")
+    ms("--as", "claude", "exchange", "state", topic, "done")
+    out = json.loads(ms("exchange", "tick", "--json"))
+    assert out["held"] == [topic] and out["archived"] == []
+    assert (ex.root / "to-olu" / topic / "HELD.md").is_file()
+    ms("--as", "olu", "exchange", "state", topic, "done")  # olu re-reads and re-affirms
+    out = json.loads(ms("exchange", "tick", "--json"))
+    assert out["released"] == [topic] and out["archived"] == [topic]

@@ -145,3 +145,89 @@ def test_archive_target_taken_fails_loudly_and_moves_nothing(ex) -> None:
     assert r.exit_code == 1 and "settle it by hand" in r.stderr
     assert json.loads(r.stdout)["archived"] == []
     assert (root / "to-olu" / T).is_dir() and (root / "to-claude" / T).is_dir()
+
+
+def _age_tree(root) -> None:
+    """Make every topic directory look settled: modified at one fixed moment long ago, so a
+    directory aged twice has the same mtime, as an untouched one would."""
+    import os
+
+    old = 1_700_000_000
+    for d in root.glob("to-*/*-*-*-*"):
+        os.utime(d, (old, old))
+
+
+def _full_listing_never(monkeypatch) -> None:
+    from mailslot.exchange import scan
+
+    monkeypatch.setattr(scan, "ROTATION", 10**9)  # no directory's turn for a full listing
+
+
+def test_settled_directories_still_see_state_rewritten_in_place(ex, monkeypatch) -> None:
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T09:10:00Z")
+    hand_state(root, "olu", T, "done", "2026-11-01T09:20:00Z")
+    hand_state(root, "claude", T, "in-progress", "2026-11-01T09:21:00Z")
+    _age_tree(root)
+    tick(root)
+    tick(root)  # now from the records: nothing listed
+    # olu overwrites its STATE.md in place (plain open/write): the directory mtime stays
+    mtime = (root / "to-claude" / T).stat().st_mtime_ns
+    hand_state(root, "claude", T, "done", "2026-11-01T09:30:00Z")
+    assert (root / "to-claude" / T).stat().st_mtime_ns == mtime
+    out = tick(root)
+    assert out["state_changes"] == [
+        {"topic": T, "side": "olu", "from": "in-progress", "to": "done"}
+    ]
+    assert out["archived"] == [T]
+
+
+def test_settled_directories_still_see_the_newest_entry_rewritten(ex, monkeypatch) -> None:
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2026-11-01T09:20:00Z")
+    hand_state(root, "olu", T, "done", "2026-11-01T09:30:00Z")
+    (root / "to-olu" / T).mkdir(exist_ok=True)
+    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T09:25:00Z")  # olu acked before: hold
+    _age_tree(root)
+    assert tick(root)["held"] == [T]
+    _age_tree(root)  # HELD.md changed to-olu's mtime: settle it again
+    tick(root)
+    # the entry's 'at' is corrected in place to before olu's ack: the hold must go
+    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T09:05:00Z")
+    _age_tree(root)
+    out = tick(root)
+    assert out["rewritten"] and out["released"] == [T] and out["archived"] == [T]
+
+
+def test_a_new_entry_in_a_settled_directory_is_seen(ex, monkeypatch) -> None:
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    _age_tree(root)
+    tick(root)
+    tick(root)
+    hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:01:00Z")
+    assert tick(root)["new_entries"] == [f"to-claude/{T}/0002-olu.md"]
+    topics = json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"]
+    assert topics[0]["counts"]["olu"] == 2
+
+
+def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkeypatch) -> None:
+    from mailslot.exchange import scan
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    p = hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z", body="x" * 5000)
+    hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:01:00Z")
+    _age_tree(root)
+    tick(root)
+    p.write_text("---\nfrom: olu\nat: 2026-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
+    _age_tree(root)
+    assert tick(root)["rewritten"] == []  # not this directory's turn yet
+    monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
+    out = tick(root)
+    assert [w["path"] for w in out["rewritten"]] == [f"to-claude/{T}/0001-olu.md"]

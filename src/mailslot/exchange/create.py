@@ -91,5 +91,9 @@ def create_exchange(
     if git:
         atomic_write(root / ".gitignore", GITIGNORE, mode=0o644)
         init_repo(root)
+        # history holds every entry: no more readable than the inboxes themselves
+        _apply_mode(root / ".git", 0o2750, group, strict=True)
         commit_all(root, f"exchange init: {a} <-> {b}")
+    if group is not None:
+        _apply_mode(root, 0o2750, group, strict=True)
     return ex

@@ -19,10 +19,10 @@ from mailslot.core.errors import MailslotError
 
 __all__ = ["GITIGNORE", "commit_all", "git_available", "init_repo", "is_repo"]
 
-# Runtime files stay out of history: they change every tick and hold nothing to recover.
-GITIGNORE = """# written by mailslot: runtime state is not history
-/.mailslot/*
-!/.mailslot/config
+# Runtime files stay out of history (they change every tick and hold nothing to recover), and so
+# does the config: its notification URLs often carry tokens, and history is forever.
+GITIGNORE = """# written by mailslot: runtime state and the config (notify URLs) stay out
+/.mailslot/
 .*.tmp
 """
 

@@ -8,17 +8,27 @@ so an archive or recovery move is not mistaken for new traffic.
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
 not look like traffic, or it would notify about itself every run.
+
+A topic directory whose mtime is unchanged since a *settled* earlier scan (its mtime was then more
+than ``RACY_NS`` old, so no same-timestamp write can hide behind it) has the same names: creating,
+renaming in or deleting a file changes the directory's mtime. Only the files that are legitimately
+rewritten in place -- STATE.md -- and the newest entry (the guard's input) are re-stat'd then.
+Every directory is still listed and stat'd in full once per ``ROTATION`` slots, so an entry
+rewritten in place (the seed's overwrite) is reported within minutes; git history keeps it anyway.
 """
 
 from __future__ import annotations
 
 import os
+import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
+from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.state import parse_state
@@ -27,6 +37,13 @@ from mailslot.exchange.topics import topic_names
 __all__ = ["Parsed", "SideCopy", "TopicScan", "parse_cached", "parse_sig", "scan_tree"]
 
 Sig = tuple[int, int]
+
+# A directory modified this close to a scan may hide a write made in the same (coarse) timestamp.
+RACY_NS = 2_000_000_000
+# Every directory is fully re-listed once per ROTATION slots of SLOT_NS: with a tick every two
+# minutes, each topic is fully re-stat'd every ten.
+ROTATION = 5
+SLOT_NS = 120 * 1_000_000_000
 
 
 @dataclass
@@ -40,6 +57,29 @@ class SideCopy:
     files: dict[str, Sig] = field(default_factory=dict)  # name -> (size, mtime_ns)
     held: bool = False
     sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
+    count: int = 0  # entry files
+    top: tuple[int, str, str] | None = None  # the newest entry
+    dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
+    settled: bool = False  # dir_mtime was older than RACY_NS when listed
+    trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
+
+    def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
+        """The JSON record the tick keeps for this copy (what the next scan can trust)."""
+        if self.trusted is not None:
+            return self.trusted  # nothing about it changed: the same record, the same object
+        state = self.files.get(STATE_NAME)
+        top = self.files.get(self.top[2]) if self.top else None
+        return [
+            self.sig,
+            parsed,
+            self.dir_mtime,
+            self.held,
+            self.count,
+            list(self.top) if self.top else None,
+            list(state) if state else None,
+            list(top) if top else None,
+            self.settled,
+        ]
 
     @property
     def path(self) -> Path:
@@ -52,7 +92,7 @@ class SideCopy:
 
     def newest(self) -> tuple[int, str, str] | None:
         """``(number, from, name)`` of the newest entry here, by ``(number, from)``."""
-        return max(self.entries) if self.entries else None
+        return self.top
 
 
 @dataclass
@@ -69,11 +109,14 @@ class TopicScan:
         return len({c.archived for c in self.copies.values()}) == 2
 
 
-def _scan_dir(path: str, inbox_side: str, archived: bool) -> SideCopy:
+def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> SideCopy:
     copy = SideCopy(inbox_side, path, archived)
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
     try:
+        # the directory's mtime before listing: a change during the listing makes it newer
+        copy.dir_mtime = os.stat(path).st_mtime_ns
+        copy.settled = copy.dir_mtime < now_ns - RACY_NS
         with os.scandir(path) as it:
             for e in it:
                 name = e.name
@@ -95,7 +138,70 @@ def _scan_dir(path: str, inbox_side: str, archived: bool) -> SideCopy:
         pass
     parts.sort()
     copy.sig = "\n".join(parts)
+    copy.count = len(entries)
+    copy.top = max(entries) if entries else None
     return copy
+
+
+def _sig_of(path: str) -> Sig | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _trusted(
+    path: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
+) -> SideCopy | None:
+    """The copy rebuilt from its record when nothing can have changed, else ``None``."""
+    if rec is None or len(rec) < 9 or not rec[8] or rec[2] != dir_mtime:
+        return None
+    if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
+        return None  # this directory's turn for a full listing
+    files: dict[str, Sig] = {}
+    for fname, want in ((STATE_NAME, rec[6]), (rec[5][2] if rec[5] else None, rec[7])):
+        if fname is None or want is None:
+            continue
+        got = _sig_of(f"{path}/{fname}")
+        if got is None or list(got) != want:
+            return None  # rewritten in place: list the directory
+        files[fname] = got
+    top = rec[5]
+    return SideCopy(
+        side,
+        path,
+        False,
+        files=files,
+        held=bool(rec[3]),
+        sig=rec[0],
+        count=int(rec[4]),
+        top=(int(top[0]), str(top[1]), str(top[2])) if top else None,
+        dir_mtime=dir_mtime,
+        settled=True,
+        trusted=rec,
+    )
+
+
+def _scan_inbox(
+    ex: Exchange, side: str, records: dict[str, list[Any]], now_ns: int
+) -> list[tuple[str, SideCopy]]:
+    inbox = str(ex.inbox(side))
+    out = []
+    try:
+        with os.scandir(inbox) as it:
+            dirs = [
+                (e.name, e.stat(follow_symlinks=False).st_mtime_ns)
+                for e in it
+                if e.name[0] != "." and TOPIC_RE.fullmatch(e.name) and e.is_dir()
+            ]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for name, mtime in dirs:
+        path = f"{inbox}/{name}"
+        copy = _trusted(path, name, side, mtime, records.get(f"to-{side}/{name}"), now_ns)
+        out.append((name, copy or _scan_dir(path, side, False, now_ns)))
+    return out
 
 
 def parse_sig(sig: str) -> dict[str, Sig]:
@@ -107,22 +213,29 @@ def parse_sig(sig: str) -> dict[str, Sig]:
     return out
 
 
-def scan_tree(ex: Exchange) -> tuple[dict[str, TopicScan], set[str]]:
-    """``(live topics, archived topic names)``; a half-archived topic is live, both copies in."""
+def scan_tree(
+    ex: Exchange, records: dict[str, list[Any]] | None = None
+) -> tuple[dict[str, TopicScan], set[str]]:
+    """``(live topics, archived topic names)``; a half-archived topic is live, both copies in.
+
+    ``records`` are the tick's records of the last scan (``SideCopy.record``), used to skip
+    listing directories that cannot have changed; without them everything is listed.
+    """
+    now_ns = time.time_ns()
     topics: dict[str, TopicScan] = {}
     done: dict[str, set[str]] = {}
     for side in ex.sides:
-        inbox = str(ex.inbox(side))
         done[side] = set(topic_names(ex.inbox(side) / DONE))
-        for name in topic_names(ex.inbox(side)):
+        for name, copy in _scan_inbox(ex, side, records or {}, now_ns):
             scan = topics.setdefault(name, TopicScan(name))
-            scan.copies[side] = _scan_dir(f"{inbox}/{name}", side, False)
+            scan.copies[side] = copy
             if name in done[side]:
                 scan.conflict = f"to-{side}/ has both {name}/ and {DONE}/{name}/"
     for name, scan in topics.items():
         for side in ex.sides:
             if side not in scan.copies and name in done[side]:
                 scan.copies[side] = _scan_dir(str(ex.inbox(side) / DONE / name), side, True)
+                scan.copies[side].dir_mtime = -1  # never trusted: it is about to move
     archived = (done[ex.sides[0]] | done[ex.sides[1]]) - set(topics)
     return topics, archived
 

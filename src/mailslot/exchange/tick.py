@@ -136,7 +136,7 @@ def _tick_lock(path: Path, wait: float) -> Iterator[None]:
 def _load_state(path: Path, result: TickResult) -> dict[str, Any]:
     try:
         data = json.loads(path.read_bytes())
-        if not isinstance(data, dict) or data.get("version") != 2:
+        if not isinstance(data, dict) or data.get("version") != 3:
             raise ValueError("unknown version")
         return data
     except FileNotFoundError:
@@ -160,7 +160,8 @@ class _Tick:
         self.state_path = ex.meta / TICK_STATE
         self.prev = _load_state(self.state_path, result)
         self.prev_copies: dict[str, list[Any]] = self.prev.get("copies", {})
-        self.copies: dict[str, list[Any]] = {}  # copy key -> [sig, {name: parsed}]
+        self.live: dict[str, SideCopy] = {}  # copy key -> this run's copy of a live topic
+        self.parsed: dict[str, dict[str, list[Any]]] = {}  # copy key -> {name: parsed}
         self.lines: list[str] = []
         self.touched = False  # this tick changed something on disk (git must look)
         self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
@@ -174,8 +175,8 @@ class _Tick:
         if copy is None or name not in copy.files:
             return None
         ck = f"to-{inbox_side}/{scan.name}"
-        rec = self.copies.setdefault(ck, [copy.sig, {}])
-        got = rec[1].get(name)
+        mine = self.parsed.setdefault(ck, {})
+        got = mine.get(name)
         sig = copy.files[name]
         if got is None:
             prev = self.prev_copies.get(ck)
@@ -185,7 +186,7 @@ class _Tick:
             else:
                 where = Path(copy.dir, name)
                 got = parse_cached(where, sig, self.ex.writer_of(inbox_side), None).to_list(sig)
-            rec[1][name] = got
+            mine[name] = got
         return Parsed(got[2], got[3], got[4])
 
     def guard_sides(
@@ -240,7 +241,7 @@ class _Tick:
             if copy.held:
                 with contextlib.suppress(FileNotFoundError):
                     (copy.path / HELD_NAME).unlink()
-                copy.held = False
+                copy.held, copy.trusted = False, None
                 self.touched = True
         ok = True
         for s, c in scan.copies.items():
@@ -255,6 +256,7 @@ class _Tick:
                 live = self.ex.inbox(s) / scan.name
                 if self.move(c.path, live):
                     c.path, c.archived = live, False
+                    c.dir_mtime, c.settled = -1, False  # moved: list it in full next time
 
     # -- the run ---------------------------------------------------------------------------
     def diff_copy(self, ck: str, copy: SideCopy | None, reopened: bool, prev_ns: int) -> None:
@@ -266,7 +268,7 @@ class _Tick:
                 self.touched = True
                 r.removed.extend(f"{ck}/{n}" for n in parse_sig(rec[0]) if ENTRY_RE.match(n))
             return
-        self.copies.setdefault(ck, [copy.sig, {}])
+        self.live[ck] = copy
         if rec is not None and rec[0] == copy.sig:
             return
         self.touched = True
@@ -284,7 +286,7 @@ class _Tick:
 
     def run(self) -> None:
         ex, r = self.ex, self.r
-        topics, archived_names = scan_tree(ex)
+        topics, archived_names = scan_tree(ex, self.prev_copies)
         prev_topics = set(self.prev.get("topics", []))
         prev_archived = set(self.prev.get("archived", []))
         prev_status: dict[str, str] = self.prev.get("status", {})
@@ -324,7 +326,7 @@ class _Tick:
                 r.archived.append(name)
                 archived_names.add(name)
                 for side in ex.sides:
-                    self.copies.pop(f"to-{side}/{name}", None)
+                    self.live.pop(f"to-{side}/{name}", None)
                 continue
             views.append(self.hold_and_view(scan, sides, newest, times, decision))
         for name in sorted(prev_topics - set(topics) - archived_names):
@@ -356,6 +358,7 @@ class _Tick:
                     try:
                         atomic_create(copy.path / HELD_NAME, text, mode=ex.file_mode(side))
                         copy.held = self.touched = True
+                        copy.trusted = None
                         r.held.append(name)
                         self.lines.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
@@ -370,14 +373,14 @@ class _Tick:
                 except OSError as e:
                     r.errors.append(f"cannot remove HELD.md for {name}: {e.strerror}")
                 else:
-                    copy.held = False
+                    copy.held, copy.trusted = False, None
                     self.touched = True
-            if copy is not None and copy.held and name not in r.holding:
+            if copy is not None and copy.held and (not r.holding or r.holding[-1] != name):
                 r.holding.append(name)
         view = TopicView(
             name,
             {s: g.status for s, g in sides.items()},
-            {ex.writer_of(i): len(c.entries) for i, c in scan.copies.items()},
+            {ex.writer_of(i): c.count for i, c in scan.copies.items()},
             _dt(max(times)) if times else None,
             newest,
             dict(decision.holds),
@@ -481,8 +484,8 @@ class _Tick:
     def save(self, status: dict[str, str], topics: list[str], archived: set[str]) -> None:
         pending = self.pending if self.pending is not None else self.prev.get("pending", [])
         state = {
-            "version": 2,
-            "copies": self.copies,
+            "version": 3,
+            "copies": {ck: c.record(self.parsed.get(ck, {})) for ck, c in self.live.items()},
             "status": status,
             "topics": topics,
             "archived": sorted(archived),
