@@ -96,6 +96,10 @@ def test_bad_interval_and_unsafe_root_are_refused(ex, tmp_path) -> None:
     assert r.exit_code == 1 and "interval" in r.stderr
     from mailslot.exchange.create import create_exchange
 
+    for user in ("root; rm -rf /", "Root", "a" * 40):
+        with pytest.raises(InvalidName):
+            plan_install(ex, user=user)
+    assert "User=svc.olu" in next(iter(plan_install(ex, user="svc.olu").units.values()))
     odd = create_exchange(tmp_path / "with space", ["claude", "olu"], git=False)
     with pytest.raises(InvalidName):
         plan_install(odd)

@@ -46,3 +46,10 @@ def test_skill_refuses_strangers_and_unknown_flavours(ex) -> None:
         render_skill(ex, "mallory", "generic")
     with pytest.raises(InvalidName):
         render_skill(ex, "olu", "vim")
+
+
+def test_skill_json(ex) -> None:
+    import json
+
+    d = json.loads(run(ex.root, "exchange", "skill", "--json", agent="olu").stdout)
+    assert d["flavour"] == "generic" and d["text"] == render_skill(ex, "olu", "generic")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,50 @@ def test_crlf_hand_entry_reads_like_our_own(ex) -> None:
     )
     (item,) = watch(ex, "olu", timeout=5).items
     assert item.entry is not None and item.entry.action == "required" and item.entry.error is None
+
+
+def test_long_lived_watcher_follows_a_topic_directory_replaced_under_its_name(ex) -> None:
+    """A kernel watch follows an inode: a new directory under an old name must be armed anew."""
+    topic = send(ex, "claude", "swap", "fyi", "first").topic
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 1
+        live = ex.inbox("olu") / topic
+        os.rename(live, ex.inbox("olu") / "done" / topic)  # archived ...
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+        live.mkdir()  # ... and a fresh directory of the same name appears (a bridge, a person)
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+        armed = threading.Event()
+        result: list[object] = []
+        t = threading.Thread(
+            target=lambda: result.append(w.watch(GENEROUS, on_armed=armed.set)), daemon=True
+        )
+        t.start()
+        assert armed.wait(GENEROUS)
+        time.sleep(0.3)  # let it block in wait: the entry must wake it, not its first look
+        hand_entry(ex.root, "olu", topic, 2, "claude", format_time())
+        t.join(GENEROUS / 2)  # a watch that was never woken would still be blocked here
+    (res,) = result
+    assert [i.key for i in res.items] == [f"{topic}/0002-claude"]  # type: ignore[attr-defined]
+
+
+def test_peek_then_ack_survives_a_failed_run(ex) -> None:
+    """Seed 000: a run that fails must not consume the message; peek, work, then ack."""
+    send(ex, "claude", "ackme", "required", "do the thing")
+    peeked = json.loads(
+        run(ex.root, "exchange", "watch", "--peek", "--timeout", "5", "--json", agent="olu").stdout
+    )
+    (key,) = [i["key"] for i in peeked["items"]]
+    # the agent run dies here: nothing acked, so the next watch delivers it again
+    again = run(ex.root, "exchange", "watch", "--peek", "--timeout", "5", "--json", agent="olu")
+    assert [i["key"] for i in json.loads(again.stdout)["items"]] == [key]
+    r = run(ex.root, "exchange", "watch", "--ack", key, agent="olu")
+    assert "marked 1" in r.stdout
+    assert (
+        run(ex.root, "exchange", "watch", "--timeout", "0.2", agent="olu", ok=False).exit_code == 3
+    )
+    bad = run(
+        ex.root, "exchange", "watch", "--ack", "2026-01-01-nope/0001-claude", agent="olu", ok=False
+    )
+    assert bad.exit_code == 1 and "not in to-olu/" in bad.stderr

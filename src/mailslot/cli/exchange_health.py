@@ -53,10 +53,17 @@ def _watch_text(d: dict[str, Any]) -> str:
 @click.option(
     "--mark-all-seen", is_flag=True, help="First set-up: mark everything present seen, exit."
 )
+@click.option("--ack", "acks", multiple=True, metavar="KEY", help="Mark a peeked item seen.")
 @json_option
 @pass_env
 def watch_cmd(
-    env: Env, timeout: float | None, peek: bool, scope: str, mark_all_seen: bool, as_json: bool
+    env: Env,
+    timeout: float | None,
+    peek: bool,
+    scope: str,
+    mark_all_seen: bool,
+    acks: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Block until an entry addressed to you arrives that you have not seen; print it.
 
@@ -66,12 +73,17 @@ def watch_cmd(
     seen in YOUR state dir; --peek marks nothing. Entries archived before you read
     them are delivered too, and a HELD.md placed for you once. Exit 3 on timeout.
     A reader that never watched has seen nothing: all pending is delivered
-    (use --mark-all-seen once to start from now).
+    (use --mark-all-seen once to start from now). To survive a run that fails
+    half-way: --peek --json, do the work, then --ack KEY for each item's key.
     Example:
       mailslot --root /srv/exchange --as olu exchange watch --timeout 600 --action required
     """
     from mailslot.exchange import watch as w
 
+    if acks:
+        n = w.ack(_ex(env), env.need_agent(), list(acks))
+        emit({"acked": n}, as_json, f"marked {n} item(s) seen")
+        return
     if mark_all_seen:
         n = w.mark_all_seen(_ex(env), env.need_agent())
         emit({"marked": n}, as_json, f"marked {n} item(s) seen")
@@ -256,8 +268,9 @@ def install_cmd(
     default="generic",
     show_default=True,
 )
+@json_option
 @pass_env
-def skill_cmd(env: Env, flavour: str) -> None:
+def skill_cmd(env: Env, flavour: str, as_json: bool) -> None:
     """Print the instruction file that teaches you (--as) this exchange.
 
     \b
@@ -270,7 +283,11 @@ def skill_cmd(env: Env, flavour: str) -> None:
     """
     from mailslot.exchange.skill import render_skill
 
-    click.echo(render_skill(_ex(env), env.need_agent(), flavour), nl=False)
+    text = render_skill(_ex(env), env.need_agent(), flavour)
+    if as_json:
+        emit({"flavour": flavour, "text": text}, as_json)
+    else:
+        click.echo(text, nl=False)
 
 
 def _agent(ctx: click.Context, given: str | None) -> str:

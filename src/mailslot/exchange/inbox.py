@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
-from mailslot.exchange.entries import ACTIONS, ENTRY_RE, parse_entry_text
+from mailslot.exchange.entries import ACTIONS, ENTRY_RE, Entry, parse_entry, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.state import STATUSES, parse_state
 from mailslot.exchange.topics import topic_names
@@ -37,62 +37,74 @@ __all__ = [
     "list_dir",
     "peek_entry",
     "peek_state",
+    "read_entry",
     "side_dirs",
 ]
 
 # Frontmatter worth scanning by hand is a few short lines; anything longer takes the full parser.
 PEEK_BYTES = 4096
-_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):[ \t]*(.*?)[ \t]*$")
+# What parse_time accepts, checked cheaply; the full parse happens when the time is used.
+_TIME_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})$")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TopicDir:
-    """One topic directory of one inbox: its entry files (number, from, name) and a hold flag."""
+    """One topic directory of one inbox: its entry files (number, from, name) and a hold flag.
+
+    ``dir`` is a plain string: these are made by the ten thousand, and ``pathlib`` costs more
+    than the ``scandir`` that finds them.
+    """
 
     topic: str
-    path: Path
+    dir: str
     archived: bool
     entries: tuple[tuple[int, str, str], ...]
     held: bool
     has_state: bool
 
+    @property
+    def path(self) -> Path:
+        """The directory as a ``Path``."""
+        return Path(self.dir)
+
+    def file(self, name: str) -> str:
+        """The path of ``name`` in this directory."""
+        return f"{self.dir}/{name}"
+
     def newest(self) -> tuple[int, str, str] | None:
         """``(number, from, name)`` of the newest entry, by ``(number, from)``."""
-        return max(self.entries) if self.entries else None
+        return self.entries[-1] if self.entries else None
 
 
-def list_dir(path: Path, topic: str, archived: bool) -> TopicDir:
+def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
     """The names in one topic directory (no stat, no read); a missing one is empty."""
-    entries = []
-    held = has_state = False
     try:
-        with os.scandir(path) as it:
-            for e in it:
-                name = e.name
-                if name.startswith("."):
-                    continue
-                if name == HELD_NAME:
-                    held = True
-                elif name == STATE_NAME:
-                    has_state = True
-                else:
-                    m = ENTRY_RE.match(name)
-                    if m:
-                        entries.append((int(m.group(1)), m.group(2), name))
+        names = os.listdir(path)
     except (FileNotFoundError, NotADirectoryError):
-        pass
-    return TopicDir(topic, path, archived, tuple(sorted(entries)), held, has_state)
+        names = []
+    entries = []
+    for name in names:
+        # cheap pre-filter before the rule: NNNN-<from>.md
+        if name[4:5] == "-" and name[:1].isdigit():
+            m = ENTRY_RE.match(name)
+            if m:
+                entries.append((int(name[:4]), m.group(2), name))
+    entries.sort()
+    return TopicDir(
+        topic, str(path), archived, tuple(entries), HELD_NAME in names, STATE_NAME in names
+    )
 
 
 def side_dirs(ex: Exchange, inbox_side: str, *, archived: bool = False) -> dict[str, TopicDir]:
     """Topic directories of ``to-<inbox_side>/`` by topic (live ones win over ``done/`` copies)."""
-    inbox = ex.inbox(inbox_side)
+    inbox = str(ex.inbox(inbox_side))
     out: dict[str, TopicDir] = {}
     if archived:
-        for name in topic_names(inbox / DONE):
-            out[name] = list_dir(inbox / DONE / name, name, True)
-    for name in topic_names(inbox):
-        out[name] = list_dir(inbox / name, name, False)
+        for name in topic_names(Path(inbox, DONE)):
+            out[name] = list_dir(f"{inbox}/{DONE}/{name}", name, True)
+    for name in topic_names(Path(inbox)):
+        out[name] = list_dir(f"{inbox}/{name}", name, False)
     return out
 
 
@@ -112,56 +124,77 @@ class InboxItem:
         return f"{self.topic}/{self.number:04d}-{self.sender}"
 
 
-def inbox_items(ex: Exchange, side: str) -> list[InboxItem]:
-    """Every entry in ``to-<side>/``, live and archived, in ``(topic, number, from)`` order."""
+def inbox_items(
+    ex: Exchange, side: str, skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[list[InboxItem], list[TopicDir]]:
+    """Entries in ``to-<side>/`` (live, then archived) whose key is not in ``skip``, and the
+    live topic directories. A topic both live and in ``done/`` (damage) yields both copies' entries,
+    each key once.
+    """
+    inbox = str(ex.inbox(side))
+    live = [list_dir(f"{inbox}/{t}", t, False) for t in topic_names(Path(inbox))]
+    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(Path(inbox, DONE))]
     out = []
-    for topic, d in sorted(side_dirs(ex, side, archived=True).items()):
+    taken = set(skip)
+    for d in (*live, *done):
         for number, sender, name in d.entries:
-            out.append(InboxItem(topic, number, sender, d.path / name, d.archived))
-    # a topic both live and in done/ (damage) still delivers the done/ copy's entries
-    inbox = ex.inbox(side)
-    for topic in set(topic_names(inbox)) & set(topic_names(inbox / DONE)):
-        d = list_dir(inbox / DONE / topic, topic, True)
-        seen = {(i.number, i.sender) for i in out if i.topic == topic}
-        out += [
-            InboxItem(topic, n, s, d.path / name, True)
-            for n, s, name in d.entries
-            if (n, s) not in seen
-        ]
-    return out
+            key = f"{d.topic}/{number:04d}-{sender}"
+            if key not in taken:
+                taken.add(key)
+                out.append(InboxItem(d.topic, number, sender, Path(d.file(name)), d.archived))
+    return out, live
+
+
+def _head(path: Path | str) -> tuple[bytes, bool]:
+    """The first ``PEEK_BYTES`` of a file and whether that is all of it; ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        raw = os.read(fd, PEEK_BYTES + 1)
+    finally:
+        os.close(fd)
+    return raw[:PEEK_BYTES], len(raw) <= PEEK_BYTES
 
 
 def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
     """``key: value`` lines of a small, plain header; ``None`` if anything needs a real parser."""
-    if len(raw) > PEEK_BYTES:
-        raw = raw[:PEEK_BYTES]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    lines = text.lstrip("\ufeff").replace("\r\n", "\n").split("\n")
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
     if fenced:
-        if not lines or lines[0].rstrip() != "---":
+        first = text.find("\n")
+        if first < 0 or text[:first].rstrip() != "---":
             return None
-        lines = lines[1:]
+        end = text.find("\n---", first - 1)
+        if end < 0:
+            return None  # a header that never closes is the parser's to judge
+        after = text.find("\n", end + 1)
+        if text[end + 1 : after if after >= 0 else len(text)].rstrip() != "---":
+            return None
+        block = text[first + 1 : end]
+    else:
+        block = text
     out: dict[str, str] = {}
-    for line in lines:
-        if fenced and line.rstrip() == "---":
-            return out
-        if not line.strip() or line.lstrip().startswith("#"):
+    for line in block.split("\n"):
+        key, sep, value = line.partition(":")
+        if sep and _KEY.fullmatch(key):
+            value = value.strip(" \t")
+            if key in out or value[:1] in "|>&*!{%@`#" or " #" in value or ": " in value:
+                return None
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            out[key] = value
+        elif not line.strip() or line.lstrip()[:1] == "#":
             continue
-        m = _LINE.match(line)
-        if m is None:
-            if not fenced and line.startswith(("  ", "- ")):
-                continue  # a block list (tags); not a field we read
+        elif not fenced and line.startswith(("  ", "- ")):
+            continue  # a block list (tags); not a field we read
+        else:
             return None
-        key, value = m.group(1), m.group(2)
-        if key in out or value[:1] in "|>&*!{%@`" or " #" in value or ": " in value:
-            return None
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        out[key] = value
-    return None if fenced else out  # a fenced header that never closes is the parser's to judge
+    return out
 
 
 def _time(value: str | None) -> datetime | None:
@@ -171,27 +204,73 @@ def _time(value: str | None) -> datetime | None:
         return None
 
 
-@dataclass(frozen=True)
 class EntryPeek:
-    """An entry's ``at`` and ``action`` (``None`` when missing or unreadable) and any error."""
+    """An entry's ``at`` and ``action`` (``None`` when missing or unreadable) and any error.
 
-    at: datetime | None
-    action: str | None
-    error: str | None = None
+    ``at`` is parsed on first use: a monitor asks for it only where the caller has a STATE.md.
+    """
+
+    def __init__(
+        self, at: datetime | str | None, action: str | None, error: str | None = None
+    ) -> None:
+        self._at = at
+        self.action = action
+        self.error = error
+
+    @property
+    def at(self) -> datetime | None:
+        """The entry's time, or ``None`` if missing or unparseable."""
+        if isinstance(self._at, str):
+            self._at = _time(self._at)
+        return self._at
 
 
-def peek_entry(path: Path) -> EntryPeek:
-    """``at`` and ``action`` of an entry file; never raises (problems land in ``error``)."""
+def read_entry(path: Path, side: str, topic: str) -> Entry:
+    """The whole entry, as ``entries.parse_entry`` reads it, by the line scanner when it can.
+
+    Same result as ``parse_entry`` (tested); the full parser runs whenever the header is anything
+    but plain ``key: value`` lines with a valid ``at`` and ``action``.
+    """
+    m = ENTRY_RE.match(path.name)
     try:
         raw = path.read_bytes()
+    except OSError:
+        return parse_entry(path, side, topic)
+    fields = _simple_fields(raw, fenced=True) if m else None
+    if m is None or fields is None or fields.get("action") not in ACTIONS:
+        return parse_entry(path, side, topic)
+    at = _time(fields.get("at"))
+    if at is None:
+        return parse_entry(path, side, topic)
+    text = raw.decode("utf-8")
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    text = text.replace("\r\n", "\n")
+    close = text.find("\n---", text.find("\n") - 1)
+    nl = text.find("\n", close + 1)
+    body = text[nl + 1 :] if nl >= 0 else ""
+    return Entry(
+        int(m.group(1)), m.group(2), side, topic, path, at, fields["action"], body, dict(fields)
+    )
+
+
+def peek_entry(path: Path | str) -> EntryPeek:
+    """``at`` and ``action`` of an entry file; never raises (problems land in ``error``)."""
+    try:
+        raw, whole = _head(path)
+        fields = _simple_fields(raw, fenced=True)
+        if (
+            fields is not None
+            and {"from", "at", "action"} <= set(fields)
+            and fields["action"] in ACTIONS
+            and _TIME_SHAPE.match(fields["at"])
+        ):
+            return EntryPeek(fields["at"], fields["action"])
+        if not whole:
+            raw = Path(path).read_bytes()
     except OSError as e:
         return EntryPeek(None, None, f"unreadable: {e.strerror}")
-    fields = _simple_fields(raw, fenced=True)
-    if fields is not None and {"from", "at", "action"} <= set(fields):
-        at, action = _time(fields["at"]), fields["action"]
-        if at is not None and action in ACTIONS:
-            return EntryPeek(at, action)
-    meta, _, error = parse_entry_text(raw, path)
+    meta, _, error = parse_entry_text(raw, Path(path))
     raw_action, raw_at = meta.get("action"), meta.get("at")
     return EntryPeek(
         _time(raw_at) if isinstance(raw_at, str) else None,
@@ -210,10 +289,12 @@ class StatePeek:
     error: str | None = None
 
 
-def peek_state(path: Path) -> StatePeek:
+def peek_state(path: Path | str) -> StatePeek:
     """Status and ``updated_at`` of one STATE.md; missing is ``open``; never raises."""
     try:
-        raw = path.read_bytes()
+        raw, whole = _head(path)
+        if not whole:
+            raw = Path(path).read_bytes()
     except FileNotFoundError:
         return StatePeek("open", None, False)
     except OSError as e:
@@ -224,5 +305,5 @@ def peek_state(path: Path) -> StatePeek:
             at = _time(fields.get("updated_at"))
             if at is not None:
                 return StatePeek(fields["status"], at, True)
-    st = parse_state(raw, "", path)
+    st = parse_state(raw, "", Path(path))
     return StatePeek(st.status, st.updated_at, True, st.error)

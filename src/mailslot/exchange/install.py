@@ -41,6 +41,7 @@ __all__ = [
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 # A path systemd and cron take literally: no spaces, quotes, %-specifiers or shell characters.
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9/._@+-]*$")
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 _WORD = re.compile(r"^[A-Za-z0-9._@+-]+$")
 _EVERY = re.compile(r"^(\d+)\s*(s|sec|m|min|h|hr)$")
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}
@@ -110,8 +111,8 @@ def plan_install(
     for part in cmd[1:]:
         if not _WORD.fullmatch(part):
             raise InvalidName("mailslot command argument", part, "letters, digits and . _ @ + -")
-    if user is not None:
-        validate_agent(user, "user")
+    if user is not None and not _USER.fullmatch(user):
+        raise InvalidName("user", user, "a Unix user name (a-z 0-9 _ . -, at most 32)")
     base = name or re.sub(r"[^a-z0-9-]+", "-", ex.root.name.lower()).strip("-") or "exchange"
     validate_agent(base, "unit name")
     unit = f"mailslot-exchange-{base}"

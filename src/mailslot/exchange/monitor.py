@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mailslot.core.clock import format_time
+from mailslot.core.clock import format_time, now
 from mailslot.core.errors import InvalidName
 from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
 from mailslot.exchange.layout import STATE_NAME, Exchange
@@ -101,7 +101,7 @@ def heartbeat_age(ex: Exchange) -> tuple[datetime, timedelta] | None:
     except OSError:
         return None
     at = datetime.fromtimestamp(mtime, UTC)
-    return at, datetime.now(UTC) - at
+    return at, now() - at
 
 
 def _entries_waiting(
@@ -114,10 +114,10 @@ def _entries_waiting(
         return []
     ack = None
     if mine is not None and mine.has_state:
-        ack = peek_state(mine.path / STATE_NAME).updated_at
+        ack = peek_state(mine.file(STATE_NAME)).updated_at
     out = []
     for _, _, name in candidates:
-        p = peek_entry(theirs.path / name)
+        p = peek_entry(theirs.file(name))
         if ack is not None and p.at is not None and p.at <= ack:
             continue  # dated before the caller last touched its STATE: acknowledged
         if scope == "required" and p.action == "fyi":
@@ -150,12 +150,12 @@ def monitor(
         theirs_done = (
             theirs is not None
             and theirs.has_state
-            and peek_state(theirs.path / STATE_NAME).status == "done"
+            and peek_state(theirs.file(STATE_NAME)).status == "done"
         )
         if theirs_done:
             mine_status = "open"
             if mine is not None and mine.has_state:
-                mine_status = peek_state(mine.path / STATE_NAME).status
+                mine_status = peek_state(mine.file(STATE_NAME)).status
             if mine_status != "done":
                 out.append(Awaiting("close", name))
     beat = heartbeat_age(ex)

@@ -15,15 +15,18 @@ Nothing is written.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time
-from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state, side_dirs
+from mailslot.exchange.inbox import TopicDir, list_dir, peek_entry, peek_state, side_dirs
 from mailslot.exchange.index import Debt, TopicView, compute_debts
-from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.topics import topic_names
 
 __all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
 
@@ -35,7 +38,7 @@ def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
     that side archived it)."""
     live = {s: side_dirs(ex, s) for s in ex.sides}
     names = set(live[ex.sides[0]]) | set(live[ex.sides[1]])
-    done: dict[str, dict[str, TopicDir]] = {}
+    done: dict[str, set[str]] = {}
     out: dict[str, dict[str, TopicDir]] = {}
     for name in sorted(names):
         pair = {}
@@ -43,8 +46,9 @@ def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
             d = live[s].get(name)
             if d is None:
                 if s not in done:
-                    done[s] = side_dirs(ex, s, archived=True)
-                d = done[s].get(name)
+                    done[s] = set(topic_names(ex.inbox(s) / DONE))
+                if name in done[s]:
+                    d = list_dir(ex.inbox(s) / DONE / name, name, True)
             if d is not None:
                 pair[s] = d
         out[name] = pair
@@ -53,7 +57,7 @@ def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
 
 def _held_entry(d: TopicDir) -> str:
     try:
-        m = _HELD_ENTRY.search((d.path / HELD_NAME).read_text(errors="replace"))
+        m = _HELD_ENTRY.search(Path(d.file(HELD_NAME)).read_text(errors="replace"))
     except OSError:
         m = None
     return m.group(1) if m else HELD_NAME
@@ -67,11 +71,11 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
     held: dict[str, str] = {}
     for writer in ex.sides:
         d = pair.get(ex.other(writer))  # a side's files live in the other side's inbox
-        status[writer] = peek_state(d.path / STATE_NAME).status if d and d.has_state else "open"
+        status[writer] = peek_state(d.file(STATE_NAME)).status if d and d.has_state else "open"
         counts[writer] = len(d.entries) if d else 0
         top = d.newest() if d else None
         if d is not None and top is not None:
-            newest[writer] = (top[0], top[2], peek_entry(d.path / top[2]).action)
+            newest[writer] = (top[0], top[2], peek_entry(d.file(top[2])).action)
     for side, d in pair.items():
         if d.held and not d.archived:
             held[side] = _held_entry(d)
@@ -108,15 +112,15 @@ class SweepResult:
 def _since(debt: Debt, pair: dict[str, TopicDir]) -> datetime | None:
     if debt.reason == "reply" and debt.entry:
         d = pair.get(debt.side)  # the other side's entries sit in the debtor's inbox
-        return peek_entry(d.path / debt.entry).at if d else None
+        return peek_entry(d.file(debt.entry)).at if d else None
     if debt.reason == "close":
         d = pair.get(debt.side)
-        return peek_state(d.path / STATE_NAME).updated_at if d else None
+        return peek_state(d.file(STATE_NAME)).updated_at if d else None
     d = pair.get(debt.side)
     if d is None:
         return None
     try:
-        return datetime.fromtimestamp((d.path / HELD_NAME).stat().st_mtime, UTC)
+        return datetime.fromtimestamp(os.stat(d.file(HELD_NAME)).st_mtime, UTC)
     except OSError:
         return None
 

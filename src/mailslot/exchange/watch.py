@@ -18,6 +18,8 @@ is the tick asking this side to re-read.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,11 +28,12 @@ from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore, SeenSet
-from mailslot.core.errors import InvalidName, WaitTimeout
+from mailslot.core.errors import InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
+from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
-from mailslot.exchange.entries import Entry, parse_entry
-from mailslot.exchange.inbox import inbox_items, side_dirs
+from mailslot.exchange.entries import Entry
+from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "Delivered",
     "WatchResult",
     "Watcher",
+    "ack",
     "cursor_key",
     "mark_all_seen",
     "watch",
@@ -144,12 +148,64 @@ class Watcher:
         self.seen = self.store.load_seen(self.key)
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
+        self._watch: Watch | None = None
+        self._armed: dict[Path, int] = {}
 
-    def paths(self) -> list[Path]:
-        """What to arm: the inbox, its ``done/`` and every live topic directory in it."""
-        out = [self.inbox, self.inbox / DONE]
-        out += [d.path for d in side_dirs(self.ex, self.side).values()]
+    def close(self) -> None:
+        """Release the kernel watches (slow: inotify's close waits for an RCU grace period)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def paths(self) -> dict[Path, int]:
+        """What to arm, with each directory's inode: the inbox, ``done/``, every live topic."""
+        out = {}
+        for p in (self.inbox, self.inbox / DONE):
+            try:
+                out[p] = p.stat().st_ino
+            except OSError:
+                out[p] = 0  # not there (yet): Watch arms its nearest existing parent
+        try:
+            with os.scandir(self.inbox) as it:
+                for e in it:
+                    if TOPIC_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
+                        out[Path(e.path)] = e.inode()
+        except OSError:
+            pass
         return out
+
+    def _arm(self) -> Watch:
+        """The Watcher's one ``Watch``, with every current path armed before the next check.
+
+        A kernel watch follows an inode, so a path now naming a different directory (a topic
+        moved away and another put in its place) needs a fresh ``Watch`` to be seen at all.
+        """
+        paths = self.paths()
+        if self._watch is not None and any(
+            self._armed.get(p, ino) != ino for p, ino in paths.items()
+        ):
+            self._close_later()
+        if self._watch is None:
+            self._watch = Watch()
+            self._armed = {}
+        for p, ino in paths.items():
+            if p not in self._armed:
+                self._watch.add(p)
+                self._armed[p] = ino
+        return self._watch
+
+    def _close_later(self) -> None:
+        # Closing an inotify descriptor blocks for an RCU grace period (10-20 ms): hand it off,
+        # so a wake is never delayed by tidying up.
+        old, self._watch = self._watch, None
+        if old is not None:
+            threading.Thread(target=old.close, name="mailslot-watch-close", daemon=True).start()
 
     def _entry(self, path: Path, topic: str) -> Entry | None:
         try:
@@ -161,7 +217,7 @@ class Watcher:
         if hit is not None and hit[0] == sig:
             entry = hit[1]
         else:
-            entry = parse_entry(path, self.ex.writer_of(self.side), topic)
+            entry = read_entry(path, self.ex.writer_of(self.side), topic)
             self._cache[path] = (sig, entry)
         if entry.error is not None and time.time() - st.st_mtime < HALF_WRITTEN_GRACE:
             again = time.monotonic() + HALF_WRITTEN_GRACE
@@ -174,26 +230,25 @@ class Watcher:
         seen = seen if seen is not None else self.seen
         self.defer_until = None
         out = []
-        for item in inbox_items(self.ex, self.side):
-            if item.key in seen.keys:
-                continue
+        items, live = inbox_items(self.ex, self.side, seen.keys)
+        for item in items:
             entry = self._entry(item.path, item.topic)
             if entry is None:
                 continue
             if self.action == "required" and entry.action not in ("required", None):
                 continue  # fyi; an unreadable action stays visible
             out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
-        for topic, d in sorted(side_dirs(self.ex, self.side).items()):
+        for d in live:
             if not d.held:
                 continue
-            path = d.path / HELD_NAME
+            path = Path(d.file(HELD_NAME))
             try:
-                key = f"{topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
+                key = f"{d.topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
             if key not in seen.keys:
-                out.append(Delivered("held", key, topic, path, False, text=text))
+                out.append(Delivered("held", key, d.topic, path, False, text=text))
         return sorted(out, key=_sort_key)
 
     def take(self, found: list[Delivered]) -> list[Delivered]:
@@ -217,28 +272,26 @@ class Watcher:
     ) -> WatchResult:
         """Block until something unseen is in scope; deliver it. ``WaitTimeout`` at the deadline."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with Watch() as w:
-            while True:
-                for p in self.paths():
-                    w.add(p)
-                if on_armed is not None:
-                    on_armed()
-                    on_armed = None
-                found = self.pending()
-                if found and not peek:
-                    found = self.take(found)
-                if found:
-                    return WatchResult(self.agent, self.side, found, peek)
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    scope = "entry" if self.action == "any" else "action: required entry"
-                    raise WaitTimeout(
-                        f"no new {scope} for {self.agent} in to-{self.side}/ within {timeout:g}s"
-                    )
-                if self.defer_until is not None:
-                    grace = max(0.0, self.defer_until - time.monotonic())
-                    left = grace if left is None else min(left, grace)
-                w.wait(left)
+        while True:
+            w = self._arm()
+            if on_armed is not None:
+                on_armed()
+                on_armed = None
+            found = self.pending()
+            if found and not peek:
+                found = self.take(found)
+            if found:
+                return WatchResult(self.agent, self.side, found, peek)
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                scope = "entry" if self.action == "any" else "action: required entry"
+                raise WaitTimeout(
+                    f"no new {scope} for {self.agent} in to-{self.side}/ within {timeout:g}s"
+                )
+            if self.defer_until is not None:
+                grace = max(0.0, self.defer_until - time.monotonic())
+                left = grace if left is None else min(left, grace)
+            w.wait(left)
 
 
 def watch(
@@ -253,10 +306,29 @@ def watch(
     """Block until an unseen entry (or hold) for ``agent`` exists; deliver it and advance the
     cursor unless ``peek``. ``WaitTimeout`` (exit 3) at the deadline; ``Conflict`` for a stranger.
     """
-    return Watcher(ex, agent, action=action, store=store).watch(timeout, peek=peek)
+    w = Watcher(ex, agent, action=action, store=store)
+    try:
+        return w.watch(timeout, peek=peek)
+    finally:
+        w._close_later()  # what was found reaches the caller without waiting on the kernel
+
+
+def ack(ex: Exchange, agent: str, keys: list[str], *, store: CursorStore | None = None) -> int:
+    """Mark the items ``keys`` (from a ``peek``) seen; ``NotFound`` naming any key not in the inbox.
+
+    With ``watch --peek`` this makes delivery survive a failed agent run: peek, work, then ack --
+    a run that dies before acking leaves the entry to be delivered again (seed 000: a failed run
+    consumed the change signal and the message looked dropped).
+    """
+    with Watcher(ex, agent, store=store) as w:
+        everything = {d.key: d for d in w.pending(SeenSet(set()))}
+        unknown = [k for k in keys if k not in everything and k not in w.seen.keys]
+        if unknown:
+            raise NotFound(f"not in to-{w.side}/: {', '.join(unknown)}", path=w.inbox)
+        return len(w.take([everything[k] for k in keys if k in everything]))
 
 
 def mark_all_seen(ex: Exchange, agent: str, *, store: CursorStore | None = None) -> int:
     """Record everything now in ``agent``'s inbox as seen (first set-up); returns how many new."""
-    w = Watcher(ex, agent, store=store)
-    return len(w.take(w.pending(SeenSet(set()))))
+    with Watcher(ex, agent, store=store) as w:
+        return len(w.take(w.pending(SeenSet(set()))))

@@ -1,0 +1,67 @@
+"""The line scanner reads every entry and STATE.md exactly as the full parsers read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mailslot.exchange.entries import parse_entry
+from mailslot.exchange.inbox import peek_entry, peek_state, read_entry
+from mailslot.exchange.state import parse_state
+
+ENTRIES = [
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00.123Z\naction: required\n---\nbody\n",
+    '---\r\nfrom: "claude"\r\nat: "2026-11-29T18:14:00+00:00"\r\naction: fyi\r\n---\r\nCRLF\r\n',
+    "\ufeff---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\nextra: 3\n---\n",
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\n---\n---\nbody with a rule\n",
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: maybe\n---\nbad action\n",
+    "---\nfrom: claude\naction: fyi\n---\nno time\n",
+    "---\nfrom: claude\nat: 2026-13-29T18:14:00Z\naction: fyi\n---\nbad month\n",
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00Z\nat: 2026-11-29T18:15:00Z\naction: fyi\n---\n",
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\nnote: |\n  block\n---\nx\n",
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00Z # comment\naction: fyi\n---\nx\n",
+    "---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\n",
+    "no frontmatter at all\n",
+    "---\nfrom: claude\nat: 2026-11-29 18:14:00Z\naction: 'fyi'\n---\nspace T\n",
+]
+
+
+@pytest.mark.parametrize("text", ENTRIES)
+def test_read_and_peek_entry_agree_with_the_parser(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "0001-claude.md"
+    p.write_bytes(text.encode())
+    full = parse_entry(p, "claude", "t")
+    fast = read_entry(p, "claude", "t")
+    assert (fast.at, fast.action, fast.body, fast.error is None) == (
+        full.at,
+        full.action,
+        full.body,
+        full.error is None,
+    )
+    peek = peek_entry(p)
+    assert (peek.at, peek.action) == (full.at, full.action)
+
+
+STATES = [
+    "status: done\ntags: []\nupdated_at: 2026-11-29T18:20:00.000Z\nupdated_by: olu\n",
+    "---\nstatus: open\nupdated_at: 2026-11-29T18:20:00Z\n---\n",
+    "status: in-progress\ntags:\n  - a\n  - b\nupdated_at: 2026-11-29T18:20:00+00:00\n",
+    "status: finished\nupdated_at: 2026-11-29T18:20:00Z\n",
+    "status: done\n",
+    "status: done\nstatus: open\nupdated_at: 2026-11-29T18:20:00Z\n",
+    "status: [done\n",
+]
+
+
+@pytest.mark.parametrize("text", STATES)
+def test_peek_state_agrees_with_the_parser(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "STATE.md"
+    p.write_text(text)
+    full = parse_state(text, "olu", p)
+    fast = peek_state(p)
+    assert (fast.status, fast.updated_at) == (full.status, full.updated_at)
+
+
+def test_missing_state_is_open(tmp_path: Path) -> None:
+    assert peek_state(tmp_path / "STATE.md").status == "open"
