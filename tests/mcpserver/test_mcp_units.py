@@ -159,3 +159,22 @@ def test_config_checks_everything_at_start(setup: Setup, tmp_path: Path) -> None
     cfg = _config(setup, "olu")
     assert cfg.side == "olu"
     assert "your inbox is to-olu/, the other side is claude" in instructions(cfg)
+
+
+def test_peek_then_ack_takes_only_when_the_work_is_done(setup: Setup) -> None:
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import load_exchange
+
+    sent = send(load_exchange(setup.root), "claude", "t", "required", "please review")
+    cfg = _config(setup, "olu")
+    tools = {t.name: t for t in build_tools(cfg)}
+    for _ in range(2):  # a peek marks nothing: a run that dies here gets it again
+        r = dispatch(tools, cfg, "exchange_watch", {"timeout": 0, "peek": True})
+        assert not r.error and "please review" in r.text
+    key = f"{sent.topic}/0001-claude"
+    assert f"ack key: {key}" in r.text
+    r = dispatch(tools, cfg, "exchange_watch", {"ack": ["nope/0001-x"]})
+    assert r.error and "not in to-olu/" in r.text
+    assert dispatch(tools, cfg, "exchange_watch", {"ack": [key]}).text == "marked 1 item(s) seen"
+    r = dispatch(tools, cfg, "exchange_watch", {"timeout": 0})
+    assert r.text == "idle: nothing new for olu (waited 0s)"

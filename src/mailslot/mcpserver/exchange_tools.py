@@ -6,10 +6,12 @@ the answer as short text. Descriptions are written from the live exchange (who t
 the other side is, which folder is whose), so the tool list itself teaches the layout.
 
 ``exchange_watch`` is the one place a call is split in two: the blocking part looks without
-taking (``peek``), and only a call that was not cancelled meanwhile takes what it saw with a
-second, non-blocking watch. A host that gives up on a long wait therefore never swallows an
-entry the model was not shown. Nothing new within the timeout is not an error: it is a small
-``idle`` result, because "nothing new" is the common, expected answer to a check.
+taking (``watch(peek=True)``), and only a call that was not cancelled meanwhile marks exactly
+what it saw as seen (``watch.ack``, the channel's own peek-then-ack). A host that gives up on a
+long wait therefore never swallows an entry the model was not shown. ``peek`` plus ``ack`` does
+the same for an agent that wants to take an entry only once its work on it is done. Nothing
+new within the timeout is not an error: it is a small ``idle`` result, because "nothing new"
+is the common, expected answer to a check.
 """
 
 from __future__ import annotations
@@ -106,32 +108,37 @@ def _state(call: Call) -> Reply:
 def _render_watch(items: list[Any], root: Any, peek: bool) -> str:
     texts = [i.text for i in items if i.text] + _untrusted([i.entry for i in items if i.entry])
     fence = Fence(texts)
-    out = [f"{len(items)} new" + (" (peek: nothing marked seen)" if peek else ""), fence.rule]
+    head = f"{len(items)} new" + (" (peek: nothing marked seen; ack keys to take)" if peek else "")
+    out = [head, fence.rule]
     for i in items:
+        key = f"\nack key: {i.key}" if peek else ""
         if i.entry is not None:
-            out.append(_render_entry(i.entry, root, fence, archived=i.archived))
+            out.append(_render_entry(i.entry, root, fence, archived=i.archived) + key)
         else:
             rel = i.path.relative_to(root)
             out.append(
                 f"{rel}\nHELD: the archive waits for you to re-read {i.topic} "
-                f"(placed by the tick):\n{fence.wrap(i.text or '')}"
+                f"(placed by the tick):{key}\n{fence.wrap(i.text or '')}"
             )
     return "\n\n".join(out)
 
 
 def _watch(call: Call) -> Reply:
-    from mailslot.exchange.watch import watch
+    from mailslot.exchange.watch import ack, watch
 
     a, cfg = call.args, call.config
     ex = cfg.exchange
+    if a["ack"]:
+        n = ack(ex, cfg.agent, a["ack"])
+        return Reply(f"marked {n} item(s) seen")
     try:
         r = watch(ex, cfg.agent, timeout=a["timeout"], peek=True, action=a["action"])
-        if not a["peek"]:
-            if call.cancelled.is_set():
-                return Reply("cancelled; nothing taken", error=True)
-            r = watch(ex, cfg.agent, timeout=0, action=a["action"])
     except WaitTimeout:
         return Reply(f"idle: nothing new for {cfg.agent} (waited {a['timeout']:g}s)")
+    if not a["peek"]:
+        if call.cancelled.is_set():
+            return Reply("cancelled; nothing taken", error=True)
+        ack(ex, cfg.agent, [i.key for i in r.items])
     return Reply(_render_watch(r.items, ex.root, a["peek"]))
 
 
@@ -226,7 +233,13 @@ def exchange_tools(ex: Any, agent: str) -> list[ToolSpec]:
                     enum=["any", "required"],
                     default="any",
                 ),
-                peek=prop("boolean", "Show without marking seen.", default=False),
+                peek=prop("boolean", "Show without marking seen (then ack).", default=False),
+                ack=prop(
+                    "array",
+                    "Keys from a peek to mark seen now (no wait).",
+                    items={"type": "string"},
+                    maxItems=100,
+                ),
             ),
             _watch,
         ),
