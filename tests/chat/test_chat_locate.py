@@ -30,3 +30,14 @@ def test_locate_refuses_names_that_leave_the_directory(tmp_path: Path, name: str
 def test_an_empty_directory_says_none(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match=r"chats here: none"):
         locate_chat(tmp_path, "chat-2026-01-01-000000.txt")
+
+
+def test_a_missing_chat_file_lists_the_chats_beside_it(tmp_path: Path) -> None:
+    from mailslot.chat import join, read, say
+
+    made = new_chat("one", tmp_path, "kiran").path
+    typo = tmp_path / "chat-typo.txt"
+    for op in (lambda: say(typo, "hi", "kiran"), lambda: join(typo, "zara"), lambda: read(typo)):
+        with pytest.raises(NotFound, match=rf"no such chat file.*\(chats there: {made.name}\)"):
+            op()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [made.name]  # no file, no lock left

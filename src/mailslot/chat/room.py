@@ -42,6 +42,7 @@ from mailslot.chat.format import (
     render_message,
 )
 from mailslot.chat.identity import NameBook, generate_name
+from mailslot.chat.locate import LIST_MAX, list_chats
 from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
@@ -222,11 +223,18 @@ def _seed_lock(path: Path) -> Iterator[None]:
             os.rmdir(lock)
 
 
+def _no_chat(path: Path, why: str = "") -> NotFound:
+    """The error for a missing chat file, listing the chats beside it (strict addressing)."""
+    chats = list_chats(path.parent)
+    shown = ", ".join(chats[:LIST_MAX]) + (" ..." if len(chats) > LIST_MAX else "")
+    return NotFound(f"no such chat file{why} (chats there: {shown or 'none'})", path=path)
+
+
 def _all(path: Path) -> tuple[list[ChatMessage], int]:
     try:
         data = read_from(path, 0)
     except NotFound:
-        raise NotFound("no such chat file", path=path) from None
+        raise _no_chat(path) from None
     return parse_messages(data)
 
 
@@ -252,7 +260,7 @@ def _write(
     block = render_message(name, now(), body)
     with _seed_lock(path):
         if not path.is_file():
-            raise NotFound("no such chat file (was it removed?)", path=path)
+            raise _no_chat(path, " (was it removed?)")
         data = read_from(path, 0)
         st = compute_status(parse_messages(data)[0]) if rule else _quick_status(data)
         if st.ended:
@@ -332,7 +340,7 @@ def join(
     """
     path = _chat_path(path)
     if not path.is_file():
-        raise NotFound("no such chat file", path=path)
+        raise _no_chat(path)
     book = NameBook(state)
     who = book.pick(path, name)
     here = (cwd or Path.cwd()).resolve()
@@ -372,7 +380,10 @@ def say(
 def read(path: Path | str, since: int = 0) -> Batch:
     """Every complete message from byte ``since`` on (a peek: moves no cursor); ``NotFound``."""
     path = _chat_path(path)
-    data = read_from(path, since)
+    try:
+        data = read_from(path, since)
+    except NotFound:
+        raise _no_chat(path) from None
     messages, cursor = parse_messages(data, since)
     all_messages = messages if since == 0 else _all(path)[0]
     return Batch(messages, cursor, compute_status(all_messages).ended)
