@@ -263,3 +263,28 @@ def test_log_append_and_argument_errors(setup: Setup) -> None:
 
     anyio.run(bus_only)
     assert "[Lantern] w01" in (setup.bus / "LOG.md").read_text()
+
+
+def test_a_watch_the_host_cancels_takes_nothing(setup: Setup) -> None:
+    async def main() -> None:
+        async with server(*setup.args("olu", only_exchange=True)) as b:
+            with anyio.move_on_after(2) as scope:
+                await call(b, "exchange_watch", timeout=120)
+            assert scope.cancelled_caught
+            await anyio.sleep(2)  # let the courtesy notifications/cancelled reach the server
+
+            def send() -> None:
+                subprocess.run(
+                    [*CLI, "--root", str(setup.root), "--as", "claude", *SEND_WAKE],
+                    check=True,
+                    capture_output=True,
+                    env={**os.environ},
+                    timeout=120,
+                )
+
+            await anyio.to_thread.run_sync(send)
+            await anyio.sleep(1)  # the abandoned wait wakes on the entry, sees the cancel
+            err, text = await call(b, "exchange_watch", timeout=30)
+            assert not err and text.startswith("1 new") and "wake up" in text, text
+
+    anyio.run(main)
