@@ -122,7 +122,7 @@ def _end(call: Call) -> Reply:
 
 def chat_tools(chat_dir: Path, agent: str) -> list[ToolSpec]:
     """The chat tools for ``agent`` over the chats in ``chat_dir``."""
-    chat = prop("string", f"The chat's file name in {chat_dir}.", minLength=1)
+    chat = prop("string", "The chat's file name (see chat_new).", minLength=1)
     text = prop("string", "Your message.", minLength=1)
     return [
         ToolSpec(
