@@ -396,13 +396,16 @@ def wait(
     timeout: float | None = DEFAULT_WAIT_SECONDS,
     cursor: int | None = None,
     state: Path | None = None,
+    keep_cursor: Callable[[], bool] | None = None,
 ) -> Batch:
     """Block until another participant writes after the caller's cursor; return those messages.
 
     The cursor is the one stored for (file, name), moved past what is returned, unless
-    ``cursor`` is given (then nothing is stored). Raises ``WaitTimeout`` (exit 3) after
-    ``timeout`` seconds with nothing new and ``Gone`` (exit 4) when the file is removed or the
-    chat has ended.
+    ``cursor`` is given (then nothing is stored). ``keep_cursor`` is asked just before the
+    cursor is stored: False leaves it where it was (a caller that gave up on this wait, such as
+    an MCP call the host cancelled, must not skip what it was never shown). Raises
+    ``WaitTimeout`` (exit 3) after ``timeout`` seconds with nothing new and ``Gone`` (exit 4)
+    when the file is removed or the chat has ended.
     """
     path = _chat_path(path)
     who = NameBook(state).resolve(path, name)
@@ -436,7 +439,7 @@ def wait(
         return None
 
     def save() -> None:
-        if cursor is None:
+        if cursor is None and (keep_cursor is None or keep_cursor()):
             with contextlib.suppress(FileNotFoundError):
                 # Not fsync'd: a cursor lost in a crash only re-delivers (the safe direction),
                 # and two fsyncs would dominate the wake latency.
