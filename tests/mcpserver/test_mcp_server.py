@@ -288,3 +288,22 @@ def test_a_watch_the_host_cancels_takes_nothing(setup: Setup) -> None:
             assert not err and text.startswith("1 new") and "wake up" in text, text
 
     anyio.run(main)
+
+
+def test_a_chat_wait_the_host_cancels_skips_nothing(setup: Setup) -> None:
+    async def main() -> None:
+        async with server(*setup.args("claude")) as a, server(*setup.args("olu")) as b:
+            _, text = await call(a, "chat_new", topic="cancel test")
+            name = text.split()[1]
+            await call(b, "chat_join", chat=name)
+            assert "olu joined." in (await call(a, "chat_wait", chat=name, timeout=30))[1]
+            with anyio.move_on_after(2) as scope:
+                await call(a, "chat_wait", chat=name, timeout=120)
+            assert scope.cancelled_caught
+            await anyio.sleep(2)  # let the courtesy notifications/cancelled reach the server
+            assert not (await call(b, "chat_say", chat=name, text="after the cancel"))[0]
+            await anyio.sleep(1)  # the abandoned wait wakes, sees the cancel, keeps the cursor
+            err, text = await call(a, "chat_wait", chat=name, timeout=30)
+            assert not err and "after the cancel" in text, text
+
+    anyio.run(main)

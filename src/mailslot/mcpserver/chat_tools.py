@@ -9,9 +9,8 @@ Chat names are what the ``FROM:`` line of a block says: the chat is one shared f
 who can write it can write any name. Results say so next to each message, and bodies are fenced
 as untrusted data like every other channel's.
 
-A ``chat_wait`` the host cancels may still move this agent's cursor past a message that arrives
-later in the same wait (the cursor moves inside the chat channel); ``chat_read`` shows the whole
-history, so nothing is lost from the file.
+A ``chat_wait`` the host cancels leaves the agent's cursor where it was (``keep_cursor``), so a
+message that lands after the host gave up is delivered by the next wait, not skipped.
 """
 
 from __future__ import annotations
@@ -92,8 +91,12 @@ def _wait(call: Call) -> Reply:
 
     path = _path(call)
     timeout = call.args["timeout"]
+
+    def keep() -> bool:
+        return not call.cancelled.is_set()
+
     try:
-        b = wait(path, call.config.agent, timeout=timeout)
+        b = wait(path, call.config.agent, timeout=timeout, keep_cursor=keep)
     except WaitTimeout:
         return Reply(f"idle: no new message in {path.name} (waited {timeout:g}s)")
     msgs = [m.to_json() for m in b.messages]
