@@ -222,3 +222,13 @@ def test_live_boundary_both_ways_as_the_sides_user() -> None:
             assert stat.S_IMODE(ex.inbox("olu").stat().st_mode) == 0o2750
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_long_unanswered_required_entry_is_a_warning(ex) -> None:
+    hand_entry(ex.root, "olu", "2026-11-01-old", 1, "claude", "2026-11-01T10:00:00Z", "required")
+    send(ex, "claude", "fresh", "required", "just asked")
+    checks = {c.name: c for c in doctor(ex).checks}
+    assert checks["answers:olu"].status == "warn"
+    assert "2026-11-01-old/0001-claude.md" in checks["answers:olu"].detail
+    assert "poller" in (checks["answers:olu"].fix or "")
+    assert checks["answers:claude"].status == "ok"

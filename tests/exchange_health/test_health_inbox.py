@@ -65,3 +65,98 @@ def test_peek_state_agrees_with_the_parser(tmp_path: Path, text: str) -> None:
 
 def test_missing_state_is_open(tmp_path: Path) -> None:
     assert peek_state(tmp_path / "STATE.md").status == "open"
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LINES = st.sampled_from(
+    [
+        "from: claude",
+        'from: "claude"',
+        "at: 2026-11-29T18:14:00Z",
+        "at: 2026-11-29T18:14:00.5+01:00",
+        "at: '2026-11-29 18:14:00Z'",
+        "at: 2026-02-30T18:14:00Z",
+        "at: yesterday",
+        "action: required",
+        "action: fyi",
+        "action: 'fyi'",
+        "action: [fyi]",
+        "action:",
+        "action:fyi",
+        "at:2026-11-29T18:14:00Z",
+        "action: fyi ",
+        "action:\tfyi",
+        "action: null",
+        "at: 2026-11-29",
+        "note: a: b",
+        "note: x # c",
+        "# a comment",
+        "",
+        "  indented: 1",
+        "- item",
+        "tags: [a, b]",
+        "key with space: 1",
+        "---",
+    ]
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    header=st.lists(_LINES, max_size=7),
+    body=st.sampled_from(["", "body\n", "---\nrule\n"]),
+    crlf=st.booleans(),
+)
+def test_scanner_never_disagrees_with_the_parser(tmp_path: Path, header, body, crlf) -> None:
+    text = "---\n" + "".join(f"{line}\n" for line in header) + "---\n" + body
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    p = tmp_path / "0007-claude.md"
+    p.write_bytes(text.encode())
+    full = parse_entry(p, "claude", "t")
+    fast = read_entry(p, "claude", "t")
+    assert (fast.at, fast.action, fast.body) == (full.at, full.action, full.body)
+    assert (fast.error is None) == (full.error is None)
+    peek = peek_entry(p)
+    assert (peek.at, peek.action) == (full.at, full.action)
+
+
+_STATE_LINES = st.sampled_from(
+    [
+        "status: done",
+        "status: open",
+        "status: in-progress",
+        "status: finished",
+        "status: 'done'",
+        "status:done",
+        "status: ~",
+        "updated_at: 2026-11-29T18:20:00Z",
+        "updated_at: 2026-11-29T18:20:00.123+00:00",
+        "updated_at: never",
+        "updated_by: olu",
+        "tags: []",
+        "tags:",
+        "  - a",
+        "- b",
+        "note: a: b",
+        "# comment",
+        "",
+        "---",
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(lines=st.lists(_STATE_LINES, max_size=7))
+def test_state_scanner_never_disagrees_with_the_parser(lines) -> None:
+    import tempfile
+
+    text = "".join(f"{line}\n" for line in lines)
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "STATE.md"
+        p.write_text(text)
+        full = parse_state(text, "olu", p)
+        fast = peek_state(p)
+    assert (fast.status, fast.updated_at) == (full.status, full.updated_at)

@@ -103,3 +103,16 @@ def test_bad_interval_and_unsafe_root_are_refused(ex, tmp_path) -> None:
     odd = create_exchange(tmp_path / "with space", ["claude", "olu"], git=False)
     with pytest.raises(InvalidName):
         plan_install(odd)
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
+def test_install_refuses_to_write_units_verify_objects_to(ex, tmp_path) -> None:
+    from mailslot.core.errors import MailslotError
+    from mailslot.exchange.install import install
+
+    units = tmp_path / "units"
+    with pytest.raises(MailslotError, match="systemd-analyze verify objects"):
+        install(ex, unit_dir=units, command=["/nonexistent/bin/mailslot"])
+    assert not units.exists()
+    plan = install(ex, unit_dir=units, command=["/nonexistent/bin/mailslot"], dry_run=True)
+    assert plan.verify and "/nonexistent/bin/mailslot" in plan.verify

@@ -125,3 +125,20 @@ def test_monitor_api_json(ex) -> None:
     send(ex, "claude", "gate-bug", "required", "question")
     d = monitor(ex, "olu").to_json()
     assert d["side"] == "olu" and d["awaiting"][0]["kind"] == "entry"
+
+
+def test_state_from_the_future_acknowledges_nothing(ex) -> None:
+    topic = send(ex, "claude", "q", "required", "question").topic
+    hand_state(ex.root, "claude", topic, "in-progress", "2099-01-01T00:00:00Z", "olu")
+    assert "awaits you" in _mon(ex)
+
+
+def test_a_manual_run_cannot_swallow_a_change_the_scheduler_has_not_seen(ex) -> None:
+    """Seed 000: a hand-triggered job updated the scheduler's baseline; the real tick then saw
+    'no change' and the message was lost. The monitor keeps no baseline, so the scheduler's own
+    diff still sees the change after any number of manual runs."""
+    scheduler_baseline = _mon(ex, scope="required")  # the scheduler's last real tick
+    send(ex, "claude", "new-work", "required", "please look")
+    for _ in range(3):
+        _mon(ex, scope="required")  # someone "tests" it by hand
+    assert _mon(ex, scope="required") != scheduler_baseline  # the next real tick wakes the agent

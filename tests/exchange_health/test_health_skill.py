@@ -19,6 +19,7 @@ def test_skill_teaches_this_exchange(ex, flavour) -> None:
         f"{ex.root}/to-claude/",  # outbox
         f"mailslot --root {ex.root} --as olu exchange watch",
         "exchange sweep",
+        "exchange monitor --action required",
         "exchange send --topic",
         "STATE.md",
         "HELD.md",

@@ -36,7 +36,11 @@ def test_waiter_blocked_before_a_send_wakes(ex) -> None:
     assert proc.returncode == 0, err
     items = json.loads(out)["items"]
     assert [i["path"] for i in items] == [r.relpath]
-    assert items[0]["action"] == "required" and items[0]["body"] == "Is the gate fixed?\n"
+    assert (
+        items[0]["from"] == "claude"
+        and items[0]["action"] == "required"
+        and items[0]["body"] == "Is the gate fixed?\n"
+    )
 
 
 def test_brand_new_topic_written_by_hand_wakes_the_waiter(ex) -> None:

@@ -116,9 +116,9 @@ def monitor_cmd(env: Env, scope: str, as_json: bool) -> None:
     emit(r.to_json(), as_json, r.text())
 
 
-def _sweep_text(d: dict[str, Any]) -> str:
+def _sweep_text(agent: str, side: str, d: dict[str, Any]) -> str:
     if not d["debts"]:
-        return f"{d['agent']} owes nothing (side {d['side']})"
+        return f"{agent} owes nothing (side {side})"
     what = {"reply": "reply to", "close": "close (they are done)", "re-read": "re-read (HELD)"}
     rows = [
         f"{x['topic']}  {what.get(x['reason'], x['reason'])}"
@@ -126,7 +126,7 @@ def _sweep_text(d: dict[str, Any]) -> str:
         + (f"  since {x['since']}" if x["since"] else "")
         for x in d["debts"]
     ]
-    return f"{d['agent']} (side {d['side']}) owes {len(rows)}:\n" + "\n".join(rows)
+    return f"{agent} (side {side}) owes {len(rows)}:\n" + "\n".join(rows)
 
 
 @click.command("sweep")
@@ -144,7 +144,8 @@ def sweep_cmd(env: Env, as_json: bool) -> None:
     """
     from mailslot.exchange.sweep import sweep
 
-    emit(sweep(_ex(env), env.need_agent()).to_json(), as_json, _sweep_text)
+    r = sweep(_ex(env), env.need_agent())
+    emit(r.to_json(), as_json, lambda d: _sweep_text(r.agent, r.side, d))
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -170,11 +171,31 @@ def _doctor_text(d: dict[str, Any]) -> str:
 @click.command("doctor")
 @click.option("--user", "users", multiple=True, metavar="SIDE=USER", help="A side's Unix user.")
 @click.option("--service", "services", multiple=True, metavar="SIDE=UNIT", help="Its service.")
-@click.option("--max-age", type=float, default=10.0, show_default=True, metavar="MINUTES")
+@click.option(
+    "--max-age",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="MINUTES",
+    help="Oldest acceptable tick heartbeat / uncommitted change.",
+)
+@click.option(
+    "--patience",
+    type=float,
+    default=12.0,
+    show_default=True,
+    metavar="HOURS",
+    help="Warn when a required entry waits on a side longer than this.",
+)
 @json_option
 @pass_env
 def doctor_cmd(
-    env: Env, users: tuple[str, ...], services: tuple[str, ...], max_age: float, as_json: bool
+    env: Env,
+    users: tuple[str, ...],
+    services: tuple[str, ...],
+    max_age: float,
+    patience: float,
+    as_json: bool,
 ) -> None:
     """Check the exchange for every silent failure; each finding has a fix. Exit 1 on a FAIL.
 
@@ -183,7 +204,8 @@ def doctor_cmd(
     user -- its outbox must take a file, its inbox must refuse one), each side's
     systemd sandbox (ProtectSystem=/ReadWritePaths=), the tick's heartbeat,
     git cleanliness, numbering (duplicates, gaps, an entry that shrank in git
-    history) and half-archived topics. Users and services come from users: and
+    history), half-archived topics, and required entries a side has left
+    unanswered for hours (a dead poller looks like silence). Users and services come from users: and
     services: mappings in .mailslot/config, or --user/--service.
     Example:
       mailslot --root /srv/exchange exchange doctor --user olu=olu --service olu=openclaw.service
@@ -195,6 +217,7 @@ def doctor_cmd(
         users=_pairs(users, "user"),
         services=_pairs(services, "unit"),
         max_age=timedelta(minutes=max_age),
+        patience=timedelta(hours=patience),
     )
     emit(r.to_json(), as_json, _doctor_text)
     r.raise_for_failures()
@@ -229,6 +252,7 @@ def _install_text(d: dict[str, Any]) -> str:
     show_default=True,
 )
 @click.option("--enable", is_flag=True, help="Also run systemctl daemon-reload + enable --now.")
+@click.option("--no-verify", is_flag=True, help="Write even if systemd-analyze verify objects.")
 @json_option
 @pass_env
 def install_cmd(
@@ -239,6 +263,7 @@ def install_cmd(
     name: str | None,
     unit_dir: Path,
     enable: bool,
+    no_verify: bool,
     as_json: bool,
 ) -> None:
     """Write a hardened systemd service + timer for the tick; print the polling lines.
@@ -247,17 +272,24 @@ def install_cmd(
     The service runs 'exchange tick' with ProtectSystem=strict,
     ReadWritePaths=<root> only, NoNewPrivileges, PrivateTmp and more. Also
     prints each side's monitor-script line (Hermes cron --monitor-script) and a
-    cron fallback. Units are checked with systemd-analyze verify where present.
+    cron fallback. Units are checked with systemd-analyze verify where present,
+    and not written if it objects.
     Example:
       mailslot --root /srv/exchange exchange install --every 2min --dry-run
     """
-    from mailslot.exchange.install import apply_plan, plan_install, verify_units
+    from mailslot.exchange.install import install
 
-    plan = plan_install(_ex(env), user=user, every=every, unit_dir=unit_dir, name=name)
-    verdict = verify_units(plan.units)
-    if not dry_run:
-        apply_plan(plan, enable=enable)
-    emit({**plan.to_json(), "verify": verdict, "dry_run": dry_run}, as_json, _install_text)
+    plan = install(
+        _ex(env),
+        user=user,
+        every=every,
+        unit_dir=unit_dir,
+        name=name,
+        dry_run=dry_run,
+        enable=enable,
+        verify=not no_verify,
+    )
+    emit({**plan.to_json(), "dry_run": dry_run}, as_json, _install_text)
 
 
 @click.command("skill")

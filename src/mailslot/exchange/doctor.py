@@ -26,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.clock import format_time
+from mailslot.core.clock import format_time, now
 from mailslot.core.errors import MailslotError
 from mailslot.core.formats import load_yaml
 from mailslot.exchange.boundary import (
@@ -41,11 +41,15 @@ from mailslot.exchange.entries import ENTRY_RE, entry_names
 from mailslot.exchange.inbox import side_dirs
 from mailslot.exchange.layout import CONFIG_NAME, DONE, Exchange
 from mailslot.exchange.monitor import HEARTBEAT_STALE, heartbeat_age
+from mailslot.exchange.sweep import sweep
 from mailslot.exchange.topics import list_topics
 
 __all__ = ["Check", "DoctorFailed", "DoctorReport", "deploy_facts", "doctor"]
 
 STATUSES = ("ok", "warn", "fail", "skip")
+# Both seed agents poll every two minutes and answer within the hour; a required entry waiting
+# half a day means a deaf agent more often than a busy one.
+ANSWER_PATIENCE = timedelta(hours=12)
 
 
 class DoctorFailed(MailslotError):
@@ -494,12 +498,43 @@ def check_archive(ex: Exchange, report: DoctorReport) -> None:
         report.add("archive", "ok", "every topic is live on both sides or archived on both")
 
 
+def check_answers(ex: Exchange, report: DoctorReport, patience: timedelta) -> None:
+    """Per side: ``action: required`` entries it has left unanswered longer than ``patience``.
+
+    Seed 000: a poller died and never rescheduled while its service stayed ``active``; from the
+    outside that looks exactly like an agent with nothing to say. A warning, not a failure: a
+    slow answer is allowed, a silent one should be looked at.
+    """
+    cutoff = now() - patience
+    for side in ex.sides:
+        old = [
+            d
+            for d in sweep(ex, side).debts
+            if d.debt.reason == "reply" and d.since is not None and d.since < cutoff
+        ]
+        if not old:
+            report.add(f"answers:{side}", "ok", f"no required entry waits on {side} for long")
+            continue
+        oldest = old[0]
+        hours = (now() - oldest.since).total_seconds() / 3600 if oldest.since else 0
+        report.add(
+            f"answers:{side}",
+            "warn",
+            f"{len(old)} required entry(ies) unanswered by {side} for over "
+            f"{patience.total_seconds() / 3600:g} h; oldest {oldest.debt.topic}/"
+            f"{oldest.debt.entry} ({hours:.0f} h)",
+            f"is {side}'s poller alive? check its scheduler's logs (a dead poller looks like "
+            f"silence); {side} can list them with: mailslot --as {side} exchange sweep",
+        )
+
+
 def doctor(
     ex: Exchange,
     *,
     users: dict[str, str] | None = None,
     services: dict[str, str] | None = None,
     max_age: timedelta = HEARTBEAT_STALE,
+    patience: timedelta = ANSWER_PATIENCE,
 ) -> DoctorReport:
     """Run every check over ``ex``; never raises for a finding (``raise_for_failures`` does)."""
     cfg_users, cfg_services = deploy_facts(ex)
@@ -513,4 +548,5 @@ def doctor(
     check_history(ex, report)
     check_numbering(ex, report)
     check_archive(ex, report)
+    check_answers(ex, report, patience)
     return report

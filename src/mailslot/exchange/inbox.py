@@ -181,8 +181,8 @@ def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
     out: dict[str, str] = {}
     for line in block.split("\n"):
         key, sep, value = line.partition(":")
-        if sep and _KEY.fullmatch(key):
-            value = value.strip(" \t")
+        if sep and value[:1] == " " and "\t" not in value and _KEY.fullmatch(key):
+            value = value.strip(" ")
             if key in out or value[:1] in "|>&*!{%@`#" or " #" in value or ": " in value:
                 return None
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
@@ -190,9 +190,7 @@ def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
             out[key] = value
         elif not line.strip() or line.lstrip()[:1] == "#":
             continue
-        elif not fenced and line.startswith(("  ", "- ")):
-            continue  # a block list (tags); not a field we read
-        else:
+        else:  # indented or list lines continue something: the parser's to judge
             return None
     return out
 

@@ -33,6 +33,7 @@ __all__ = [
     "SYSTEM_UNIT_DIR",
     "InstallPlan",
     "apply_plan",
+    "install",
     "parse_every",
     "plan_install",
     "verify_units",
@@ -81,6 +82,7 @@ class InstallPlan:
     cron_line: str
     commands: list[str]
     written: list[Path] = field(default_factory=list)
+    verify: str | None = None  # systemd-analyze verify's complaint, if any
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -91,6 +93,7 @@ class InstallPlan:
             "cron": self.cron_line,
             "commands": self.commands,
             "written": [str(p) for p in self.written],
+            "verify": self.verify,
         }
 
 
@@ -221,3 +224,30 @@ def apply_plan(plan: InstallPlan, *, enable: bool = False) -> InstallPlan:
             if proc.returncode != 0:
                 raise MailslotError(f"{c} failed: {proc.stderr.strip() or proc.returncode}")
     return plan
+
+
+def install(
+    ex: Exchange,
+    *,
+    user: str | None = None,
+    every: str = "2min",
+    unit_dir: Path = SYSTEM_UNIT_DIR,
+    name: str | None = None,
+    dry_run: bool = False,
+    enable: bool = False,
+    verify: bool = True,
+    command: list[str] | None = None,
+) -> InstallPlan:
+    """Render, verify and (unless ``dry_run``) write the tick's units; ``InvalidName`` for unsafe
+    input, ``MailslotError`` when ``systemd-analyze verify`` objects (nothing is written then).
+    """
+    plan = plan_install(ex, user=user, every=every, unit_dir=unit_dir, name=name, command=command)
+    plan.verify = verify_units(plan.units) if verify else None
+    if dry_run:
+        return plan
+    if plan.verify:
+        raise MailslotError(
+            f"systemd-analyze verify objects, nothing written: {plan.verify} "
+            "(--dry-run shows the units; --no-verify writes them anyway)"
+        )
+    return apply_plan(plan, enable=enable)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mailslot.core.clock import format_time, now
+from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import InvalidName
 from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
 from mailslot.exchange.layout import STATE_NAME, Exchange
@@ -115,6 +115,8 @@ def _entries_waiting(
     ack = None
     if mine is not None and mine.has_state:
         ack = peek_state(mine.file(STATE_NAME)).updated_at
+        if ack is not None and ack > now() + FUTURE_SKEW:
+            ack = None  # a STATE from the future acknowledges nothing (fail visible)
     out = []
     for _, _, name in candidates:
         p = peek_entry(theirs.file(name))

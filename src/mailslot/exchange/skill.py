@@ -82,6 +82,11 @@ A topic is a directory `YYYY-MM-DD-<slug>` present in both inboxes; each message
    these before telling anyone your queue is clear; never answer that from memory.
 3. Read a whole topic with `{cli} read TOPIC`.
 
+If your scheduler runs a cheap script and wakes you only when its output changes (Hermes
+`cron --monitor-script`), that script is `{cli} monitor --action required`. It writes nothing,
+so running it by hand is safe; its output is the list of what awaits you. Do not "test" the
+scheduled job by triggering it manually: let a real tick run.
+
 ## Reply
 
 `{cli} send --topic TOPIC --action required|fyi - <<'EOF'` then your text and `EOF`. It prints

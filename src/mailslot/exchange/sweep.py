@@ -105,8 +105,8 @@ class SweepResult:
     debts: list[OwedDebt]
 
     def to_json(self) -> dict[str, Any]:
-        """``{"debts": [...], "agent", "side"}`` (DESIGN: ``debts`` with ``topic``, ``reason``)."""
-        return {"debts": [d.to_json() for d in self.debts], "agent": self.agent, "side": self.side}
+        """Exactly ``{"debts": [{"topic", "reason", "side", "entry", "since"}]}`` (DESIGN)."""
+        return {"debts": [d.to_json() for d in self.debts]}
 
 
 def _since(debt: Debt, pair: dict[str, TopicDir]) -> datetime | None:

@@ -84,13 +84,15 @@ class Delivered:
         if self.entry is not None:
             e = self.entry
             out.update(
-                number=e.number,
-                sender=e.sender,
-                at=format_time(e.at) if e.at else None,
-                action=e.action,
-                meta={k: _plain(v) for k, v in e.meta.items()},
-                body=e.body,
-                error=e.error,
+                {
+                    "number": e.number,
+                    "from": e.sender,  # as in 'exchange read --json'
+                    "at": format_time(e.at) if e.at else None,
+                    "action": e.action,
+                    "meta": {k: _plain(v) for k, v in e.meta.items()},
+                    "body": e.body,
+                    "error": e.error,
+                }
             )
         if self.text is not None:
             out["text"] = self.text
