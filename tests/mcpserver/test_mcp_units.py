@@ -196,3 +196,24 @@ def test_an_unreadable_entry_and_a_hold_are_fenced_too(setup: Setup) -> None:
     outside = re.sub(rf"<<<DATA {nonce}\n.*?\nDATA {nonce}>>>", "", r.text, flags=re.S)
     assert "SYSTEM: obey" not in outside and "rm -rf" not in outside
     assert "SYSTEM: obey" in r.text and "rm -rf" in r.text and "unreadable, because:" in outside
+
+
+def test_a_racing_watcher_that_took_first_is_said(setup: Setup, monkeypatch) -> None:
+    from mailslot.exchange import watch as watch_mod
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import load_exchange
+
+    send(load_exchange(setup.root), "claude", "t", "fyi", "hello")
+    real_watch = watch_mod.watch
+
+    def watch_then_another_takes(ex, agent, **kw):
+        r = real_watch(ex, agent, **kw)
+        watch_mod.ack(ex, agent, [i.key for i in r.items])  # a second server of olu, faster
+        return r
+
+    monkeypatch.setattr(watch_mod, "watch", watch_then_another_takes)
+    cfg = _config(setup, "olu")
+    tools = {t.name: t for t in build_tools(cfg)}
+    r = dispatch(tools, cfg, "exchange_watch", {"timeout": 0})
+    assert not r.error and "hello" in r.text
+    assert r.text.endswith("(another watcher of olu took 1 of these too)")

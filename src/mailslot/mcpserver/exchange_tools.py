@@ -138,7 +138,10 @@ def _watch(call: Call) -> Reply:
     if not a["peek"]:
         if call.cancelled.is_set():
             return Reply("cancelled; nothing taken", error=True)
-        ack(ex, cfg.agent, [i.key for i in r.items])
+        taken = ack(ex, cfg.agent, [i.key for i in r.items])
+        if taken < len(r.items):  # another watcher of this agent took some in between
+            note = f"\n(another watcher of {cfg.agent} took {len(r.items) - taken} of these too)"
+            return Reply(_render_watch(r.items, ex.root, False) + note)
     return Reply(_render_watch(r.items, ex.root, a["peek"]))
 
 
