@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.bus.layout import Layout
+from mailslot.bus.roster import require_known
 from mailslot.core.errors import Conflict, MailslotError, NotFound
 from mailslot.core.fsio import atomic_create, file_lock, locked_append
 from mailslot.core.limits import check_chars, check_one_line
@@ -136,12 +137,15 @@ def add(root: Path, text: str, owner: str | None = None) -> Task:
     """Append ``- [ ] TEXT`` to ``tasks-<owner>.md`` (or ``TASKS.md``); return the new task.
 
     Raises ``LimitExceeded`` for a multi-line or over-long text, ``MailslotError`` for an empty
-    one, ``InvalidName`` for a bad owner, ``NotFound`` outside a bus. Nothing is written on error.
+    one, ``InvalidName`` for a bad owner, ``NotFound`` outside a bus or for an owner the bus does
+    not know (``roster``: no phantom task files). Nothing is written on error.
     """
     _check_text(text)
     text = text.strip()
     layout = Layout.at(root)
     path = layout.tasks_for(owner)
+    if owner is not None:
+        require_known(root, owner)
     line = f"- [ ] {text}\n"
     with file_lock(layout.lock(path.stem)):
         created = False

@@ -8,6 +8,7 @@ back from the file. See ``format`` for the on-disk block and ``room`` for the op
 
 from mailslot.chat.format import ChatMessage, parse_messages, render_message
 from mailslot.chat.identity import NameBook, generate_name
+from mailslot.chat.locate import list_chats, locate_chat
 from mailslot.chat.room import (
     Batch,
     ChatStatus,
@@ -36,6 +37,8 @@ __all__ = [
     "end",
     "generate_name",
     "join",
+    "list_chats",
+    "locate_chat",
     "new_chat",
     "parse_messages",
     "read",

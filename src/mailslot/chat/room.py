@@ -42,6 +42,7 @@ from mailslot.chat.format import (
     render_message,
 )
 from mailslot.chat.identity import NameBook, generate_name
+from mailslot.chat.locate import LIST_MAX, list_chats
 from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
@@ -222,11 +223,18 @@ def _seed_lock(path: Path) -> Iterator[None]:
             os.rmdir(lock)
 
 
+def _no_chat(path: Path, why: str = "") -> NotFound:
+    """The error for a missing chat file, listing the chats beside it (strict addressing)."""
+    chats = list_chats(path.parent)
+    shown = ", ".join(chats[:LIST_MAX]) + (" ..." if len(chats) > LIST_MAX else "")
+    return NotFound(f"no such chat file{why} (chats there: {shown or 'none'})", path=path)
+
+
 def _all(path: Path) -> tuple[list[ChatMessage], int]:
     try:
         data = read_from(path, 0)
     except NotFound:
-        raise NotFound("no such chat file", path=path) from None
+        raise _no_chat(path) from None
     return parse_messages(data)
 
 
@@ -252,7 +260,7 @@ def _write(
     block = render_message(name, now(), body)
     with _seed_lock(path):
         if not path.is_file():
-            raise NotFound("no such chat file (was it removed?)", path=path)
+            raise _no_chat(path, " (was it removed?)")
         data = read_from(path, 0)
         st = compute_status(parse_messages(data)[0]) if rule else _quick_status(data)
         if st.ended:
@@ -332,7 +340,7 @@ def join(
     """
     path = _chat_path(path)
     if not path.is_file():
-        raise NotFound("no such chat file", path=path)
+        raise _no_chat(path)
     book = NameBook(state)
     who = book.pick(path, name)
     here = (cwd or Path.cwd()).resolve()
@@ -372,7 +380,10 @@ def say(
 def read(path: Path | str, since: int = 0) -> Batch:
     """Every complete message from byte ``since`` on (a peek: moves no cursor); ``NotFound``."""
     path = _chat_path(path)
-    data = read_from(path, since)
+    try:
+        data = read_from(path, since)
+    except NotFound:
+        raise _no_chat(path) from None
     messages, cursor = parse_messages(data, since)
     all_messages = messages if since == 0 else _all(path)[0]
     return Batch(messages, cursor, compute_status(all_messages).ended)
@@ -385,13 +396,16 @@ def wait(
     timeout: float | None = DEFAULT_WAIT_SECONDS,
     cursor: int | None = None,
     state: Path | None = None,
+    keep_cursor: Callable[[], bool] | None = None,
 ) -> Batch:
     """Block until another participant writes after the caller's cursor; return those messages.
 
     The cursor is the one stored for (file, name), moved past what is returned, unless
-    ``cursor`` is given (then nothing is stored). Raises ``WaitTimeout`` (exit 3) after
-    ``timeout`` seconds with nothing new and ``Gone`` (exit 4) when the file is removed or the
-    chat has ended.
+    ``cursor`` is given (then nothing is stored). ``keep_cursor`` is asked just before the
+    cursor is stored: False leaves it where it was (a caller that gave up on this wait, such as
+    an MCP call the host cancelled, must not skip what it was never shown). Raises
+    ``WaitTimeout`` (exit 3) after ``timeout`` seconds with nothing new and ``Gone`` (exit 4)
+    when the file is removed or the chat has ended.
     """
     path = _chat_path(path)
     who = NameBook(state).resolve(path, name)
@@ -425,7 +439,7 @@ def wait(
         return None
 
     def save() -> None:
-        if cursor is None:
+        if cursor is None and (keep_cursor is None or keep_cursor()):
             with contextlib.suppress(FileNotFoundError):
                 # Not fsync'd: a cursor lost in a crash only re-delivers (the safe direction),
                 # and two fsyncs would dominate the wake latency.
