@@ -102,3 +102,60 @@ def test_console_command_runs(run_cli) -> None:
     r = run_cli("--help")
     assert r.returncode == 0 and "Exit codes" in r.stdout
     assert time.monotonic() - start < 30  # sanity only; speed is measured in bench/
+
+
+def _leaves(cmd: click.Command, path: list[str]):
+    ctx = click.Context(cmd)
+    if isinstance(cmd, click.Group):
+        for name in cmd.list_commands(ctx):
+            yield from _leaves(cmd.get_command(ctx, name), [*path, name])
+    else:
+        yield path, cmd
+
+
+def test_every_command_accepts_root_and_as_after_the_subcommand() -> None:
+    missing = []
+    for path, cmd in _leaves(cli, []):
+        if path == ["probe"]:
+            continue
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        for opt in ("--root", "--as"):
+            if opt not in opts:
+                missing.append(f"{' '.join(path)} {opt}")
+    assert missing == []
+
+
+def test_as_after_a_subcommand_that_lacked_it(tmp_path) -> None:
+    # chat status was one of the commands without the options (found by review)
+    r = CliRunner().invoke(cli, ["chat", "status", str(tmp_path / "nope.txt"), "--as", "alice"])
+    assert "No such option" not in r.output + (r.stderr or "")
+    assert r.exit_code == 1
+
+
+def test_non_utf8_text_is_refused_not_a_traceback(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    log = tmp_path / "bus"
+    subprocess.run(
+        [sys.executable, "-m", "mailslot", "bus", "init", str(log)], check=True, capture_output=True
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mailslot",
+            "--root",
+            str(log),
+            "log",
+            "append",
+            "--as",
+            "kiran",
+            b"caf\xe9".decode("utf-8", "surrogateescape"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1
+    assert r.stderr.startswith("mailslot: error:") and "Traceback" not in r.stderr
+    assert "caf" not in (log / "LOG.md").read_text()

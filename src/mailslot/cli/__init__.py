@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from mailslot import __version__
-from mailslot.cli.helpers import common_options
+from mailslot.cli.helpers import common_options, ensure_common_options
 from mailslot.core.errors import MailslotError
 
 __all__ = ["cli", "main"]
@@ -71,6 +71,7 @@ class MailslotGroup(click.Group):
         module, attr, _ = COMMANDS[cmd_name]
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
+        ensure_common_options(command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -85,6 +86,12 @@ class MailslotGroup(click.Group):
             return super().invoke(ctx)
         except MailslotError as e:
             raise _CliError(str(e), e.exit_code, e.label) from e
+        except UnicodeError as e:
+            # argv and stdin reach Python with undecodable bytes as surrogates; refuse them
+            # whole rather than store a mangled message (nothing is written before this).
+            raise _CliError(
+                f"text is not valid UTF-8 ({getattr(e, 'reason', e)})", 1, "error"
+            ) from e
         except OSError as e:
             where = f"{e.filename}: " if getattr(e, "filename", None) else ""
             raise _CliError(f"{where}{e.strerror or e}", 1, "error") from e

@@ -80,6 +80,27 @@ def common_options(f: F) -> F:
     return f
 
 
+def ensure_common_options(cmd: click.Command) -> None:
+    """Give ``cmd`` and every command under it ``--root`` and ``--as`` where it lacks them.
+
+    The root group calls this on each command group it loads, so the DESIGN promise (global
+    options accepted before the group and after the subcommand alike) holds for every command,
+    including one whose author forgot ``@pass_env``. A command that defines its own ``--root``
+    (``exchange dispatch`` repeats it) keeps its own.
+    """
+    if getattr(cmd, "_mailslot_common", False):
+        return
+    have = {opt for p in cmd.params for opt in getattr(p, "opts", [])}
+    probe = common_options(lambda: None)
+    for param in getattr(probe, "__click_params__", []):
+        if not set(param.opts) & have:
+            cmd.params.append(param)
+    cmd._mailslot_common = True  # type: ignore[attr-defined]
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            ensure_common_options(sub)
+
+
 def pass_env(f: F) -> F:
     """Add the common options and pass the ``Env`` as the first argument."""
 
