@@ -36,3 +36,25 @@ def test_topic_has_a_real_date() -> None:
     for bad in ["gate-bug", "2026-11-29", "2026-11-29-", "2026-11-29-../x", "26-11-29-x"]:
         with pytest.raises(InvalidName):
             validate_topic(bad)
+
+
+def test_only_ascii_digits() -> None:
+    for bad in ["２０２６-１１-３０-x", "2026-11-3٠-x"]:
+        with pytest.raises(InvalidName):
+            validate_topic(bad)
+
+
+def test_numbering_ignores_non_ascii_digits(tmp_path) -> None:
+    from mailslot.core.fsio import highest_number
+
+    (tmp_path / "０００９-olu.md").write_text("x")
+    (tmp_path / "0002-olu.md").write_text("x")
+    assert highest_number([tmp_path]) == 2
+
+
+def test_time_needs_ascii_digits() -> None:
+    from mailslot.core.clock import parse_time
+    from mailslot.core.errors import FormatError
+
+    with pytest.raises(FormatError):
+        parse_time("２０２６-09-01T18:14:00Z")

@@ -57,7 +57,7 @@ _TAIL_BYTES = 64
 # DATE — [Name] wNN: TEXT ; by hand people type an en dash, "-" or "--", and skip wNN.
 _LINE_RE = re.compile(
     r"^(?P<date>\S(?:.*?\S)?)\s+(?:\u2014|\u2013|--?)\s+\[(?P<name>[^\]]+)\]"
-    r"(?:\s+[wW](?P<waking>\d{1,6}))?\s*:\s?(?P<text>.*)$"
+    r"(?:\s+[wW](?P<waking>[0-9]{1,6}))?\s*:\s?(?P<text>.*)$"
 )
 
 

@@ -31,7 +31,7 @@ FUTURE_SKEW = timedelta(seconds=60)
 _clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731
 
 _TIME_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})$"
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:?[0-9]{2})$"
 )
 
 

@@ -41,7 +41,7 @@ __all__ = [
 
 # A temp file older than this belongs to a writer that died: a write takes milliseconds.
 STALE_TEMP_SECONDS = 3600
-_TEMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")
+_TEMP_RE = re.compile(r"^\..+\.[0-9]+\.[0-9a-f]{8}\.tmp$")
 
 
 def _as_bytes(data: str | bytes) -> bytes:
@@ -133,7 +133,7 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: b
 
 def highest_number(directories: Iterable[Path], width: int = 4) -> int:
     """The highest ``N`` of any ``N-...`` name (``width`` digits) in ``directories``; 0 if none."""
-    pattern = re.compile(rf"^(\d{{{width}}})-")
+    pattern = re.compile(rf"^([0-9]{{{width}}})-")
     best = 0
     for directory in directories:
         try:

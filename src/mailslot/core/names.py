@@ -1,5 +1,8 @@
 """Name rules: what may become part of a path.
 
+Digits are ASCII ``[0-9]`` everywhere: ``\\d`` also matches other scripts' digits, and a name
+one reader accepts while another refuses is a message nobody can answer.
+
 Every name that reaches the disk passes one of these checks first, so nothing a user or a message
 supplies can climb out of its directory (``..``, ``/``, NUL, newline) or collide by case.
 """
@@ -24,7 +27,7 @@ __all__ = [
 
 AGENT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-TOPIC_RE = re.compile(r"(\d{4}-\d{2}-\d{2})-([a-z0-9][a-z0-9-]{0,63})")
+TOPIC_RE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})-([a-z0-9][a-z0-9-]{0,63})")
 
 _AGENT_RULE = "1-40 characters of a-z 0-9 _ -, starting with a letter or digit"
 _SLUG_RULE = "1-64 characters of a-z 0-9 -, starting with a letter or digit"
