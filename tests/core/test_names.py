@@ -10,7 +10,7 @@ def test_valid_agent_names(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["", "Claude", "-x", "_x", "a/b", "..", "a..b/", "a\nb", "a\x00b", "x" * 41, "é"]
+    "name", ["", "Claude", "-x", "_x", "a/b", "..", "a..b/", "a\nb", "a\x00b", "x" * 41, "\u00e9"]
 )
 def test_invalid_agent_names_are_refused(name: str) -> None:
     with pytest.raises(InvalidName) as e:
@@ -39,7 +39,7 @@ def test_topic_has_a_real_date() -> None:
 
 
 def test_only_ascii_digits() -> None:
-    for bad in ["２０２６-１１-３０-x", "2026-11-3٠-x"]:
+    for bad in ["\uff12\uff10\uff12\uff16-\uff11\uff11-\uff13\uff10-x", "2026-11-3\u0660-x"]:
         with pytest.raises(InvalidName):
             validate_topic(bad)
 
@@ -47,7 +47,7 @@ def test_only_ascii_digits() -> None:
 def test_numbering_ignores_non_ascii_digits(tmp_path) -> None:
     from mailslot.core.fsio import highest_number
 
-    (tmp_path / "０００９-olu.md").write_text("x")
+    (tmp_path / "\uff10\uff10\uff10\uff19-olu.md").write_text("x")
     (tmp_path / "0002-olu.md").write_text("x")
     assert highest_number([tmp_path]) == 2
 
@@ -57,4 +57,4 @@ def test_time_needs_ascii_digits() -> None:
     from mailslot.core.errors import FormatError
 
     with pytest.raises(FormatError):
-        parse_time("２０２６-09-01T18:14:00Z")
+        parse_time("\uff12\uff10\uff12\uff16-09-01T18:14:00Z")
