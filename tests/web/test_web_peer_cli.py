@@ -299,3 +299,22 @@ def test_moderate_without_a_database_is_a_clear_error(tmp_path: Path) -> None:
     r = _cli("board", "moderate", "list", "--db", str(tmp_path / "none.db"))
     assert r.exit_code == 1 and "no board database" in r.stderr
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_malformed_or_strange_file_does_not_hide_the_inbox(tmp_path: Path) -> None:
+    from mailslot.web.peer import store
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    good = store(inbox, "tidal", "hi", "the real message")
+    (inbox / "20261130T000002.000Z-tidal-deadbee2.json").write_text('{"from":"tidal","body":')
+    os.mkfifo(inbox / "20261130T000003.000Z-tidal-deadbee3.json")  # would block a plain read
+    r = CliRunner().invoke(cli, ["peer", "inbox", "--inbox", str(inbox), "--json"])
+    assert r.exit_code == 0, r.output
+    msgs = json.loads(r.output)["messages"]
+    by_id = {m["id"]: m for m in msgs}
+    assert by_id[good.id]["body"] == "the real message" and "error" not in by_id[good.id]
+    assert "invalid JSON" in by_id["20261130T000002.000Z-tidal-deadbee2"]["error"]
+    assert "not a regular file" in by_id["20261130T000003.000Z-tidal-deadbee3"]["error"]
+    text = CliRunner().invoke(cli, ["peer", "inbox", "--inbox", str(inbox)]).output
+    assert "the real message" in text and text.count("UNREADABLE") == 2

@@ -237,7 +237,9 @@ def peer_inbox(env: Env, inbox: Path | None, processed: bool, as_json: bool) -> 
 
     def text(data: dict[str, Any]) -> str:
         blocks = [
-            f"== {m['id']}\nfrom: {m['from']}\nreceived_at: {m['received_at']}\n"
+            f"== {m['id']}\nUNREADABLE: {_safe(m['error'])}"
+            if "error" in m
+            else f"== {m['id']}\nfrom: {m['from']}\nreceived_at: {m['received_at']}\n"
             f"subject: {_safe(m['subject'] or '')}\n\n{_safe(m['body'])}"
             for m in data["messages"]
         ]

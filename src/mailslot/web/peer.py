@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -56,10 +57,11 @@ class PeerMessage:
     body: str
     received_at: str
     path: Path
+    error: str | None = None  # set when the file does not parse: listed, never skipped
 
     def to_json(self) -> dict[str, Any]:
-        """The record as JSON: ``id, from, subject, body, received_at, path``."""
-        return {
+        """The record as JSON: ``id, from, subject, body, received_at, path`` (+ ``error``)."""
+        out: dict[str, Any] = {
             "id": self.id,
             "from": self.sender,
             "subject": self.subject,
@@ -67,6 +69,9 @@ class PeerMessage:
             "received_at": self.received_at,
             "path": str(self.path),
         }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 def parse_payload(raw: bytes | str, *, cap: int = PEER_BODY_CAP) -> tuple[str | None, str]:
@@ -113,8 +118,30 @@ def store(inbox: Path, sender: str, subject: str | None, body: str) -> PeerMessa
         return PeerMessage(msg_id, sender, subject, body, received_at, path)
 
 
+# A stored record is a capped body plus a few short fields; anything much larger is not ours.
+_MAX_RECORD_BYTES = 4 * PEER_BODY_CAP
+
+
+def _read_record(path: Path) -> bytes:
+    """The bytes of a regular file of sane size; ``FormatError`` for anything else (a FIFO or
+    device would block the reader, a symlink could point anywhere)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise FormatError(f"cannot open: {e.strerror}", path=path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FormatError("not a regular file", path=path)
+        if st.st_size > _MAX_RECORD_BYTES:
+            raise FormatError(f"{st.st_size} bytes, larger than any stored message", path=path)
+        return os.read(fd, _MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
 def _load(path: Path) -> PeerMessage:
-    doc = load_json(path.read_bytes(), path=path)
+    doc = load_json(_read_record(path), path=path)
     if not isinstance(doc, dict):
         raise FormatError("expected a JSON object", path=path)
     sender, body = doc.get("from"), doc.get("body")
@@ -130,14 +157,25 @@ def _load(path: Path) -> PeerMessage:
 def inbox_messages(inbox: Path, *, processed: bool = False) -> list[PeerMessage]:
     """The messages waiting in ``inbox`` (or already processed), oldest first.
 
-    Raises ``FormatError`` naming the first file that does not parse (never skipped silently).
+    A file that does not parse is listed with its ``error`` (never skipped silently, and never
+    hiding the messages beside it).
     """
     directory = inbox / PROCESSED if processed else inbox
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
         return []
-    return [_load(directory / n) for n in names if n.endswith(".json") and not n.startswith(".")]
+    out = []
+    for n in names:
+        if not n.endswith(".json") or n.startswith("."):
+            continue
+        try:
+            out.append(_load(directory / n))
+        except FormatError as e:
+            out.append(
+                PeerMessage(n.removesuffix(".json"), "?", None, "", "", directory / n, error=str(e))
+            )
+    return out
 
 
 def _find(inbox: Path, msg_id: str) -> Path:
