@@ -238,3 +238,16 @@ def test_show_warns_about_likely_mistakes(root: Path) -> None:
     assert [r["path"] for r in shown["rules"]] == ["src", "docs/"]
     assert any("'src' is a directory here" in w for w in shown["warnings"])
     assert any("nobody may take" in w for w in shown["warnings"])
+
+
+def test_a_symlink_does_not_launder_a_write_into_an_owned_path(root: Path) -> None:
+    (root / "docs").mkdir()
+    (root / "other").mkdir()
+    os.symlink("../docs", root / "other" / "link")
+    [v] = owners.check(root, "beacon", ["other/link/guide.md"])
+    assert not v.allowed and v.owner == "lantern"
+    [v] = owners.check(root, "lantern", ["other/link/guide.md"])
+    assert v.allowed
+    os.symlink("/etc", root / "escape")
+    with pytest.raises(MailslotError, match="outside the bus"):
+        owners.check(root, "beacon", ["escape/passwd"])

@@ -329,20 +329,42 @@ def _relative(layout: Layout, path: str) -> str:
     return normalise(path)
 
 
+def _resolved(layout: Layout, rel: str) -> str | None:
+    """Where ``rel`` really lands once symlinks in it are followed, relative to the root (``None``
+    for the root itself); ``MailslotError`` if a symlink leads out of the bus."""
+    root = Path(os.path.realpath(layout.root))
+    real = Path(os.path.realpath(layout.root / rel))
+    if real != root and root not in real.parents:
+        raise MailslotError(f"{rel!r} leads outside the bus root {layout.root} through a symlink")
+    if real == root:
+        return None
+    return normalise(real.relative_to(root).as_posix() + ("/" if rel.endswith("/") else ""))
+
+
+def _verdict(layout: Layout, charter: Charter, agent: str, rel: str) -> Verdict:
+    verdict = Verdict(rel, agent, charter.owner(rel))
+    real = _resolved(layout, rel)
+    if verdict.allowed and real is not None and real != rel:
+        # A symlink (other/link -> ../site) must not launder a write into someone's path.
+        landed = Verdict(real, agent, charter.owner(real))
+        if not landed.allowed:
+            return Verdict(rel, agent, landed.rule)
+    return verdict
+
+
 def check(
     root: Path, agent: str, paths: list[str], charter: Charter | None = None
 ) -> list[Verdict]:
     """One verdict per path (relative to the root, or absolute inside it) for ``agent``.
 
-    Raises ``InvalidName``, ``MailslotError`` for a path outside the root, ``FormatError`` for an
-    unreadable charter and ``Unresolved`` for a tie.
+    A path through a symlink is judged where it really lands too. Raises ``InvalidName``,
+    ``MailslotError`` for a path outside the root, ``FormatError`` for an unreadable charter and
+    ``Unresolved`` for a tie.
     """
     validate_agent(agent)
     layout = Layout.at(root)
     charter = charter if charter is not None else load(root)
-    return [
-        Verdict(rel, agent, charter.owner(rel)) for rel in (_relative(layout, p) for p in paths)
-    ]
+    return [_verdict(layout, charter, agent, _relative(layout, p)) for p in paths]
 
 
 def _show(path: str) -> str:
