@@ -159,3 +159,30 @@ def test_non_utf8_text_is_refused_not_a_traceback(tmp_path) -> None:
     assert r.returncode == 1
     assert r.stderr.startswith("mailslot: error:") and "Traceback" not in r.stderr
     assert "caf" not in (log / "LOG.md").read_text()
+
+
+def test_text_starting_with_a_dash_is_text_not_an_option(tmp_path) -> None:
+    chat = tmp_path / "c"
+    chat.mkdir()
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "new", "--dir", str(chat), "t"])
+    path = r.output.splitlines()[0]
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "say", path, "- a bullet point"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["chat", "read", path, "--json"])
+    assert "- a bullet point" in r.output
+    # a real unknown option is still a usage error, and --opt=two words is still an option
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "say", path, "--jsno"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "say", "--root=/tmp/a b", path, "x"])
+    assert "No such option" not in r.output
+
+
+def test_relay_post_help_example_works(tmp_path) -> None:
+    mb = tmp_path / "mb"
+    r = CliRunner().invoke(cli, ["relay", "init", str(mb), "--worker", "w1", "--manager", "mgr"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(
+        cli, ["--root", str(mb), "--as", "w1", "relay", "post", "- [14:02] (w1) id=C01 T0=1 say=Hi"]
+    )
+    assert "No such option" not in r.output + (r.stderr or "")
+    assert r.exit_code == 0, r.output + (r.stderr or "")

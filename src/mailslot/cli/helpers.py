@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,34 @@ def common_options(f: F) -> F:
     return f
 
 
+_BaseParser: Any = getattr(click.parser, "_OptionParser", None) or click.parser.OptionParser
+
+
+class _TextFriendlyParser(_BaseParser):  # type: ignore[misc]
+    """click's parser, except that a word with whitespace before any ``=`` is text, not an option.
+
+    Message bodies and relay lines start with ``-`` all the time (``- [14:02] (manager) ...``,
+    ``- item one``); plain click reads them as unknown options. No real option has a space in its
+    name, so such a word is a positional argument; ``--note=two words`` is still an option.
+    """
+
+    def _process_opts(self, arg: str, state: Any) -> None:
+        if any(ch.isspace() for ch in arg.partition("=")[0]):
+            state.largs.append(arg)
+            return
+        super()._process_opts(arg, state)
+
+
+def _make_text_friendly_parser(self: click.Command, ctx: click.Context) -> Any:
+    parser = _TextFriendlyParser(ctx)
+    for param in self.get_params(ctx):
+        param.add_to_parser(parser, ctx)
+    return parser
+
+
 def ensure_common_options(cmd: click.Command) -> None:
-    """Give ``cmd`` and every command under it ``--root`` and ``--as`` where it lacks them.
+    """Give ``cmd`` and every command under it ``--root`` and ``--as`` where it lacks them,
+    and a parser that takes text starting with ``-`` as text.
 
     The root group calls this on each command group it loads, so the DESIGN promise (global
     options accepted before the group and after the subcommand alike) holds for every command,
@@ -96,6 +123,8 @@ def ensure_common_options(cmd: click.Command) -> None:
         if not set(param.opts) & have:
             cmd.params.append(param)
     cmd._mailslot_common = True  # type: ignore[attr-defined]
+    if not isinstance(cmd, click.Group):
+        cmd.make_parser = types.MethodType(_make_text_friendly_parser, cmd)  # type: ignore[method-assign]
     if isinstance(cmd, click.Group):
         for sub in cmd.commands.values():
             ensure_common_options(sub)
