@@ -58,3 +58,13 @@ def test_time_needs_ascii_digits() -> None:
 
     with pytest.raises(FormatError):
         parse_time("\uff12\uff10\uff12\uff16-09-01T18:14:00Z")
+
+
+def test_limit_messages_read_well() -> None:
+    from mailslot.core.errors import LimitExceeded
+    from mailslot.core.limits import check_chars, check_one_line
+
+    with pytest.raises(LimitExceeded, match=r"^text is 2 lines; at most 1 line allowed$"):
+        check_one_line("text", "a\nb")
+    with pytest.raises(LimitExceeded, match=r"^agent is 1 character; it must be at least 2 "):
+        check_chars("agent", "a", 2, 40)

@@ -156,10 +156,10 @@ def test_a_diagnostic_written_to_an_inbox_is_refused(mb: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        (" ".join(["word"] * 26), "26 words; the limit is 25"),
+        (" ".join(["word"] * 26), "26 words; at most 25 words allowed"),
         ("line one\nline two", "lines"),
         ("line one\u2028line two", "lines"),  # a separator a reader might honour
-        ("  ", "minimum"),
+        ("  ", "at least 1"),
     ],
 )
 def test_caps_are_refused_in_the_write_path(mb: Path, text: str, match: str) -> None:

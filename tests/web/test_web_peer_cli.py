@@ -103,7 +103,7 @@ def test_send_refuses_oversized_body_locally(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     _cli("peer", "add", "beacon", "http://127.0.0.1:9", "--keys", str(keys), input="mst_x")
     r = _cli("peer", "send", "beacon", "x" * 40000, "--keys", str(keys))
-    assert r.exit_code == 1 and "limit is 32768" in r.stderr
+    assert r.exit_code == 1 and "at most 32768 bytes allowed" in r.stderr
 
 
 def _start_serve(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:

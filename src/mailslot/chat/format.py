@@ -141,7 +141,7 @@ def render_message(sender: str, when: datetime, body: str) -> str:
     """The block for one message, ending in a newline; ``LimitExceeded``/``FormatError`` if bad."""
     body = body.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
     if not body.strip():
-        raise LimitExceeded("message (minimum 1)", 1, 0, "characters")
+        raise LimitExceeded("message", 1, 0, "characters", minimum=True)
     if "\x00" in body:
         raise FormatError("a message cannot contain a NUL byte", field="body")
     check_bytes("message", body, MAX_BODY_BYTES)

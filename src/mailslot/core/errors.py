@@ -62,15 +62,29 @@ class InvalidName(MailslotError):
 
 
 class LimitExceeded(MailslotError):
-    """A bound that a value exceeds; refused whole, never truncated."""
+    """A bound that a value breaks (above a maximum, or below a ``minimum``); refused whole,
+    never truncated."""
 
-    def __init__(self, what: str, limit: int, actual: int, unit: str = "") -> None:
-        unit_s = f" {unit}" if unit else ""
-        super().__init__(f"{what} is {actual}{unit_s}; the limit is {limit}{unit_s}")
+    def __init__(
+        self, what: str, limit: int, actual: int, unit: str = "", *, minimum: bool = False
+    ) -> None:
+        if minimum:
+            message = f"{what} is {_count(actual, unit)}; it must be at least {_count(limit, unit)}"
+        else:
+            message = f"{what} is {_count(actual, unit)}; at most {_count(limit, unit)} allowed"
+        super().__init__(message)
         self.what = what
         self.limit = limit
         self.actual = actual
         self.unit = unit
+        self.minimum = minimum
+
+
+def _count(n: int, unit: str) -> str:
+    """``1 line``, ``2 lines``, ``3`` (no unit)."""
+    if not unit:
+        return str(n)
+    return f"{n} {unit[:-1] if n == 1 and unit.endswith('s') else unit}"
 
 
 class FormatError(MailslotError):

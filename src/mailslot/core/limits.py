@@ -18,7 +18,7 @@ def check_chars(what: str, text: str, minimum: int, maximum: int) -> None:
     """Refuse ``text`` outside ``minimum..maximum`` characters."""
     n = len(text)
     if n < minimum:
-        raise LimitExceeded(f"{what} (minimum {minimum})", minimum, n, "characters")
+        raise LimitExceeded(what, minimum, n, "characters", minimum=True)
     if n > maximum:
         raise LimitExceeded(what, maximum, n, "characters")
 
