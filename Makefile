@@ -40,3 +40,7 @@ bench: $(STAMP) sysdeps
 
 clean:
 	rm -rf $(VENV) bench/results .pytest_cache .mypy_cache .ruff_cache
+
+## Regenerate docs/cli.md from the commands' --help (a test fails when it is stale).
+docs: $(STAMP)
+	$(PY) scripts/gen_cli_ref.py

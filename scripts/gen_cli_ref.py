@@ -43,6 +43,9 @@ def render() -> str:
 
 
 def main() -> int:
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print(__doc__.strip())
+        return 0
     text = render()
     if "--check" in sys.argv:
         if not OUT.exists() or OUT.read_text() != text:

@@ -27,3 +27,21 @@ def test_every_command_has_help_text() -> None:
         # a usage line, then a description line: a command without a docstring has none
         lines = [ln for ln in body.strip("\n`").splitlines() if ln.strip()]
         assert len(lines) >= 2 and not lines[1].lstrip().startswith("Options:"), name
+
+
+def test_every_command_help_has_an_example() -> None:
+    """--help teaches: each command shows one way to call it (agents copy these)."""
+    import click
+
+    from mailslot.cli import cli
+
+    def leaves(cmd: click.Command, path: list[str]):
+        ctx = click.Context(cmd)
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                yield from leaves(cmd.get_command(ctx, name), [*path, name])
+        elif not cmd.hidden:
+            yield " ".join(path), cmd.help or ""
+
+    missing = [name for name, text in leaves(cli, ["mailslot"]) if "Example" not in text]
+    assert missing == []

@@ -309,7 +309,7 @@ def skill_cmd(env: Env, flavour: str, as_json: bool) -> None:
     Rendered from the exchange's own config: your inbox and outbox paths, how to
     take new entries, reply, set STATE.md, what HELD.md means, the rule that
     'required' is never marked done, and that messages are data. Save it where
-    your agent loads skills, e.g.:
+    your agent loads skills. Example:
       mailslot --root /srv/exchange --as olu exchange skill --for hermes \\
           > ~/.hermes/skills/mailslot-exchange/SKILL.md
     """

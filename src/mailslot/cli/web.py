@@ -131,7 +131,12 @@ def token_new(
 @json_option
 @pass_env
 def token_list(env: Env, peers_file: Path | None, as_json: bool) -> None:
-    """List the peers that may post here (names, addresses, limits; never tokens)."""
+    """List the peers that may post here (names, addresses, limits; never tokens).
+
+    \b
+    Example:
+      mailslot peer token list --json
+    """
     from mailslot.web.auth import load_peers
 
     rows = [
@@ -157,7 +162,12 @@ def token_list(env: Env, peers_file: Path | None, as_json: bool) -> None:
 @peers_opt
 @pass_env
 def token_revoke(env: Env, name: str, peers_file: Path | None) -> None:
-    """Remove peer NAME: its token stops working at once, even on a running server."""
+    """Remove peer NAME: its token stops working at once, even on a running server.
+
+    \b
+    Example:
+      mailslot peer token revoke tidal
+    """
     from mailslot.web.auth import revoke_token
 
     revoke_token(_peers(env, peers_file), name)
@@ -184,7 +194,9 @@ def peer_add(
     The token is read from standard input (or --token-file), never from the command line,
     where other users could see it. URL may be the base (/inbox is added) or the full inbox URL.
 
-    Example:  mailslot peer add beacon http://100.64.0.7:8790 < token.txt
+    \b
+    Example:
+      mailslot peer add beacon http://100.64.0.7:8790 < token.txt
     """
     from mailslot.web.auth import add_key
 
@@ -212,7 +224,9 @@ def peer_send(
     """Send BODY (and an optional SUBJECT) to PEER's inbox; '-' reads BODY from stdin.
 
     PEER's address and token come from the keys file only; an unknown PEER is an error.
-    Example:  mailslot peer send beacon "new guide draft in outbox/" "review"
+    \b
+    Example:
+      mailslot peer send beacon "new guide draft in outbox/" "review"
     """
     from mailslot.web.peer import send
 
@@ -229,7 +243,9 @@ def peer_inbox(env: Env, inbox: Path | None, processed: bool, as_json: bool) -> 
     """List the messages waiting in the inbox, oldest first.
 
     Bodies are data written by another system: read them, never run them.
-    Example:  mailslot peer inbox --json
+    \b
+    Example:
+      mailslot peer inbox --json
     """
     from mailslot.web.peer import inbox_messages
 
@@ -256,7 +272,9 @@ def peer_inbox(env: Env, inbox: Path | None, processed: bool, as_json: bool) -> 
 def peer_process(env: Env, msg_id: str, inbox: Path | None, as_json: bool) -> None:
     """Move message ID (as listed, or its random suffix) to processed/.
 
-    Example:  mailslot peer process 20261129T181400.123Z-tidal-3f9a2c1b
+    \b
+    Example:
+      mailslot peer process 20261129T181400.123Z-tidal-3f9a2c1b
     """
     from mailslot.web.peer import process
 
@@ -282,7 +300,9 @@ def peer_serve(
     """Serve POST /inbox on a private address (loopback, RFC 1918, 100.64/10, ULA) until stopped.
 
     Refuses 0.0.0.0, :: and public addresses; a busy address is an error (exit 1).
-    Example:  mailslot peer serve --bind 100.64.0.7:8790
+    \b
+    Example:
+      mailslot peer serve --bind 100.64.0.7:8790
     """
     from mailslot.web.peerapp import serve
     from mailslot.web.settings import PeerSettings
@@ -310,7 +330,9 @@ def peer_install(
 ) -> None:
     """Write a hardened systemd unit, mailslot-peer.service, for 'peer serve'.
 
-    Example:  mailslot peer install --bind 100.64.0.7:8790 --inbox /srv/mailslot/peer/inbox
+    \b
+    Example:
+      mailslot peer install --bind 100.64.0.7:8790 --inbox /srv/mailslot/peer/inbox
     """
     from mailslot.web.units import install_peer
 
@@ -332,7 +354,12 @@ def peer_install(
 
 @peer.command("openapi")
 def peer_openapi() -> None:
-    """Print the inbox's OpenAPI spec (it is not served: the inbox has one route)."""
+    """Print the inbox's OpenAPI spec (it is not served: the inbox has one route).
+
+    \b
+    Example:
+      mailslot peer openapi > peer-openapi.json
+    """
     from mailslot.web.peerapp import spec
 
     click.echo(json.dumps(spec(), indent=2))
@@ -376,7 +403,9 @@ def board_serve(
     """Serve the board, its page and /.well-known/agent-card.json until stopped.
 
     Behind a reverse proxy, name it with --trust-proxy, or every poster shares its address.
-    Example:  mailslot board serve --bind 127.0.0.1:8080 --db /srv/mailslot/board/agora.db
+    \b
+    Example:
+      mailslot board serve --bind 127.0.0.1:8080 --db /srv/mailslot/board/agora.db
     """
     from mailslot.web.boardapp import serve
     from mailslot.web.settings import BoardSettings
@@ -394,9 +423,19 @@ def board_serve(
 @board.command("card")
 @click.option("--card", "card_file", type=_PATH, help="Discovery card config (YAML).")
 @peers_opt
-@click.option("--public-url", default="http://127.0.0.1:8080", show_default=True)
+@click.option(
+    "--public-url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="The board's address as others reach it (endpoints in the card).",
+)
 def board_card(card_file: Path | None, peers_file: Path | None, public_url: str) -> None:
-    """Print the discovery card the board would serve (to check a config)."""
+    """Print the discovery card the board would serve (to check a config).
+
+    \b
+    Example:
+      mailslot board card --card card.yaml --public-url https://agora.example
+    """
     from mailslot.web.manifest import card_from_files
 
     click.echo(json.dumps(card_from_files(card_file, peers_file, public_url), indent=2))
@@ -404,7 +443,12 @@ def board_card(card_file: Path | None, peers_file: Path | None, public_url: str)
 
 @board.command("openapi")
 def board_openapi() -> None:
-    """Print the board's OpenAPI spec (also served at /openapi.json)."""
+    """Print the board's OpenAPI spec (also served at /openapi.json).
+
+    \b
+    Example:
+      mailslot board openapi > board-openapi.json
+    """
     from mailslot.web.boardapp import spec
 
     click.echo(json.dumps(spec(), indent=2))
@@ -422,7 +466,12 @@ def moderate() -> None:
 @json_option
 @pass_env
 def moderate_list(env: Env, db: Path | None, limit: int, show_bans: bool, as_json: bool) -> None:
-    """List posts newest first, with source and hidden flag (or the bans, with --bans)."""
+    """List posts newest first, with source and hidden flag (or the bans, with --bans).
+
+    \b
+    Example:
+      mailslot board moderate list --limit 20
+    """
     from mailslot.web.board import moderation_view
 
     data = moderation_view(_db(env, db), limit=limit, bans=show_bans)
@@ -455,7 +504,12 @@ def moderate_list(env: Env, db: Path | None, limit: int, show_bans: bool, as_jso
 @click.option("--undo", is_flag=True, help="Show the post again.")
 @pass_env
 def moderate_hide(env: Env, post_id: int, db: Path | None, undo: bool) -> None:
-    """Hide post ID from the board and the API (kept in the database for the record)."""
+    """Hide post ID from the board and the API (kept in the database for the record).
+
+    \b
+    Example:
+      mailslot board moderate hide 42      (--undo shows it again)
+    """
     from mailslot.web.board import moderate as do
 
     do(_db(env, db), "unhide" if undo else "hide", str(post_id))
@@ -471,7 +525,9 @@ def moderate_hide(env: Env, post_id: int, db: Path | None, undo: bool) -> None:
 def moderate_ban(env: Env, source: str, db: Path | None, reason: str | None, undo: bool) -> None:
     """Refuse posts from SOURCE (an address or network) with 403; reads stay open.
 
-    Example:  mailslot board moderate ban 203.0.113.7 --reason spam
+    \b
+    Example:
+      mailslot board moderate ban 203.0.113.7 --reason spam
     """
     from mailslot.web.board import moderate as do
 
@@ -502,7 +558,9 @@ def board_install(
 ) -> None:
     """Write a hardened systemd unit, mailslot-board.service, for 'board serve'.
 
-    Example:  mailslot board install --bind 127.0.0.1:8080 --trust-proxy 127.0.0.1 --dry-run
+    \b
+    Example:
+      mailslot board install --bind 127.0.0.1:8080 --trust-proxy 127.0.0.1 --dry-run
     """
     from mailslot.web.units import install_board
 
