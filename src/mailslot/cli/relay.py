@@ -1,4 +1,9 @@
-"""``mailslot relay``: the face of ``mailslot.relay`` (seed 003); parses, calls, prints."""
+"""``mailslot relay``: the face of ``mailslot.relay`` (seed 003); parses, calls, prints.
+
+A ``say=`` is the other side's words: text output prints it escaped onto one line
+(``mailslot.cli.shown``), so no vertical tab, U+2028 or ANSI escape in it can print a second
+line that passes for another turn or a status line of ours. ``--json`` is raw.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.shown import shown_line
 
 __all__ = ["relay"]
 
@@ -55,7 +61,7 @@ def init_cmd(directory: str, worker: str, manager: str, as_json: bool) -> None:
 
 
 def _delivery_text(d: dict[str, Any]) -> str:
-    return str(d["say"]) + ("\n(RECOVERED)" if d["recovered"] else "")
+    return shown_line(str(d["say"])) + ("\n(RECOVERED)" if d["recovered"] else "")
 
 
 @relay.command("ask")
@@ -158,7 +164,7 @@ def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     from mailslot.relay import serve
 
     t = serve(env.need_root(), env.need_agent(), timeout=timeout)
-    emit(t.to_json(), as_json, f"{t.id} {t.say}")
+    emit(t.to_json(), as_json, f"{t.id} {shown_line(t.say or '')}")
 
 
 relay.add_command(serve_cmd, "watch")  # the same command under the name seed 003's manager uses
@@ -253,12 +259,13 @@ def status_cmd(env: Env, as_json: bool) -> None:
 
     st = status(env.need_root())
     open_turn = st["open_turn"]
+    shown_turn = open_turn["id"] + " " + shown_line(open_turn["say"] or "") if open_turn else "none"
     stopped = st["stopped"]
     emit(
         st,
         as_json,
         f"worker: {st['worker']}  manager: {st['manager']}\n"
-        f"open turn: {open_turn['id'] + ' ' + (open_turn['say'] or '') if open_turn else 'none'}\n"
+        f"open turn: {shown_turn}\n"
         f"stopped: {'by ' + stopped['from'] + ' at ' + stopped['hhmm'] if stopped else 'no'}\n"
         f"turn lines: {st['turns']}  malformed lines skipped: {st['malformed_lines']}",
     )
