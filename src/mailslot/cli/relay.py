@@ -226,14 +226,17 @@ def stop_cmd(env: Env, reason: str | None, as_json: bool) -> None:
     )
 
 
-@relay.command("post")
+# A turn line starts with "- [": not an option, so the documented example needs no `--`.
+@relay.command("post", context_settings={"ignore_unknown_options": True})
 @click.argument("line")
 @json_option
 @pass_env
 def post_cmd(env: Env, line: str, as_json: bool) -> None:
     """Append one hand-made turn line to the other side's inbox, after every check.
 
-    Anything that is not a well-formed turn line of a kind allowed there is refused.
+    Anything that is not a well-formed turn line of a kind allowed there is refused, and so is
+    anything `reply`/`ask`/`answer`/`stop` would refuse: a second reply, a reply to a turn never
+    asked, a second open turn, a turn out of order, any turn after a stop.
 
     \b
     Example:
