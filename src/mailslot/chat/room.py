@@ -163,7 +163,9 @@ def compute_status(messages: list[ChatMessage]) -> ChatStatus:
 
     An end request is pending until every participant other than the requester (participants
     are every ``FROM`` seen so far, including later joiners) has accepted -- then the chat has
-    ended, for good. Any reject cancels it. A new request replaces a pending one.
+    ended, for good. With no other participant (a hand-written lone request) it stays pending
+    until someone joins and accepts: nobody ends a chat alone. Any reject cancels it. A new
+    request replaces a pending one.
     """
     st = ChatStatus(messages=len(messages))
     accepted: list[str] = []
@@ -194,7 +196,7 @@ def compute_status(messages: list[ChatMessage]) -> ChatStatus:
             others = [p for p in st.participants if p != st.end_request["from"]]
             st.end_request["accepted"] = list(accepted)
             st.end_request["waiting_for"] = [p for p in others if p not in accepted]
-            if not st.end_request["waiting_for"]:
+            if others and not st.end_request["waiting_for"]:  # someone else must accept
                 st.ended = True
                 st.ended_at = _time(m)
     return st
@@ -494,9 +496,9 @@ def end(
 ) -> ChatStatus:
     """Write ``request``/``accept``/``reject`` of the end handshake; return the new status.
 
-    Refused (``Conflict``) when it cannot count: a second request while one is pending, an accept
-    or reject with none pending, accepting your own request, accepting twice. ``FormatError`` for
-    an unknown action.
+    Refused (``Conflict``) when it cannot count: a request with no other participant to accept
+    it, a second request while one is pending, an accept or reject with none pending, accepting
+    your own request, accepting twice. ``FormatError`` for an unknown action.
     """
     path = _chat_path(path)
     book = NameBook(state)
@@ -512,6 +514,11 @@ def end(
         req = st.end_request
         if action == "request" and req is not None:
             raise Conflict(f"an end request by {req['from']} is pending; accept or reject it")
+        if action == "request" and not [p for p in st.participants if p != who]:
+            raise Conflict(
+                "no other participant has joined, so nobody could accept an end request; wait "
+                "for someone to join, or remove the chat file to end it (the human's override)"
+            )
         if action != "request" and req is None:
             raise Conflict("no end request is pending")
         if action == "accept" and req is not None:
