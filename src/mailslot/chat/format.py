@@ -50,6 +50,7 @@ __all__ = [
     "MARKERS",
     "MAX_BODY_BYTES",
     "ChatMessage",
+    "check_utf8",
     "escape_body",
     "parse_messages",
     "render_message",
@@ -142,8 +143,23 @@ def unescape_body(body: str) -> str:
     return _ESCAPED_RE.sub(lambda m: m.group(1), body)
 
 
+def check_utf8(what: str, text: str) -> None:
+    """Refuse ``text`` that cannot be written as UTF-8 (``FormatError``): undecodable argv or
+    stdin bytes reach Python as lone surrogates, and a chat file is UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise FormatError(
+            f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
+            field=what,
+        ) from None
+
+
 def render_message(sender: str, when: datetime, body: str) -> str:
     """The block for one message, ending in a newline; ``LimitExceeded``/``FormatError`` if bad."""
+    check_utf8("message", body)
     body = body.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
     if not body.strip():
         raise LimitExceeded("message (minimum 1)", 1, 0, "characters")

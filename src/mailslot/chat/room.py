@@ -39,6 +39,7 @@ from mailslot.chat.format import (
     END_REQUEST,
     MARKERS,
     ChatMessage,
+    check_utf8,
     parse_messages,
     render_message,
 )
@@ -320,6 +321,7 @@ def new_chat(
     ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name.
     """
     topic = topic.strip()
+    check_utf8("topic", topic)
     check_chars("topic", topic, 1, TOPIC_MAX_CHARS)
     check_one_line("topic", topic)
     book = NameBook(state)

@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
-from mailslot.cli.shown import quoted, shown_line
+from mailslot.cli.helpers import Env, emit, json_option, pass_env
+from mailslot.cli.shown import quoted, read_text, shown_line
 
 __all__ = ["chat"]
 
@@ -154,7 +154,7 @@ def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
     """
     from mailslot.chat import say
 
-    msg = say(Path(file), read_body(text, what="TEXT"), env.agent)
+    msg = say(Path(file), read_text(text, what="TEXT"), env.agent)
     emit(msg.to_json(), as_json, "")
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
-from mailslot.cli.shown import shown_line
+from mailslot.cli.helpers import Env, emit, json_option, pass_env
+from mailslot.cli.shown import read_text, shown_line
 
 __all__ = ["relay"]
 
@@ -99,7 +99,7 @@ def ask_cmd(
     result = ask(
         env.need_root(),
         env.need_agent(),
-        read_body(text, what="TEXT"),
+        read_text(text, what="TEXT"),
         timeout=timeout,
         kind=kind,
         to=to,
@@ -112,7 +112,7 @@ def ask_cmd(
 def _reply(env: Env, ask_id: str, text: str | None, as_json: bool) -> None:
     from mailslot.relay import reply
 
-    line = reply(env.need_root(), env.need_agent(), ask_id, read_body(text, what="TEXT"))
+    line = reply(env.need_root(), env.need_agent(), ask_id, read_text(text, what="TEXT"))
     emit(line.to_json(), as_json, f"sent {line.id}")
 
 
@@ -199,7 +199,7 @@ def note_cmd(env: Env, text: str | None) -> None:
     """
     from mailslot.relay import note
 
-    click.echo(str(note(env.need_root(), env.need_agent(), read_body(text, what="TEXT"))))
+    click.echo(str(note(env.need_root(), env.need_agent(), read_text(text, what="TEXT"))))
 
 
 @relay.command("stop")

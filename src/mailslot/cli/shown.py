@@ -11,13 +11,20 @@ output of a read command therefore
   line can start at column 0 and pass for a delimiter or a status line of ours.
 
 ``--json`` output stays raw: it is unambiguous by construction.
+
+Text coming in is checked the other way: ``read_text`` refuses standard input that is not UTF-8
+with a ``FormatError`` (exit 1, nothing written) instead of a decoding traceback; undecodable
+argv bytes arrive as lone surrogates and the channels refuse those before writing.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["QUOTE", "quoted", "shown", "shown_line"]
+from mailslot.cli.helpers import read_body
+from mailslot.core.errors import FormatError
+
+__all__ = ["QUOTE", "quoted", "read_text", "shown", "shown_line"]
 
 QUOTE = "| "
 _ESCAPED_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
@@ -53,3 +60,16 @@ def shown_line(text: str) -> str:
 def quoted(text: str) -> str:
     """``text`` (escaped by ``shown``) with ``QUOTE`` before every line, blank ones too."""
     return "\n".join(QUOTE + line if line else QUOTE.rstrip() for line in shown(text).split("\n"))
+
+
+def read_text(body: str | None, *, what: str = "BODY") -> str:
+    """``read_body`` (the argument, or standard input for ``-``); ``FormatError`` when standard
+    input is not UTF-8."""
+    try:
+        return read_body(body, what=what)
+    except UnicodeDecodeError as e:
+        raise FormatError(
+            f"standard input is not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at byte "
+            f"{e.start}); nothing written",
+            field=what,
+        ) from None

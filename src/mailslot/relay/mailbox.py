@@ -42,7 +42,14 @@ from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_fro
 from mailslot.core.limits import check_chars, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
-from mailslot.relay.lines import TurnLine, format_line, parse_inbox, parse_line, turn_id
+from mailslot.relay.lines import (
+    TurnLine,
+    check_utf8,
+    format_line,
+    parse_inbox,
+    parse_line,
+    turn_id,
+)
 
 __all__ = [
     "MANAGER_SAY_MAX_WORDS",
@@ -265,6 +272,7 @@ def _refuse_if_stopped(conv: Conversation) -> None:
 
 def _check_say(relay: Relay, author: str, say: str) -> None:
     """The caps, as asserts in the write path: refused whole, never trimmed."""
+    check_utf8("say", say)
     check_chars("say", say.strip(), 1, SAY_MAX_CHARS)
     check_one_line("say", say)
     if relay.role(author) == "manager":
@@ -575,6 +583,7 @@ def note(root: Path | str, name: str, text: str) -> Path:
     relay = open_relay(root)
     relay.role(name)
     text = text.strip("\n")
+    check_utf8("note", text)
     check_chars("note", text.strip(), 1, NOTE_MAX_BYTES)
     first, *more = text.splitlines()
     body = "".join(f"\n  {line}" for line in more)
