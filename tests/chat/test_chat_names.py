@@ -62,3 +62,17 @@ def test_the_cli_refuses_a_duplicate_join_with_one_line(chat_file: Path, monkeyp
     assert r.exit_code == 1
     assert r.stderr.startswith("mailslot: error:") and "'bob' already speaks" in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_another_caller_cannot_move_a_held_names_cursor(chat_file: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MAILSLOT_SESSION", "bob-one")
+    chat.join(chat_file, "bob")
+    monkeypatch.delenv("MAILSLOT_SESSION")  # alice's caller: the fixture's directory
+    chat.say(chat_file, "for bob", "alice")
+    monkeypatch.setenv("MAILSLOT_SESSION", "bob-two")
+    with pytest.raises(Conflict, match="'bob' already speaks"):
+        chat.wait(chat_file, "bob", timeout=0)  # would take bob-one's messages off its cursor
+    peek = chat.wait(chat_file, "bob", timeout=0, cursor=0)  # an explicit cursor stores nothing
+    assert "for bob" in [m.body for m in peek.messages]
+    monkeypatch.setenv("MAILSLOT_SESSION", "bob-one")
+    assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["for bob"]

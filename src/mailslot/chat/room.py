@@ -430,11 +430,15 @@ def wait(
     ``cursor`` is given (then nothing is stored). ``keep_cursor`` is asked just before the
     cursor is stored: False leaves it where it was (a caller that gave up on this wait, such as
     an MCP call the host cancelled, must not skip what it was never shown). Raises
+    ``Conflict`` when another caller holds ``name`` (its cursor is not ours to move),
     ``WaitTimeout`` (exit 3) after ``timeout`` seconds with nothing new and ``Gone`` (exit 4)
     when the file is removed or the chat has ended.
     """
     path = _chat_path(path)
-    who = NameBook(state).resolve(path, name)
+    book = NameBook(state)
+    who = book.resolve(path, name)
+    if cursor is None:  # the stored cursor is the name holder's: nobody else may move it
+        book.check_speaker(path, who, lambda: False)
     store = CursorStore("chat", state)
     key = _cursor_key(path, who)
     if not path.exists():
