@@ -252,8 +252,10 @@ def test_bad_names_are_refused(chat_file: Path) -> None:
 
 
 def test_a_refused_join_remembers_no_name(chat_file: Path, monkeypatch) -> None:
+    chat.join(chat_file, "bob")
+    chat.end(chat_file, "request", name="alice")
+    chat.end(chat_file, "accept", name="bob")
     monkeypatch.setenv("MAILSLOT_SESSION", "late")
-    chat.end(chat_file, "request", name="alice")  # alone: ends at once
     assert chat.status(chat_file).ended
     with pytest.raises(Conflict, match="ended"):
         chat.join(chat_file)

@@ -23,6 +23,11 @@ Invariants:
   than hiding the message (messages are data; a bad stamp is not a reason to drop one).
 * Only complete lines are consumed: a block still being written (no final newline) waits for the
   next read, so a reader never delivers half a message.
+* Offsets are byte offsets, computed on the bytes: a hand-written block may hold bytes that are
+  not UTF-8, so the file is decoded with ``surrogateescape`` (one code point per bad byte, and
+  re-encoding gives back exactly those bytes) and only the parsed names and bodies show such a
+  byte as U+FFFD. Counting a replaced byte as its 3-byte replacement would move a cursor past the
+  start of the next block and lose it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ __all__ = [
     "MARKERS",
     "MAX_BODY_BYTES",
     "ChatMessage",
+    "check_utf8",
     "escape_body",
     "parse_messages",
     "render_message",
@@ -137,8 +143,23 @@ def unescape_body(body: str) -> str:
     return _ESCAPED_RE.sub(lambda m: m.group(1), body)
 
 
+def check_utf8(what: str, text: str) -> None:
+    """Refuse ``text`` that cannot be written as UTF-8 (``FormatError``): undecodable argv or
+    stdin bytes reach Python as lone surrogates, and a chat file is UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise FormatError(
+            f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
+            field=what,
+        ) from None
+
+
 def render_message(sender: str, when: datetime, body: str) -> str:
     """The block for one message, ending in a newline; ``LimitExceeded``/``FormatError`` if bad."""
+    check_utf8("message", body)
     body = body.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
     if not body.strip():
         raise LimitExceeded("message", 1, 0, "characters", minimum=True)
@@ -161,6 +182,13 @@ def _settled(data: bytes) -> bool:
     return _PARTIAL_HEADER_RE.search(data[-512:].decode("utf-8", errors="replace")) is None
 
 
+def _shown(text: str) -> str:
+    """``text`` with each undecodable byte (a ``surrogateescape`` code point) as U+FFFD."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
 def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
     """Messages in ``data`` (bytes of the file from offset ``base``) and the offset consumed to.
 
@@ -170,7 +198,7 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
     consumed -- so the caller re-reads it whole once its writer has finished.
     """
     settled = _settled(data)
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="surrogateescape")
     headers = list(_HEADER_RE.finditer(text))
     out: list[ChatMessage] = []
     # Byte offsets are counted incrementally (character index -> byte offset) to stay linear.
@@ -178,7 +206,7 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
 
     def to_bytes(index: int) -> int:
         nonlocal char_pos, byte_pos
-        byte_pos += len(text[char_pos:index].encode())
+        byte_pos += len(text[char_pos:index].encode("utf-8", errors="surrogateescape"))
         char_pos = index
         return byte_pos
 
@@ -195,9 +223,9 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
             return out, offset  # the last block may still be growing: leave it for later
         out.append(
             ChatMessage(
-                sender=m.group("from"),
-                time_raw=m.group("time"),
-                body=body,
+                sender=_shown(m.group("from")),
+                time_raw=_shown(m.group("time")),
+                body=_shown(body),
                 offset=offset,
                 end=to_bytes(stop),
             )

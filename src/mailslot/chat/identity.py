@@ -14,6 +14,11 @@ caller's state dir instead, keyed by (chat file, caller):
 * ``new``/``join`` with ``--as`` remember that name only if the slot is empty, so an explicit name
   never steals another session's slot.
 * every other command uses ``--as`` if given, else the remembered name, else refuses.
+* a name is held by the caller that first wrote it (recorded per (chat file, name)): a join or a
+  write under a name another caller holds, or one already seen as ``FROM`` in the file that no
+  caller here holds (a hand-run agent, another machine), is refused (``Conflict``). Two writers
+  under one name would each drop the other's messages as their own echo in ``wait`` and could
+  accept an end request for each other.
 
 Names follow the agent-name rule (lowercase; ``kiran-48291``), so the same ``MAILSLOT_AGENT``
 works on every channel. Names written by hand-run agents (``Kiran-48291``) are still read.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from mailslot.core.cursor import CursorStore
@@ -44,6 +50,11 @@ def generate_name() -> str:
     return f"{secrets.choice(FIRST_NAMES)}-{secrets.randbelow(90000) + 10000}"
 
 
+def _describe(caller: str) -> str:
+    kind, _, value = caller.partition(":")
+    return f"MAILSLOT_SESSION={value}" if kind == "session" else f"directory {value}"
+
+
 def caller_key() -> str:
     """Who the caller is for remembering names: ``$MAILSLOT_SESSION``, else the CWD."""
     session = os.environ.get("MAILSLOT_SESSION")
@@ -59,6 +70,44 @@ class NameBook:
 
     def _key(self, chat: Path) -> str:
         return f"{chat}\0{self._caller}"
+
+    def _holder_key(self, chat: Path, name: str) -> str:
+        return f"{chat}\0name:{name}"
+
+    def holder(self, chat: Path, name: str) -> str | None:
+        """The caller that holds ``name`` in ``chat`` (``session:...``/``cwd:...``), or ``None``.
+
+        A caller whose remembered name is ``name`` holds it (chats joined before names were
+        recorded per holder).
+        """
+        value = self._store.load(self._holder_key(chat, name))
+        caller = value.get("caller") if value else None
+        if isinstance(caller, str):
+            return caller
+        return self._caller if self.recall(chat) == name else None
+
+    def check_speaker(self, chat: Path, name: str, seen: Callable[[], bool]) -> None:
+        """Refuse ``name`` unless this caller holds it, or nobody holds it and ``seen()`` (the name
+        is a ``FROM`` in the file) is false; ``Conflict`` naming the holder and the way out."""
+        holder = self.holder(chat, name)
+        if holder == self._caller:
+            return
+        if holder is None and not seen():
+            return
+        where = f"from {_describe(holder)}" if holder else "(written by a caller unknown here)"
+        here = _describe(self._caller)
+        raise Conflict(
+            f"{name!r} already speaks in this chat {where}; this caller is {here}."
+            f" Pick another name with --as NEW-NAME, or act as {name} from where it joined "
+            "(same MAILSLOT_SESSION, else the same directory)",
+            path=chat,
+        )
+
+    def claim(self, chat: Path, name: str) -> None:
+        """Record this caller as the holder of ``name`` in ``chat`` unless one is recorded."""
+        key = self._holder_key(chat, name)
+        if not self._store.load(key):
+            self._store.save(key, {"caller": self._caller})
 
     def recall(self, chat: Path) -> str | None:
         """The name remembered for this caller in ``chat``, or ``None``."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from mailslot.chat.format import (
     END_REQUEST,
     MARKERS,
     ChatMessage,
+    check_utf8,
     parse_messages,
     render_message,
 )
@@ -162,7 +164,9 @@ def compute_status(messages: list[ChatMessage]) -> ChatStatus:
 
     An end request is pending until every participant other than the requester (participants
     are every ``FROM`` seen so far, including later joiners) has accepted -- then the chat has
-    ended, for good. Any reject cancels it. A new request replaces a pending one.
+    ended, for good. With no other participant (a hand-written lone request) it stays pending
+    until someone joins and accepts: nobody ends a chat alone. Any reject cancels it. A new
+    request replaces a pending one.
     """
     st = ChatStatus(messages=len(messages))
     accepted: list[str] = []
@@ -193,7 +197,7 @@ def compute_status(messages: list[ChatMessage]) -> ChatStatus:
             others = [p for p in st.participants if p != st.end_request["from"]]
             st.end_request["accepted"] = list(accepted)
             st.end_request["waiting_for"] = [p for p in others if p not in accepted]
-            if not st.end_request["waiting_for"]:
+            if others and not st.end_request["waiting_for"]:  # someone else must accept
                 st.ended = True
                 st.ended_at = _time(m)
     return st
@@ -248,11 +252,28 @@ def _quick_status(data: bytes) -> ChatStatus:
     return compute_status(parse_messages(data)[0])
 
 
+def _seen_as_sender(data: bytes, name: str) -> bool:
+    """Whether ``name`` is the ``FROM`` of a block in ``data`` (case-insensitive: ``Kiran-1``
+    written by hand and ``kiran-1`` would read as one speaker). A byte search first, so a say in
+    a long chat stays cheap; the parse confirms (a hand-written body line may read ``FROM: x``)."""
+    pattern = rb"(?im)^FROM:[ \t]*" + re.escape(name.encode()) + rb"[ \t]*\r?$"
+    if re.search(pattern, data) is None:
+        return False
+    return any(m.sender.lower() == name.lower() for m in parse_messages(data)[0])
+
+
 def _write(
-    path: Path, name: str, body: str, *, rule: Callable[[ChatStatus], None] | None = None
+    path: Path,
+    name: str,
+    body: str,
+    book: NameBook,
+    *,
+    rule: Callable[[ChatStatus], None] | None = None,
 ) -> tuple[int, int]:
     """Append one block under both locks after ``rule(status)`` allows it; (start, end).
 
+    ``name`` must be this caller's (``book.check_speaker``, under the lock, so two callers
+    cannot both take a new name); the caller is recorded as its holder once the block is written.
     The block is visible to readers as soon as it is whole; the fsync happens after the locks
     are released and before this returns (a reader never waits for the disk, a sender never
     returns before its message is durable).
@@ -268,9 +289,11 @@ def _write(
                 f"the chat ended by mutual agreement at {st.ended_at}; nothing more is written",
                 path=path,
             )
+        book.check_speaker(path, name, lambda: _seen_as_sender(data, name))
         if rule is not None:
             rule(st)
         start = locked_append(path, block)
+        book.claim(path, name)
     sync_file(path)
     return start, start + len(block.encode())
 
@@ -298,6 +321,7 @@ def new_chat(
     ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name.
     """
     topic = topic.strip()
+    check_utf8("topic", topic)
     check_chars("topic", topic, 1, TOPIC_MAX_CHARS)
     check_one_line("topic", topic)
     book = NameBook(state)
@@ -320,6 +344,7 @@ def new_chat(
     else:  # pragma: no cover - ten thousand chats in one second
         raise Conflict(f"no free chat name for {stamp}", path=folder)
     book.remember(path, who)
+    book.claim(path, who)
     messages, end_ = parse_messages(block.encode())
     CursorStore("chat", state).save_bytes(_cursor_key(path, who), ByteCursor.at_end(path))
     return Joined(path, who, messages, end_)
@@ -347,7 +372,7 @@ def join(
     body = f"{who} joined.\nCWD: {here}\n{CWD_NOTE}"
     if text and text.strip():
         body += "\n" + text.strip("\n")
-    _, end_ = _write(path, who, body)
+    _, end_ = _write(path, who, body, book)
     book.remember(path, who)  # only once the joining message is written
     history, _ = parse_messages(read_from(path, 0)[:end_])
     inode = path.stat().st_ino
@@ -371,9 +396,10 @@ def say(
 ) -> ChatMessage:
     """Append one message. Raises ``NotFound``, ``Conflict`` (ended), ``LimitExceeded``."""
     path = _chat_path(path)
-    who = NameBook(state).resolve(path, name)
+    book = NameBook(state)
+    who = book.resolve(path, name)
     _refuse_markers(body)
-    start, end_ = _write(path, who, body)
+    start, end_ = _write(path, who, body, book)
     return parse_messages(read_from(path, start)[: end_ - start], start)[0][0]
 
 
@@ -404,11 +430,15 @@ def wait(
     ``cursor`` is given (then nothing is stored). ``keep_cursor`` is asked just before the
     cursor is stored: False leaves it where it was (a caller that gave up on this wait, such as
     an MCP call the host cancelled, must not skip what it was never shown). Raises
+    ``Conflict`` when another caller holds ``name`` (its cursor is not ours to move),
     ``WaitTimeout`` (exit 3) after ``timeout`` seconds with nothing new and ``Gone`` (exit 4)
     when the file is removed or the chat has ended.
     """
     path = _chat_path(path)
-    who = NameBook(state).resolve(path, name)
+    book = NameBook(state)
+    who = book.resolve(path, name)
+    if cursor is None:  # the stored cursor is the name holder's: nobody else may move it
+        book.check_speaker(path, who, lambda: False)
     store = CursorStore("chat", state)
     key = _cursor_key(path, who)
     if not path.exists():
@@ -472,12 +502,13 @@ def end(
 ) -> ChatStatus:
     """Write ``request``/``accept``/``reject`` of the end handshake; return the new status.
 
-    Refused (``Conflict``) when it cannot count: a second request while one is pending, an accept
-    or reject with none pending, accepting your own request, accepting twice. ``FormatError`` for
-    an unknown action.
+    Refused (``Conflict``) when it cannot count: a request with no other participant to accept
+    it, a second request while one is pending, an accept or reject with none pending, accepting
+    your own request, accepting twice. ``FormatError`` for an unknown action.
     """
     path = _chat_path(path)
-    who = NameBook(state).resolve(path, name)
+    book = NameBook(state)
+    who = book.resolve(path, name)
     marker = {"request": END_REQUEST, "accept": END_ACCEPT, "reject": END_REJECT}.get(action)
     if marker is None:
         raise FormatError(f"unknown end action {action!r}: request, accept or reject")
@@ -489,6 +520,11 @@ def end(
         req = st.end_request
         if action == "request" and req is not None:
             raise Conflict(f"an end request by {req['from']} is pending; accept or reject it")
+        if action == "request" and not [p for p in st.participants if p != who]:
+            raise Conflict(
+                "no other participant has joined, so nobody could accept an end request; wait "
+                "for someone to join, or remove the chat file to end it (the human's override)"
+            )
         if action != "request" and req is None:
             raise Conflict("no end request is pending")
         if action == "accept" and req is not None:
@@ -497,7 +533,7 @@ def end(
             if who in req["accepted"]:
                 raise Conflict("you already accepted this end request")
 
-    _write(path, who, f"{marker} {reason}".rstrip(), rule=rule)
+    _write(path, who, f"{marker} {reason}".rstrip(), book, rule=rule)
     return status(path)
 
 
@@ -506,9 +542,10 @@ def check(
 ) -> ChatStatus:
     """Open a human check (``---HUMAN-CHECK---`` + the decision); others hold until approved."""
     path = _chat_path(path)
-    who = NameBook(state).resolve(path, name)
+    book = NameBook(state)
+    who = book.resolve(path, name)
     check_chars("human check", text.strip(), 1, 1 << 16)
-    _write(path, who, f"{CHECK}\n{text.strip()}")
+    _write(path, who, f"{CHECK}\n{text.strip()}", book)
     return status(path)
 
 
@@ -521,12 +558,13 @@ def approve(
     may write the human's answer).
     """
     path = _chat_path(path)
-    who = NameBook(state).resolve(path, name)
+    book = NameBook(state)
+    who = book.resolve(path, name)
     check_chars("human decision", text.strip(), 1, 1 << 16)
 
     def rule(st: ChatStatus) -> None:
         if not any(c["from"] == who for c in st.human_checks):
             raise Conflict(f"{who} has no open human check to approve (open one with `chat check`)")
 
-    _write(path, who, f"{APPROVED}\n{text.strip()}", rule=rule)
+    _write(path, who, f"{APPROVED}\n{text.strip()}", book, rule=rule)
     return status(path)

@@ -1,42 +1,71 @@
-"""``mailslot chat``: the face of ``mailslot.chat`` (seed 002); parses, calls, prints."""
+"""``mailslot chat``: the face of ``mailslot.chat`` (seed 002); parses, calls, prints.
+
+Text output shows others' words as data: a message is a ``--- name @ time ---`` line at column 0
+followed by its body as a quoted block (``| ``), and names, stamps and reasons are escaped onto
+one line (``mailslot.cli.shown``). So no body, name or reason can print a line that passes for a
+header or a status line of ours. ``--json`` is raw.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, json_option, pass_env
+from mailslot.cli.shown import quoted, read_text, shown_line
 
 __all__ = ["chat"]
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _name(name: str) -> str:
+    """A sender as one unambiguous token: plain names as they are, anything else quoted."""
+    if _PLAIN_NAME.fullmatch(name):
+        return name
+    return '"' + shown_line(name.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(_name(n) for n in names)
+
 
 def _messages_text(messages: list[dict[str, Any]]) -> str:
-    blocks = [f"--- {m['from']} @ {m['time']} ---\n{m['body']}" for m in messages]
+    blocks = [
+        f"--- {_name(m['from'])} @ {shown_line(str(m['time']))} ---\n{quoted(m['body'])}"
+        for m in messages
+    ]
     return "\n\n".join(blocks)
 
 
 def _status_text(st: dict[str, Any]) -> str:
-    lines = [f"topic: {st['topic'] or '-'}", f"participants: {', '.join(st['participants'])}"]
+    topic = shown_line(st["topic"]) if st["topic"] else "-"
+    lines = [f"topic: {topic}", f"participants: {_names(st['participants'])}"]
     req = st["end_request"]
     if st["ended"]:
-        lines.append(f"ended: yes, by mutual agreement at {st['ended_at']}")
+        lines.append(f"ended: yes, by mutual agreement at {shown_line(st['ended_at'])}")
     else:
         lines.append("ended: no")
     if req and not st["ended"]:
-        why = f" ({req['reason']})" if req["reason"] else ""
+        why = f" ({shown_line(req['reason'])})" if req["reason"] else ""
         lines.append(
-            f"end request: by {req['from']} at {req['time']}{why}; accepted: "
-            f"{', '.join(req['accepted']) or '-'}; waiting for: {', '.join(req['waiting_for'])}"
+            f"end request: by {_name(req['from'])} at {shown_line(req['time'])}{why}; accepted: "
+            f"{_names(req['accepted']) or '-'}; waiting for: {_names(req['waiting_for'])}"
         )
     elif not st["ended"]:
         lines.append("end request: none")
     rej = st["last_rejection"]
     if rej and not req:
-        lines.append(f"last end rejected by {rej['from']}: {rej['reason'] or '(no reason)'}")
+        why = shown_line(rej["reason"]) if rej["reason"] else "(no reason)"
+        lines.append(f"last end rejected by {_name(rej['from'])}: {why}")
     for c in st["human_checks"]:
-        lines.append(f"HUMAN CHECK open by {c['from']} at {c['time']}: {c['text']}")
+        lines.append(
+            f"HUMAN CHECK open by {_name(c['from'])} at {shown_line(c['time'])}:\n"
+            f"{quoted(c['text'])}"
+        )
     return "\n".join(lines)
 
 
@@ -105,7 +134,7 @@ def join_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
     emit(
         data,
         as_json,
-        f"Joined chat as {joined.name!r}.\n{topic.split(chr(10), 1)[0]}\n\n"
+        f"Joined chat as {joined.name!r}.\n{shown_line(topic.split(chr(10), 1)[0])}\n\n"
         + _messages_text(data["messages"]),
     )
 
@@ -125,7 +154,7 @@ def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
     """
     from mailslot.chat import say
 
-    msg = say(Path(file), read_body(text, what="TEXT"), env.agent)
+    msg = say(Path(file), read_text(text, what="TEXT"), env.agent)
     emit(msg.to_json(), as_json, "")
 
 

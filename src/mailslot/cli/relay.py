@@ -1,4 +1,9 @@
-"""``mailslot relay``: the face of ``mailslot.relay`` (seed 003); parses, calls, prints."""
+"""``mailslot relay``: the face of ``mailslot.relay`` (seed 003); parses, calls, prints.
+
+A ``say=`` is the other side's words: text output prints it escaped onto one line
+(``mailslot.cli.shown``), so no vertical tab, U+2028 or ANSI escape in it can print a second
+line that passes for another turn or a status line of ours. ``--json`` is raw.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,8 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, json_option, pass_env
+from mailslot.cli.shown import read_text, shown_line
 
 __all__ = ["relay"]
 
@@ -55,7 +61,7 @@ def init_cmd(directory: str, worker: str, manager: str, as_json: bool) -> None:
 
 
 def _delivery_text(d: dict[str, Any]) -> str:
-    return str(d["say"]) + ("\n(RECOVERED)" if d["recovered"] else "")
+    return shown_line(str(d["say"])) + ("\n(RECOVERED)" if d["recovered"] else "")
 
 
 @relay.command("ask")
@@ -93,7 +99,7 @@ def ask_cmd(
     result = ask(
         env.need_root(),
         env.need_agent(),
-        read_body(text, what="TEXT"),
+        read_text(text, what="TEXT"),
         timeout=timeout,
         kind=kind,
         to=to,
@@ -106,7 +112,7 @@ def ask_cmd(
 def _reply(env: Env, ask_id: str, text: str | None, as_json: bool) -> None:
     from mailslot.relay import reply
 
-    line = reply(env.need_root(), env.need_agent(), ask_id, read_body(text, what="TEXT"))
+    line = reply(env.need_root(), env.need_agent(), ask_id, read_text(text, what="TEXT"))
     emit(line.to_json(), as_json, f"sent {line.id}")
 
 
@@ -158,7 +164,7 @@ def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     from mailslot.relay import serve
 
     t = serve(env.need_root(), env.need_agent(), timeout=timeout)
-    emit(t.to_json(), as_json, f"{t.id} {t.say}")
+    emit(t.to_json(), as_json, f"{t.id} {shown_line(t.say or '')}")
 
 
 relay.add_command(serve_cmd, "watch")  # the same command under the name seed 003's manager uses
@@ -193,7 +199,7 @@ def note_cmd(env: Env, text: str | None) -> None:
     """
     from mailslot.relay import note
 
-    click.echo(str(note(env.need_root(), env.need_agent(), read_body(text, what="TEXT"))))
+    click.echo(str(note(env.need_root(), env.need_agent(), read_text(text, what="TEXT"))))
 
 
 @relay.command("stop")
@@ -220,14 +226,17 @@ def stop_cmd(env: Env, reason: str | None, as_json: bool) -> None:
     )
 
 
-@relay.command("post")
+# A turn line starts with "- [": not an option, so the documented example needs no `--`.
+@relay.command("post", context_settings={"ignore_unknown_options": True})
 @click.argument("line")
 @json_option
 @pass_env
 def post_cmd(env: Env, line: str, as_json: bool) -> None:
     """Append one hand-made turn line to the other side's inbox, after every check.
 
-    Anything that is not a well-formed turn line of a kind allowed there is refused.
+    Anything that is not a well-formed turn line of a kind allowed there is refused, and so is
+    anything `reply`/`ask`/`answer`/`stop` would refuse: a second reply, a reply to a turn never
+    asked, a second open turn, a turn out of order, any turn after a stop.
 
     \b
     Example:
@@ -253,12 +262,13 @@ def status_cmd(env: Env, as_json: bool) -> None:
 
     st = status(env.need_root())
     open_turn = st["open_turn"]
+    shown_turn = open_turn["id"] + " " + shown_line(open_turn["say"] or "") if open_turn else "none"
     stopped = st["stopped"]
     emit(
         st,
         as_json,
         f"worker: {st['worker']}  manager: {st['manager']}\n"
-        f"open turn: {open_turn['id'] + ' ' + (open_turn['say'] or '') if open_turn else 'none'}\n"
+        f"open turn: {shown_turn}\n"
         f"stopped: {'by ' + stopped['from'] + ' at ' + stopped['hhmm'] if stopped else 'no'}\n"
         f"turn lines: {st['turns']}  malformed lines skipped: {st['malformed_lines']}",
     )

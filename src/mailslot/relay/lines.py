@@ -30,6 +30,7 @@ __all__ = [
     "ACK_ID_RE",
     "TURN_ID_RE",
     "TurnLine",
+    "check_utf8",
     "format_line",
     "parse_inbox",
     "parse_line",
@@ -44,6 +45,20 @@ _FLAGS = {"RECOVERED", "STOP"}
 _SEED_SAY = "— Human says: "
 # Which timestamp each kind of turn carries (seed 003: the asker stamps T0, the replier T1).
 _STAMP = {"C": "T0", "Q": "T0", "R": "T1", "A": "T1"}
+
+
+def check_utf8(what: str, text: str) -> None:
+    """Refuse ``text`` that cannot be written as UTF-8 (``FormatError``): undecodable argv or
+    stdin bytes reach Python as lone surrogates, and a mailbox is UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise FormatError(
+            f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
+            field=what,
+        ) from None
 
 
 def turn_id(prefix: str, number: int) -> str:
@@ -96,6 +111,7 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
     """Parse one line (without its newline); ``FormatError`` naming what is wrong."""
     if "\n" in line or "\r" in line:
         raise FormatError("a turn is exactly one physical line", field="line")
+    check_utf8("line", line)
     m = _PREFIX_RE.match(line)
     if not m:
         raise FormatError(

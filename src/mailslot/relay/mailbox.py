@@ -18,7 +18,8 @@ Every seed-003 bug is closed by code, not by a rule to remember:
   ``state/<name>-notes.md``.
 * Caps are asserts in the write path: one physical line, at most 25 words from the manager;
   refused whole, never trimmed. One request gets one reply; a reply to an unknown or already
-  answered id is refused; one turn is open at a time.
+  answered id is refused; one turn is open at a time. ``ask``, ``reply``, ``stop`` and a
+  hand-made ``post`` all check these rules against both inboxes under relay.lock.
 * A stop from either side is honoured at once: it ends held waits and refuses every later turn.
   Appends cannot be recalled: lines already written stay; a stop only prevents future sends.
 """
@@ -41,7 +42,14 @@ from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_fro
 from mailslot.core.limits import check_chars, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
-from mailslot.relay.lines import TurnLine, format_line, parse_inbox, parse_line, turn_id
+from mailslot.relay.lines import (
+    TurnLine,
+    check_utf8,
+    format_line,
+    parse_inbox,
+    parse_line,
+    turn_id,
+)
 
 __all__ = [
     "MANAGER_SAY_MAX_WORDS",
@@ -264,6 +272,7 @@ def _refuse_if_stopped(conv: Conversation) -> None:
 
 def _check_say(relay: Relay, author: str, say: str) -> None:
     """The caps, as asserts in the write path: refused whole, never trimmed."""
+    check_utf8("say", say)
     check_chars("say", say.strip(), 1, SAY_MAX_CHARS)
     check_one_line("say", say)
     if relay.role(author) == "manager":
@@ -277,13 +286,60 @@ _ALLOWED = {
 }
 
 
-def post(relay: Relay, author: str, line: str) -> TurnLine:
-    """Append one line to the other side's inbox after every check; the only inbox writer.
+def _check_turn(conv: Conversation, line: TurnLine) -> None:
+    """The conversation rules for ``line`` about to be written; ``RelayStopped``/``Conflict``.
 
-    Raises ``FormatError`` for anything that is not a well-formed turn line of a kind allowed in
-    that inbox (a diagnostic, a second metadata line), ``LimitExceeded`` for the caps,
-    ``Conflict`` when ``author`` is not the line's author or not part of this relay.
+    Nothing after a stop; a C/Q turn only when no turn is open, numbered next; an R/A reply only
+    to a turn that was asked and not yet answered; an ack only of a reply, once.
     """
+    _refuse_if_stopped(conv)
+    if line.kind == "turn" and line.prefix in "CQ":
+        t = conv.open_turn
+        if t is not None and t.author != line.author:
+            raise Conflict(
+                f"{t.author}'s turn {t.id} is open (one turn at a time): answer it "
+                f"first (`mailslot relay reply --id {t.id} TEXT`)"
+            )
+        if t is not None:
+            raise Conflict(
+                f"turn {t.id} is still open (one turn at a time): wait for "
+                f"{_reply_id(t.id)}, or `mailslot relay recover` if your wait timed out"
+            )
+        want = turn_id(line.prefix, conv.next_number(line.prefix))
+        if line.id != want:
+            raise Conflict(f"the next {line.prefix} turn is {want}, not {line.id}")
+    elif line.kind == "turn":
+        ask_id = _ask_id(line.id)
+        if ask_id not in conv.turns:
+            raise Conflict(f"no turn {ask_id} was asked; nothing to reply to")
+        if line.id in conv.turns:
+            raise Conflict(f"{ask_id} was already answered ({line.id}); one request, one reply")
+    elif line.kind == "ack":
+        if line.id not in conv.turns:
+            raise Conflict(f"no reply {line.id} was written; nothing to acknowledge")
+        if line.id in conv.acks:
+            raise Conflict(f"{line.id} was already acknowledged")
+
+
+def post(relay: Relay, author: str, line: str) -> TurnLine:
+    """Append one hand-made line to the other side's inbox after every check ask/reply/stop make.
+
+    Under relay.lock, against both inboxes: raises ``FormatError`` for anything that is not a
+    well-formed turn line of a kind allowed in that inbox (a diagnostic, a second metadata line),
+    ``LimitExceeded`` for the caps, ``Conflict`` when ``author`` is not the line's author or not
+    part of this relay, or the line breaks a rule (``_check_turn``), ``RelayStopped`` after a
+    stop. A STOP when the relay is already stopped writes nothing and returns the first stop.
+    """
+    with file_lock(relay.lock):
+        conv = scan(relay)
+        if parse_line(line).kind == "stop" and conv.stopped is not None:
+            return conv.stopped
+        return _append(relay, author, line, conv)
+
+
+def _append(relay: Relay, author: str, line: str, conv: Conversation | None) -> TurnLine:
+    """Check ``line`` (format, inbox, caps; the rules against ``conv`` when given) and append
+    it; the only inbox writer. Callers hold relay.lock when they pass ``conv``."""
     parsed = parse_line(line)
     if parsed.author != author:
         raise Conflict(f"the line says ({parsed.author}) but it is written by {author}")
@@ -297,6 +353,8 @@ def post(relay: Relay, author: str, line: str) -> TurnLine:
         )
     if parsed.say is not None:
         _check_say(relay, author, parsed.say)
+    if conv is not None and parsed.kind != "stop":
+        _check_turn(conv, parsed)
     locked_append(relay.inbox(reader), line + "\n")
     sync_file(relay.inbox(reader))  # visible at once, durable before returning
     return parsed
@@ -363,7 +421,7 @@ def _await(
     flags = ("RECOVERED",) if recovered else ()
     ack = format_line(_hhmm(), name, f"ack={want}", stamps, flags=flags)
     if relay.role(name) == "worker":
-        post(relay, name, ack)  # seed 003: the delivery record goes to the manager's inbox
+        _append(relay, name, ack, None)  # seed 003: the delivery record goes to the manager's inbox
     else:
         _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
     # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).
@@ -422,8 +480,11 @@ def ask(
             pending = {"offset": cursor.offset, "inode": cursor.inode, "pending": ask_id, "T0": t0}
             _store(state).save(_key(relay, name), pending)  # the cursor is saved before sending
             try:
-                line = post(
-                    relay, name, format_line(_hhmm(), name, f"id={ask_id}", {"T0": t0}, say=text)
+                line = _append(
+                    relay,
+                    name,
+                    format_line(_hhmm(), name, f"id={ask_id}", {"T0": t0}, say=text),
+                    conv,
                 )
             except BaseException:
                 _store(state).save(_key(relay, name), {**pending, "pending": None})
@@ -476,9 +537,8 @@ def reply(root: Path | str, name: str, ask_id: str, text: str) -> TurnLine:
             raise Conflict(f"no turn {ask_id} was asked; nothing to reply to")
         if want in conv.turns:
             raise Conflict(f"{ask_id} was already answered ({want}); one request, one reply")
-        return post(
-            relay, name, format_line(_hhmm(), name, f"id={want}", {"T1": epoch_ms()}, say=text)
-        )
+        line = format_line(_hhmm(), name, f"id={want}", {"T1": epoch_ms()}, say=text)
+        return _append(relay, name, line, conv)
 
 
 def serve(
@@ -523,6 +583,7 @@ def note(root: Path | str, name: str, text: str) -> Path:
     relay = open_relay(root)
     relay.role(name)
     text = text.strip("\n")
+    check_utf8("note", text)
     check_chars("note", text.strip(), 1, NOTE_MAX_BYTES)
     first, *more = text.splitlines()
     body = "".join(f"\n  {line}" for line in more)
@@ -544,7 +605,7 @@ def stop(root: Path | str, name: str, reason: str | None = None) -> TurnLine:
         if conv.stopped is not None:
             return conv.stopped
         line = format_line(_hhmm(), name, "STOP", {"at": epoch_ms()}, say=say)
-        return post(relay, name, line)
+        return _append(relay, name, line, conv)
 
 
 def status(root: Path | str) -> dict[str, Any]:

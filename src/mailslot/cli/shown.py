@@ -1,0 +1,75 @@
+"""Text written by others, made safe to print in a terminal next to our own framing lines.
+
+Messages are data (DESIGN principle 5): a body or a hand-written name may carry an ANSI escape, a
+carriage return, a bidi override, or a line that looks exactly like our own delimiter. The text
+output of a read command therefore
+
+* escapes every control or format character (categories Cc, Cf, Zl, Zp) as ``\\xNN``/``\\uNNNN``,
+  keeping only newline and tab inside multi-line bodies, so nothing can move the cursor, recolour
+  the screen, reorder a line or start one where a newline was not seen;
+* prints a multi-line body only as a quoted block (every line starts with ``QUOTE``), so no body
+  line can start at column 0 and pass for a delimiter or a status line of ours.
+
+``--json`` output stays raw: it is unambiguous by construction.
+
+Text coming in is checked the other way: ``read_text`` refuses standard input that is not UTF-8
+with a ``FormatError`` (exit 1, nothing written) instead of a decoding traceback; undecodable
+argv bytes arrive as lone surrogates and the channels refuse those before writing.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from mailslot.cli.helpers import read_body
+from mailslot.core.errors import FormatError
+
+__all__ = ["QUOTE", "quoted", "read_text", "shown", "shown_line"]
+
+QUOTE = "| "
+_ESCAPED_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def shown(text: str) -> str:
+    """``text`` with CR LF made LF and every control/format character but LF and TAB escaped."""
+    text = text.replace("\r\n", "\n")
+    return "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch) not in _ESCAPED_CATEGORIES else _escape(ch)
+        for ch in text
+    )
+
+
+def shown_line(text: str) -> str:
+    """``text`` as one printable line: every control/format character escaped, LF included."""
+    return "".join(
+        _escape(ch) if unicodedata.category(ch) in _ESCAPED_CATEGORIES else ch for ch in text
+    )
+
+
+def quoted(text: str) -> str:
+    """``text`` (escaped by ``shown``) with ``QUOTE`` before every line, blank ones too."""
+    return "\n".join(QUOTE + line if line else QUOTE.rstrip() for line in shown(text).split("\n"))
+
+
+def read_text(body: str | None, *, what: str = "BODY") -> str:
+    """``read_body`` (the argument, or standard input for ``-``); ``FormatError`` when standard
+    input is not UTF-8."""
+    try:
+        return read_body(body, what=what)
+    except UnicodeDecodeError as e:
+        raise FormatError(
+            f"standard input is not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at byte "
+            f"{e.start}); nothing written",
+            field=what,
+        ) from None
