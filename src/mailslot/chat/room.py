@@ -234,12 +234,24 @@ def _no_chat(path: Path, why: str = "") -> NotFound:
     return NotFound(f"no such chat file{why} (chats there: {shown or 'none'})", path=path)
 
 
+def _require_chat(data: bytes, path: Path) -> bytes:
+    """``data`` if it is a chat (empty, or its first line with text is ``---MSG---``);
+    ``FormatError`` otherwise, so a mistyped path (``~/.bashrc``) is never appended to."""
+    first = next((ln for ln in data[:4096].splitlines() if ln.strip()), b"")
+    if first and first.strip() != b"---MSG---":
+        raise FormatError(
+            "not a chat file: it does not start with a ---MSG--- block; nothing written",
+            path=path,
+        )
+    return data
+
+
 def _all(path: Path) -> tuple[list[ChatMessage], int]:
     try:
         data = read_from(path, 0)
     except NotFound:
         raise _no_chat(path) from None
-    return parse_messages(data)
+    return parse_messages(_require_chat(data, path))
 
 
 def _quick_status(data: bytes) -> ChatStatus:
@@ -282,7 +294,7 @@ def _write(
     with _seed_lock(path):
         if not path.is_file():
             raise _no_chat(path, " (was it removed?)")
-        data = read_from(path, 0)
+        data = _require_chat(read_from(path, 0), path)
         st = compute_status(parse_messages(data)[0]) if rule else _quick_status(data)
         if st.ended:
             raise Conflict(
@@ -410,6 +422,8 @@ def read(path: Path | str, since: int = 0) -> Batch:
         data = read_from(path, since)
     except NotFound:
         raise _no_chat(path) from None
+    if since == 0:
+        _require_chat(data, path)
     messages, cursor = parse_messages(data, since)
     all_messages = messages if since == 0 else _all(path)[0]
     return Batch(messages, cursor, compute_status(all_messages).ended)
@@ -449,7 +463,7 @@ def wait(
     else:
         pos = cursor
     try:
-        started_ended = _quick_status(read_from(path, 0)).ended
+        started_ended = _quick_status(_require_chat(read_from(path, 0), path)).ended
     except NotFound:
         raise Gone("the chat file was removed: the conversation is over", path=path) from None
 
