@@ -39,7 +39,7 @@ from typing import Any
 
 from mailslot.core.clock import format_time, parse_time
 from mailslot.core.errors import FormatError, LimitExceeded
-from mailslot.core.limits import check_bytes
+from mailslot.core.limits import check_bytes, check_utf8
 
 __all__ = [
     "APPROVED",
@@ -141,20 +141,6 @@ def escape_body(body: str) -> str:
 def unescape_body(body: str) -> str:
     """Undo ``escape_body``: drop one backslash from escaped header-like lines."""
     return _ESCAPED_RE.sub(lambda m: m.group(1), body)
-
-
-def check_utf8(what: str, text: str) -> None:
-    """Refuse ``text`` that cannot be written as UTF-8 (``FormatError``): undecodable argv or
-    stdin bytes reach Python as lone surrogates, and a chat file is UTF-8 text."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        code = ord(text[e.start])
-        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
-        raise FormatError(
-            f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
-            field=what,
-        ) from None
 
 
 def render_message(sender: str, when: datetime, body: str) -> str:

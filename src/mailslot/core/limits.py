@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from mailslot.core.errors import LimitExceeded
+from mailslot.core.errors import FormatError, LimitExceeded
 
-__all__ = ["check_bytes", "check_chars", "check_lines", "check_one_line", "check_words"]
+__all__ = [
+    "check_bytes",
+    "check_chars",
+    "check_lines",
+    "check_one_line",
+    "check_utf8",
+    "check_words",
+]
 
 
 def check_bytes(what: str, data: str | bytes, limit: int) -> None:
@@ -42,3 +49,17 @@ def check_one_line(what: str, text: str) -> None:
     # splitlines knows every separator a reader might honour (\r, \x0b, \x1c, \u2028 ...).
     if len(text.splitlines()) > 1 or text.endswith(("\n", "\r")):
         raise LimitExceeded(what, 1, max(2, len(text.splitlines())), "lines")
+
+
+def check_utf8(what: str, text: str) -> None:
+    """Refuse ``text`` that cannot be written as UTF-8 (``FormatError``): undecodable argv or
+    stdin bytes reach Python as lone surrogates, and every mailslot file is UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise FormatError(
+            f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
+            field=what,
+        ) from None

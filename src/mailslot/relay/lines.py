@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mailslot.core.errors import FormatError
+from mailslot.core.limits import check_utf8
 
 __all__ = [
     "ACK_ID_RE",
@@ -37,28 +38,14 @@ __all__ = [
     "turn_id",
 ]
 
-TURN_ID_RE = re.compile(r"[CRQA]\d{2,}")
-ACK_ID_RE = re.compile(r"[RA]\d{2,}")
-_PREFIX_RE = re.compile(r"- \[(?P<hhmm>\d{2}:\d{2})\] \((?P<author>[a-z0-9][a-z0-9_-]{0,39})\) ")
+TURN_ID_RE = re.compile(r"[CRQA][0-9]{2,}")
+ACK_ID_RE = re.compile(r"[RA][0-9]{2,}")
+_PREFIX_RE = re.compile(r"- \[(?P<hhmm>[0-9]{2}:[0-9]{2})\] \((?P<author>[a-z0-9][a-z0-9_-]{0,39})\) ")
 _KEYS = {"id", "ack", "seen", "T0", "T1", "T2", "at"}
 _FLAGS = {"RECOVERED", "STOP"}
 _SEED_SAY = "— Human says: "
 # Which timestamp each kind of turn carries (seed 003: the asker stamps T0, the replier T1).
 _STAMP = {"C": "T0", "Q": "T0", "R": "T1", "A": "T1"}
-
-
-def check_utf8(what: str, text: str) -> None:
-    """Refuse ``text`` that cannot be written as UTF-8 (``FormatError``): undecodable argv or
-    stdin bytes reach Python as lone surrogates, and a mailbox is UTF-8 text."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        code = ord(text[e.start])
-        byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
-        raise FormatError(
-            f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
-            field=what,
-        ) from None
 
 
 def turn_id(prefix: str, number: int) -> str:
