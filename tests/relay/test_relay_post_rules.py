@@ -93,3 +93,29 @@ def test_the_cli_example_works_without_a_double_dash(mb: Path) -> None:
     r = CliRunner().invoke(cli, ["relay", "post", *base, "--as", "manager", "--", line])
     assert r.exit_code == 1 and "already answered" in r.stderr  # `--` works too
     assert (mb / "to-w1.md").read_text().count("id=R01") == 1
+
+
+def test_a_diagnostic_posted_as_a_line_points_to_the_notes_file(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from mailslot.cli import cli
+
+    mb = tmp_path / "mb"
+    CliRunner().invoke(cli, ["relay", "init", str(mb), "--worker", "w1", "--manager", "manager"])
+    inbox = mb / "to-w1.md"
+    before = inbox.read_bytes() if inbox.exists() else b""
+    r = CliRunner().invoke(
+        cli,
+        [
+            "--root",
+            str(mb),
+            "--as",
+            "manager",
+            "relay",
+            "post",
+            "- [01:40] (manager) a diagnostic line",
+        ],
+    )
+    assert r.exit_code == 1
+    assert "state/manager-notes.md" in r.stderr and "relay note" in r.stderr
+    assert (inbox.read_bytes() if inbox.exists() else b"") == before

@@ -40,7 +40,9 @@ __all__ = [
 
 TURN_ID_RE = re.compile(r"[CRQA][0-9]{2,}")
 ACK_ID_RE = re.compile(r"[RA][0-9]{2,}")
-_PREFIX_RE = re.compile(r"- \[(?P<hhmm>[0-9]{2}:[0-9]{2})\] \((?P<author>[a-z0-9][a-z0-9_-]{0,39})\) ")
+_PREFIX_RE = re.compile(
+    r"- \[(?P<hhmm>[0-9]{2}:[0-9]{2})\] \((?P<author>[a-z0-9][a-z0-9_-]{0,39})\) "
+)
 _KEYS = {"id", "ack", "seen", "T0", "T1", "T2", "at"}
 _FLAGS = {"RECOVERED", "STOP"}
 _SEED_SAY = "— Human says: "

@@ -330,9 +330,17 @@ def post(relay: Relay, author: str, line: str) -> TurnLine:
     part of this relay, or the line breaks a rule (``_check_turn``), ``RelayStopped`` after a
     stop. A STOP when the relay is already stopped writes nothing and returns the first stop.
     """
+    try:
+        parsed = parse_line(line)
+    except FormatError as e:  # most often a diagnostic typed as a line: say where it goes
+        raise FormatError(
+            f"{e.message}; not a turn line, so it cannot go in an inbox. Diagnostics go to "
+            f"{relay.notes(author).relative_to(relay.root)} (`mailslot relay note TEXT`)",
+            field="line",
+        ) from None
     with file_lock(relay.lock):
         conv = scan(relay)
-        if parse_line(line).kind == "stop" and conv.stopped is not None:
+        if parsed.kind == "stop" and conv.stopped is not None:
             return conv.stopped
         return _append(relay, author, line, conv)
 
