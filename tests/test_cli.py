@@ -186,3 +186,16 @@ def test_relay_post_help_example_works(tmp_path) -> None:
     )
     assert "No such option" not in r.output + (r.stderr or "")
     assert r.exit_code == 0, r.output + (r.stderr or "")
+
+
+def test_a_json_wait_that_times_out_still_answers_in_json(tmp_path) -> None:
+    import json
+
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "new", "--dir", str(tmp_path), "t"])
+    path = r.output.splitlines()[0]
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "wait", path, "--timeout", "0", "--json"])
+    assert r.exit_code == 3
+    data = json.loads(r.stdout)
+    assert data["messages"] == [] and data["timed_out"] is True and data["cursor"] > 0
+    r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "wait", path, "--timeout", "0"])
+    assert r.exit_code == 3 and r.stdout == ""  # text mode: only the one stderr line

@@ -48,7 +48,7 @@ from mailslot.chat.locate import LIST_MAX, list_chats
 from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
-from mailslot.core.errors import Conflict, FormatError, Gone, LockBusy, NotFound
+from mailslot.core.errors import Conflict, FormatError, Gone, LockBusy, NotFound, WaitTimeout
 from mailslot.core.fsio import atomic_create, locked_append, read_from
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
@@ -492,6 +492,10 @@ def wait(
     try:
         found = wait_until(check, [path], timeout, what="message from another participant")
     except Gone:
+        raise
+    except WaitTimeout as e:
+        save()
+        e.payload = {"messages": [], "cursor": pos, "ended": False}
         raise
     except BaseException:
         save()

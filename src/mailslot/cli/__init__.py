@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import sys
 from typing import Any
 
@@ -19,7 +20,7 @@ import click
 
 from mailslot import __version__
 from mailslot.cli.helpers import common_options, ensure_common_options
-from mailslot.core.errors import MailslotError
+from mailslot.core.errors import MailslotError, WaitTimeout
 
 __all__ = ["cli", "main"]
 
@@ -82,8 +83,13 @@ class MailslotGroup(click.Group):
                 formatter.write_dl(sorted(rows))
 
     def invoke(self, ctx: click.Context) -> Any:
+        wants_json = "--json" in ctx.args  # what follows the group name, before parsing
         try:
             return super().invoke(ctx)
+        except WaitTimeout as e:
+            if wants_json and e.payload is not None:
+                click.echo(json.dumps({**e.payload, "timed_out": True}, ensure_ascii=False))
+            raise _CliError(str(e), e.exit_code, e.label) from e
         except MailslotError as e:
             raise _CliError(str(e), e.exit_code, e.label) from e
         except UnicodeError as e:

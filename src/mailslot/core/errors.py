@@ -116,10 +116,24 @@ class Unresolved(MailslotError):
 
 
 class WaitTimeout(MailslotError):
-    """A wait that ended at its deadline with nothing new."""
+    """A wait that ended at its deadline with nothing new.
+
+    ``payload`` is what "nothing new" looks like as the command's JSON (``{"messages": [],
+    "cursor": N}``); a face asked for JSON prints it, so a script reads an answer, not silence.
+    """
 
     exit_code = 3
     label = "timeout"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        payload: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.payload = payload
 
 
 class Gone(MailslotError):
