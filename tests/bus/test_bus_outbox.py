@@ -168,3 +168,15 @@ def test_take_race_each_item_exactly_once(root: Path, tmp_path: Path) -> None:
     assert visible(root / "outbox") == ["records", "taken"]
     assert len(visible(root / "outbox/taken")) == 101  # 100 items + records/
     assert len(os.listdir(root / "outbox/taken/records")) == 100
+
+
+def test_take_with_nothing_answers_json_when_asked(root) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from mailslot.cli import cli
+
+    r = CliRunner().invoke(cli, ["--root", str(root), "outbox", "take", "--as", "beacon", "--json"])
+    assert r.exit_code == 3
+    assert json.loads(r.stdout) == {"taken": None, "timed_out": True}

@@ -307,10 +307,14 @@ def take(root: Path, agent: str, *, wait: float = 0) -> Item:
     layout.taken_records.mkdir(exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
     if wait > 0:
-        return wait_until(
-            lambda: _claim(layout, agent), [layout.outbox], wait, what="outbox item to take"
-        )
+        try:
+            return wait_until(
+                lambda: _claim(layout, agent), [layout.outbox], wait, what="outbox item to take"
+            )
+        except WaitTimeout as e:
+            e.payload = {"taken": None}
+            raise
     item = _claim(layout, agent)
     if item is None:
-        raise OutboxEmpty("nothing to take in outbox/")
+        raise OutboxEmpty("nothing to take in outbox/", payload={"taken": None})
     return item
