@@ -8,8 +8,8 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
 
 "Awaits the caller" without a cursor, per live topic (caller side S, other side O):
 
-* ``entry`` -- O wrote entries numbered after S's own newest entry and dated after S's last
-  STATE.md update (S has neither answered nor acknowledged them). Scoped to ``required``, only
+* ``entry`` -- O wrote entries numbered after S's own newest entry and dated (the later of its
+  ``at`` and its arrival, the file's ctime, which O cannot back-date) after S's last STATE.md update (S has neither answered nor acknowledged them). Scoped to ``required``, only
   ``action: required`` ones count (an unreadable ``action`` counts: fail visible). One line per
   topic names the newest such entry and how many there are, so each new arrival changes it.
 * ``held`` -- a HELD.md in S's inbox: the tick is holding the archive until S re-reads.
@@ -104,6 +104,15 @@ def heartbeat_age(ex: Exchange) -> tuple[datetime, timedelta] | None:
     return at, now() - at
 
 
+def _arrived(path: str) -> datetime:
+    """When the file arrived (its ctime, to the millisecond); a writer cannot back-date it."""
+    try:
+        ns = os.stat(path, follow_symlinks=False).st_ctime_ns
+    except OSError:
+        return datetime.max.replace(tzinfo=UTC)  # cannot tell: never counts as acknowledged
+    return datetime.fromtimestamp(ns // 1_000_000 / 1000, UTC)
+
+
 def _entries_waiting(
     theirs: TopicDir, mine: TopicDir | None, scope: str
 ) -> list[tuple[str, str | None]]:
@@ -120,8 +129,8 @@ def _entries_waiting(
     out = []
     for _, _, name in candidates:
         p = peek_entry(theirs.file(name))
-        if ack is not None and p.at is not None and p.at <= ack:
-            continue  # dated before the caller last touched its STATE: acknowledged
+        if ack is not None and p.at is not None and max(p.at, _arrived(theirs.file(name))) <= ack:
+            continue  # dated and arrived before the caller last touched its STATE: acknowledged
         if scope == "required" and p.action == "fyi":
             continue
         out.append((name, p.action))

@@ -59,6 +59,7 @@ class SideCopy:
     sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
     count: int = 0  # entry files
     top: tuple[int, str, str] | None = None  # the newest entry
+    top_ctime: int = 0  # the newest entry's ctime (ns): when it arrived, which its writer can't set
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
@@ -113,6 +114,7 @@ def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> Si
     copy = SideCopy(inbox_side, path, archived)
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
+    ctimes: dict[str, int] = {}
     try:
         # the directory's mtime before listing: a change during the listing makes it newer
         copy.dir_mtime = os.stat(path).st_mtime_ns
@@ -134,21 +136,22 @@ def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> Si
                 m = match(name)
                 if m:
                     entries.append((int(m[1]), m[2], name))
+                    ctimes[name] = st.st_ctime_ns
     except (FileNotFoundError, NotADirectoryError):
         pass
     parts.sort()
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
     copy.top = max(entries) if entries else None
+    copy.top_ctime = ctimes[copy.top[2]] if copy.top else 0
     return copy
 
 
-def _sig_of(path: str) -> Sig | None:
+def _stat_of(path: str) -> os.stat_result | None:
     try:
-        st = os.stat(path)
+        return os.stat(path, follow_symlinks=False)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns)
 
 
 def _trusted(
@@ -160,13 +163,17 @@ def _trusted(
     if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
         return None  # this directory's turn for a full listing
     files: dict[str, Sig] = {}
+    top_ctime = 0
     for fname, want in ((STATE_NAME, rec[6]), (rec[5][2] if rec[5] else None, rec[7])):
         if fname is None or want is None:
             continue
-        got = _sig_of(f"{path}/{fname}")
-        if got is None or list(got) != want:
+        st = _stat_of(f"{path}/{fname}")
+        got = (st.st_size, st.st_mtime_ns) if st is not None else None
+        if st is None or got is None or list(got) != want:
             return None  # rewritten in place: list the directory
         files[fname] = got
+        if fname != STATE_NAME:
+            top_ctime = st.st_ctime_ns
     top = rec[5]
     return SideCopy(
         side,
@@ -177,6 +184,7 @@ def _trusted(
         sig=rec[0],
         count=int(rec[4]),
         top=(int(top[0]), str(top[1]), str(top[2])) if top else None,
+        top_ctime=top_ctime,
         dir_mtime=dir_mtime,
         settled=True,
         trusted=rec,

@@ -201,16 +201,19 @@ class _Tick:
             copy = scan.copies.get(inbox_side)
             top = copy.newest() if copy else None
             ent = self.parse(scan, inbox_side, top[2]) if top else None
+            # arrival to the millisecond, as STATE.md times are written
+            arrived = copy.top_ctime // 1_000_000 * 1000 if copy and top else None
             if top is not None and ent is not None:
                 newest[writer] = (top[0], top[2], ent.word)
                 if ent.time_us is not None:
-                    times.append(ent.time_us)
+                    times.append(max(ent.time_us, arrived or 0))
             sides[writer] = GuardSide(
                 status=(st.word or "unknown") if st else "open",
                 updated_at=_dt(st.time_us) if st else None,
                 state_error=st.error if st and st.word == "done" else None,
                 newest=top[2] if top else None,
                 newest_at=_dt(ent.time_us) if ent else None,
+                arrived_at=_dt(arrived) if arrived else None,
             )
         return sides, newest, times
 

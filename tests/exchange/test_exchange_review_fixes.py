@@ -1,0 +1,43 @@
+"""Regressions from the independent review of the exchange channel (one test or more per finding).
+
+Each drives the real CLI entry point over a real tree, with the real clock unless it says not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from exhelp import run, tick, write_by_hand
+
+from mailslot.exchange.layout import Exchange
+
+
+def _send(root: Path, agent: str, topic: str, body: str, action: str = "fyi") -> str:
+    r = run(root, "exchange", "send", "--topic", topic, "--action", action, body, agent=agent)
+    return r.stdout.strip()
+
+
+# -- C1: a back-dated 'at' must not let an unread required entry into the archive ------------
+
+
+def test_back_dated_entry_holds_instead_of_archiving(ex: Exchange) -> None:
+    root = ex.root
+    topic = _send(root, "claude", "q", "fyi: context").split("/")[1]
+    run(root, "exchange", "state", topic, "done", agent="olu")
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    # olu hand-writes a required entry dated before both 'done's (the CONVENTION example time)
+    write_by_hand(
+        root / "to-claude" / topic / "0002-olu.md",
+        "---\nfrom: olu\nat: 2026-11-29T18:14:00.123Z\naction: required\n---\nplease answer\n",
+    )
+    out = tick(root)
+    assert out["archived"] == [] and out["held"] == [topic]
+    assert (root / "to-claude" / topic / "HELD.md").is_file()  # claude owes the re-read
+    assert "arrived" in (root / "to-claude" / topic / "HELD.md").read_text()
+    mon = json.loads(run(root, "exchange", "monitor", "--json", agent="claude").stdout)
+    kinds = {(a["kind"], a["entry"]) for a in mon["awaiting"]}
+    assert ("entry", "0002-olu.md") in kinds and ("held", None) in kinds
+    # re-affirming done releases it: the entry is now older than claude's acknowledgement
+    run(root, "exchange", "state", topic, "done", "--force", agent="claude")
+    out = tick(root)
+    assert out["archived"] == [topic]
