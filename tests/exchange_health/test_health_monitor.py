@@ -102,7 +102,10 @@ def test_hand_written_foreign_entries_and_state(ex) -> None:
         ex.root, "olu", "2026-11-29-x", 1, "claude", "2026-11-29T10:00:00Z", "required", crlf=True
     )
     assert "2026-11-29-x: 0001-claude.md (required)" in _mon(ex, scope="required")
+    # a hand acknowledgement dated before the entry arrived does not cover it (ctime counts)
     hand_state(ex.root, "claude", "2026-11-29-x", "in-progress", "2026-11-29T11:00:00Z", "olu")
+    assert "0001-claude.md (required)" in _mon(ex, scope="required")
+    hand_state(ex.root, "claude", "2026-11-29-x", "in-progress", format_time(), "olu")
     assert _mon(ex, scope="required") == ""
 
 
