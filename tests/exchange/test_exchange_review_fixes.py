@@ -41,3 +41,46 @@ def test_back_dated_entry_holds_instead_of_archiving(ex: Exchange) -> None:
     run(root, "exchange", "state", topic, "done", "--force", agent="claude")
     out = tick(root)
     assert out["archived"] == [topic]
+
+
+# -- C3: never follow a symlink in the exchange tree ------------------------------------------
+
+
+def _done_both(root: Path) -> str:
+    topic = _send(root, "claude", "q", "fyi: context").split("/")[1]
+    run(root, "exchange", "state", topic, "done", agent="olu")
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    return topic
+
+
+def test_planted_done_symlink_moves_nothing_and_fails_the_tick(ex: Exchange, tmp_path) -> None:
+    root = ex.root
+    topic = _done_both(root)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (root / "to-claude" / "done").rmdir()
+    (root / "to-claude" / "done").symlink_to(victim)
+    r = run(root, "exchange", "tick", "--json", ok=False)
+    assert r.exit_code == 1
+    assert "refusing symlink to-claude/done" in r.output
+    assert list(victim.iterdir()) == []
+    assert (root / "to-olu" / topic).is_dir()  # nothing moved on either side
+    report = json.loads(run(root, "exchange", "doctor", "--json", ok=False).stdout)
+    bad = [c for c in report["checks"] if c["check"] == "tree:symlinks"]
+    assert bad and bad[0]["status"] == "fail" and "to-claude/done" in bad[0]["detail"]
+    assert bad[0]["fix"]
+
+
+def test_symlinked_topic_dir_is_skipped_and_reported(ex: Exchange, tmp_path) -> None:
+    root = ex.root
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write_by_hand(
+        outside / "0001-olu.md", "---\nfrom: olu\nat: 2026-11-29T18:14:00Z\naction: fyi\n---\nx\n"
+    )
+    (root / "to-claude" / "2026-11-29-evil").symlink_to(outside)
+    topics = json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"]
+    assert topics == []
+    r = run(root, "exchange", "tick", "--json", ok=False)
+    assert r.exit_code == 1 and "to-claude/2026-11-29-evil" in r.output
+    assert (outside / "0001-olu.md").is_file()

@@ -198,7 +198,7 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
     check_bytes("entry body", body, MAX_BODY_BYTES)
     name, exists = resolve_topic(ex, topic)
     outbox = ex.outbox(side)
-    if not outbox.is_dir():
+    if os.path.islink(outbox) or not outbox.is_dir():
         raise NotFound("outbox missing; is this an exchange root?", path=outbox)
     inbox_side = ex.other(side)
     if exists:

@@ -37,7 +37,9 @@ class GuardSide:
     state_error: str | None = None
     newest: str | None = None  # file name of this side's newest entry, None if it wrote none
     newest_at: datetime | None = None  # the entry's own ``at`` (its writer's claim)
-    arrived_at: datetime | None = None  # when the file appeared here (ctime; the writer can't set it)
+    arrived_at: datetime | None = (
+        None  # when the file appeared here (ctime; the writer can't set it)
+    )
 
 
 @dataclass

@@ -120,10 +120,15 @@ class Exchange:
         return first_inbox if inbox_side == self.sides[0] else first_outbox
 
     def make_dir(self, path: Path, inbox_side: str) -> None:
-        """Create ``path`` (under ``to-<inbox_side>``) with that inbox's mode and group."""
+        """Create ``path`` (under ``to-<inbox_side>``) with that inbox's mode and group;
+        ``Conflict`` if a symlink is there (never written through)."""
         try:
             path.mkdir()
         except FileExistsError:
+            if os.path.islink(path):
+                raise Conflict(
+                    "is a symlink; the exchange tree holds no symlinks (remove it)", path=path
+                ) from None
             return
         _apply_mode(path, self.dir_mode(inbox_side), self.group)
 

@@ -192,17 +192,23 @@ def _trusted(
 
 
 def _scan_inbox(
-    ex: Exchange, side: str, records: dict[str, list[Any]], now_ns: int
+    ex: Exchange, side: str, records: dict[str, list[Any]], now_ns: int, links: list[str]
 ) -> list[tuple[str, SideCopy]]:
     inbox = str(ex.inbox(side))
     out = []
+    if os.path.islink(inbox):
+        links.append(inbox)
+        return []
+    dirs = []
     try:
         with os.scandir(inbox) as it:
-            dirs = [
-                (e.name, e.stat(follow_symlinks=False).st_mtime_ns)
-                for e in it
-                if e.name[0] != "." and TOPIC_RE.fullmatch(e.name) and e.is_dir()
-            ]
+            for e in it:
+                if e.name[0] == "." or not TOPIC_RE.fullmatch(e.name):
+                    continue
+                if e.is_symlink():
+                    links.append(e.path)  # never followed: reported, not scanned
+                elif e.is_dir(follow_symlinks=False):
+                    dirs.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
     except (FileNotFoundError, NotADirectoryError):
         return []
     for name, mtime in dirs:
@@ -222,19 +228,22 @@ def parse_sig(sig: str) -> dict[str, Sig]:
 
 
 def scan_tree(
-    ex: Exchange, records: dict[str, list[Any]] | None = None
+    ex: Exchange, records: dict[str, list[Any]] | None = None, links: list[str] | None = None
 ) -> tuple[dict[str, TopicScan], set[str]]:
     """``(live topics, archived topic names)``; a half-archived topic is live, both copies in.
 
     ``records`` are the tick's records of the last scan (``SideCopy.record``), used to skip
-    listing directories that cannot have changed; without them everything is listed.
+    listing directories that cannot have changed; without them everything is listed. Symlinks
+    where an inbox, ``done/`` or a topic directory belongs are never followed: they are skipped
+    and appended to ``links``.
     """
     now_ns = time.time_ns()
     topics: dict[str, TopicScan] = {}
     done: dict[str, set[str]] = {}
+    links = links if links is not None else []
     for side in ex.sides:
-        done[side] = set(topic_names(ex.inbox(side) / DONE))
-        for name, copy in _scan_inbox(ex, side, records or {}, now_ns):
+        done[side] = set(topic_names(ex.inbox(side) / DONE, links))
+        for name, copy in _scan_inbox(ex, side, records or {}, now_ns, links):
             scan = topics.setdefault(name, TopicScan(name))
             scan.copies[side] = copy
             if name in done[side]:

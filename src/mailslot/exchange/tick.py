@@ -39,6 +39,7 @@ from mailslot.exchange.guard import Decision, GuardSide, decide
 from mailslot.exchange.index import TopicView, compute_debts, render_index
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.scan import Parsed, SideCopy, TopicScan, parse_cached, parse_sig, scan_tree
+from mailslot.exchange.topics import linked
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
@@ -86,6 +87,7 @@ class TickResult:
     notify_error: str | None = None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    symlinks: list[str] = field(default_factory=list)  # refused, never followed (root-relative)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -168,6 +170,7 @@ class _Tick:
         self.git_clean = bool(self.prev.get("git_clean"))
         self.git_checked = int(self.prev.get("git_checked_ns", 0))
         self.rsig: str = self.prev.get("root", "")
+        self.frozen = False
 
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
@@ -219,7 +222,11 @@ class _Tick:
 
     # -- moving ----------------------------------------------------------------------------
     def move(self, src: Path, dst: Path) -> bool:
-        if dst.exists():
+        bad = linked(dst.parent) or linked(src.parent) or (src if os.path.islink(src) else None)
+        if bad is not None:
+            self.r.errors.append(f"cannot move {src} to {dst}: {bad} is a symlink")
+            return False
+        if os.path.lexists(dst):
             self.r.errors.append(f"cannot move {src} to {dst}: the target exists")
             return False
         try:
@@ -249,7 +256,11 @@ class _Tick:
         ok = True
         for s, c in scan.copies.items():
             if not c.archived:
-                ex.make_dir(ex.inbox(s) / DONE, s)
+                try:
+                    ex.make_dir(ex.inbox(s) / DONE, s)
+                except MailslotError as e:
+                    self.r.errors.append(f"cannot archive {scan.name}: {e}")
+                    return False
                 ok = self.move(c.path, targets[s]) and ok
         return ok
 
@@ -289,7 +300,16 @@ class _Tick:
 
     def run(self) -> None:
         ex, r = self.ex, self.r
-        topics, archived_names = scan_tree(ex, self.prev_copies)
+        links: list[str] = []
+        topics, archived_names = scan_tree(ex, self.prev_copies, links)
+        for link in sorted(set(links)):
+            rel = os.path.relpath(link, ex.root)
+            r.symlinks.append(rel)
+            r.errors.append(
+                f"refusing symlink {rel}: the exchange tree holds no symlinks and the tick moves "
+                "nothing while one is there (remove it; recreate a real directory)"
+            )
+        self.frozen = bool(links)  # no archive or recovery move while a symlink is in the tree
         prev_topics = set(self.prev.get("topics", []))
         prev_archived = set(self.prev.get("archived", []))
         prev_status: dict[str, str] = self.prev.get("status", {})
@@ -303,7 +323,9 @@ class _Tick:
             sides, newest, times = self.guard_sides(scan)
             decision = decide(sides, self.now) if not scan.conflict else Decision()
             done = False
-            if scan.half_archived and not scan.conflict:
+            if self.frozen:
+                pass  # reported above; HELD/INDEX still computed, nothing moves
+            elif scan.half_archived and not scan.conflict:
                 if decision.archive:
                     done = self.archive(scan)
                 else:
