@@ -156,17 +156,49 @@ def topics_cmd(env: Env, include_all: bool, as_json: bool) -> None:
     emit({"topics": rows}, as_json, lambda d: _topics_text(d["topics"]))
 
 
+def _esc(value: Any, *, keep_newlines: bool = False) -> str:
+    """``value`` with control characters escaped (newlines too unless ``keep_newlines``)."""
+    out = []
+    for c in str(value):
+        if c == "\n" and keep_newlines:
+            out.append(c)
+        elif c == "\t" and keep_newlines:
+            out.append(c)
+        elif c in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[c])
+        elif not c.isprintable():
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def _read_text(d: dict[str, Any]) -> str:
-    states = ", ".join(f"{s}: {st['status']}" for s, st in d["states"].items())
+    states = ", ".join(f"{s}: {_esc(st['status'])}" for s, st in d["states"].items())
     out = [f"# {d['topic']} ({d['where']}; {states})"]
     for side, text in d["held"].items():
-        out.append(f"[HELD.md in to-{side}/]\n{text}")
+        body = "\n".join(f"    {line}" for line in _esc(text, keep_newlines=True).splitlines())
+        out.append(f"[HELD.md in to-{side}/]\n{body}")
     for e in d["entries"]:
-        head = f"--- {e['number']:04d} from {e['from']} at {e['at'] or '?'} action={e['action']}"
+        head = (
+            f"--- {e['number']:04d} from {_esc(e['sender'])} (to-{_esc(_inbox_of(e))}) "
+            f"at {_esc(e['at'] or '?')} action={_esc(e['action'])}"
+        )
         if e["error"]:
-            head += f"  (unreadable: {e['error']})"
-        out.append(f"{head}\n{e['body'].rstrip()}")
+            head += f"  (unreadable: {_esc(e['error'])})"
+        if e.get("warning"):
+            head += f"\n    ! {_esc(e['warning'])}"
+        # every body line is indented, so no body line can pass for an entry header
+        body = "\n".join(
+            f"    {line}" for line in _esc(e["body"].rstrip(), keep_newlines=True).splitlines()
+        )
+        out.append(f"{head}\n{body}")
     return "\n\n".join(out)
+
+
+def _inbox_of(e: dict[str, Any]) -> str:
+    """The inbox directory an entry sits in (``to-<side>``), from its root-relative path."""
+    return str(e["path"]).split("/", 1)[0].removeprefix("to-")
 
 
 @exchange.command("read")

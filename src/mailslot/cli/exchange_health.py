@@ -26,18 +26,40 @@ def _ex(env: Env) -> Any:
 
 
 def _one_line(value: Any) -> str:
-    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+    """``value`` on one line with control characters escaped (``\\n``, ``\\x1b``): hostile text
+    can neither add a line that looks like another item nor drive the terminal."""
+    out = []
+    for c in str(value):
+        if c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\t":
+            out.append("\\t")
+        elif not c.isprintable():
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _watch_text(d: dict[str, Any]) -> str:
     out = []
     for item in d["items"]:
-        lines = [item["path"] + ("  [archived before you read it]" if item["archived"] else "")]
+        path = _one_line(item["path"])
+        lines = [path + ("  [archived before you read it]" if item["archived"] else "")]
         if item["kind"] == "held":
             lines.append("  HELD: the archive waits for you to re-read this topic")
-            lines += [f"  {line}" for line in item["text"].splitlines()[:1]]
+            lines += [f"  {_one_line(line)}" for line in item["text"].splitlines()[:1]]
+        elif item["kind"] == "stray":
+            lines.append(f"  STRAY (not delivered as an entry): {_one_line(item['why'])}")
         else:
-            lines += [f"  {k}: {_one_line(v)}" for k, v in item["meta"].items()]
+            # the sender from the transport, and only the known fields, each escaped
+            lines.append(f"  from: {_one_line(item['sender'])}")
+            lines.append(f"  at: {_one_line(item['at'] or '?')}")
+            lines.append(f"  action: {_one_line(item['action'] or '?')}")
+            if item.get("warning"):
+                lines.append(f"  WARNING: {_one_line(item['warning'])}")
             if item["error"]:
                 lines.append(f"  (unreadable: {_one_line(item['error'])})")
         out.append("\n".join(lines))

@@ -31,7 +31,7 @@ from mailslot.core.errors import InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
 from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
-from mailslot.exchange.entries import Entry
+from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 
@@ -86,6 +86,9 @@ class Delivered:
                 {
                     "number": e.number,
                     "from": e.sender,  # as in 'exchange read --json'
+                    "sender": e.shown_sender,  # from the transport
+                    "verified": e.verified,
+                    "warning": e.warning,
                     "at": format_time(e.at) if e.at else None,
                     "action": e.action,
                     "meta": {k: _plain(v) for k, v in e.meta.items()},
@@ -202,7 +205,7 @@ class Watcher:
         if hit is not None and hit[0] == sig:
             entry = hit[1]
         else:
-            entry = read_entry(path, self.ex.writer_of(self.side), topic)
+            entry = check_sender(self.ex, read_entry(path, self.ex.writer_of(self.side), topic))
             self._cache[path] = (sig, entry)
         if entry.error is not None and time.time() - st.st_mtime < HALF_WRITTEN_GRACE:
             again = time.monotonic() + HALF_WRITTEN_GRACE
