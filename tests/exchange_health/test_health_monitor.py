@@ -10,6 +10,7 @@ from healthhelp import hand_entry, hand_state, run, snapshot
 
 from mailslot.core.clock import format_time
 from mailslot.exchange import send, set_state
+from mailslot.exchange.holds import hold_sig, save_holds
 from mailslot.exchange.monitor import monitor
 from mailslot.exchange.tick import tick
 
@@ -85,7 +86,10 @@ def test_held_close_and_stale_tick_lines(ex) -> None:
     set_state(ex, "claude", topic, "done")
     out = _mon(ex)
     assert f"{topic}: claude is done, you are not" in out
-    (ex.inbox("olu") / topic / "HELD.md").write_text("# HELD\n")
+    held = ex.inbox("olu") / topic / "HELD.md"
+    held.write_text("# HELD\n")
+    assert f"{topic}: HELD.md" not in _mon(ex)  # not placed by the tick: not a hold
+    save_holds(ex, {f"to-olu/{topic}": hold_sig(held)})  # as the tick records the holds it placed
     assert f"{topic}: HELD.md" in _mon(ex)
     tick(ex)
     assert "tick:" not in _mon(ex)

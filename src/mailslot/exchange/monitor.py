@@ -9,10 +9,12 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
 "Awaits the caller" without a cursor, per live topic (caller side S, other side O):
 
 * ``entry`` -- O wrote entries numbered after S's own newest entry and dated (the later of its
-  ``at`` and its arrival, the file's ctime, which O cannot back-date) after S's last STATE.md update (S has neither answered nor acknowledged them). Scoped to ``required``, only
+  ``at`` and its arrival, the file's ctime, which O cannot back-date) after S's last STATE.md
+  update (S has neither answered nor acknowledged them). Scoped to ``required``, only
   ``action: required`` ones count (an unreadable ``action`` counts: fail visible). One line per
   topic names the newest such entry and how many there are, so each new arrival changes it.
-* ``held`` -- a HELD.md in S's inbox: the tick is holding the archive until S re-reads.
+* ``held`` -- a HELD.md the tick placed (``holds.json``) in S's inbox: the tick is holding the
+  archive until S re-reads.
 * ``close`` -- O is ``done`` and S is not (seed 000: a real debt, not bookkeeping noise).
 * ``tick`` -- the tick's heartbeat is older than ``stale_after``: nothing is being archived,
   indexed or committed (a dead timer is visible, not silent). Stable while it stays dead.
@@ -32,8 +34,9 @@ from typing import Any
 
 from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import InvalidName
+from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
-from mailslot.exchange.layout import STATE_NAME, Exchange
+from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.sweep import live_pairs
 
 __all__ = ["HEARTBEAT_STALE", "Awaiting", "MonitorResult", "heartbeat_age", "monitor"]
@@ -149,6 +152,7 @@ def monitor(
     side = ex.side_of(agent)
     other = ex.other(side)
     out: list[Awaiting] = []
+    holds = load_holds(ex)
     for name, pair in live_pairs(ex).items():
         theirs, mine = pair.get(side), pair.get(other)
         if theirs is not None and not theirs.archived:
@@ -156,7 +160,7 @@ def monitor(
             if waiting:
                 entry, act = waiting[-1]
                 out.append(Awaiting("entry", name, entry, act, len(waiting)))
-            if theirs.held:
+            if theirs.held and is_trusted(holds, side, name, theirs.file(HELD_NAME)):
                 out.append(Awaiting("held", name))
         theirs_done = (
             theirs is not None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time
+from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, list_dir, peek_entry, peek_state, side_dirs
 from mailslot.exchange.index import Debt, TopicView, compute_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
@@ -76,8 +77,9 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
         top = d.newest() if d else None
         if d is not None and top is not None:
             newest[writer] = (top[0], top[2], peek_entry(d.file(top[2])).action)
+    holds = load_holds(ex) if any(d.held for d in pair.values()) else {}
     for side, d in pair.items():
-        if d.held and not d.archived:
+        if d.held and not d.archived and is_trusted(holds, side, name, d.file(HELD_NAME)):
             held[side] = _held_entry(d)
     view = TopicView(name, status, counts, None, newest, held)
     view.debts = compute_debts(ex, view)

@@ -36,6 +36,7 @@ from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
 from mailslot.exchange.guard import Decision, GuardSide, decide
+from mailslot.exchange.holds import hold_sig, is_trusted, load_holds, save_holds
 from mailslot.exchange.index import TopicView, compute_debts, render_index
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.scan import Parsed, SideCopy, TopicScan, parse_cached, parse_sig, scan_tree
@@ -171,6 +172,8 @@ class _Tick:
         self.git_checked = int(self.prev.get("git_checked_ns", 0))
         self.rsig: str = self.prev.get("root", "")
         self.frozen = False
+        self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
+        self.holds_before = dict(self.holds)
 
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
@@ -247,7 +250,8 @@ class _Tick:
         if any(c.held for c in scan.copies.values()):
             self.r.released.append(scan.name)
             self.lines.append(f"released hold on {scan.name}")
-        for copy in scan.copies.values():  # no HELD.md ever reaches done/
+        for side, copy in scan.copies.items():  # no HELD.md ever reaches done/
+            self.holds.pop(f"to-{side}/{scan.name}", None)
             if copy.held:
                 with contextlib.suppress(FileNotFoundError):
                     (copy.path / HELD_NAME).unlink()
@@ -375,20 +379,38 @@ class _Tick:
         for side in ex.sides:
             copy = scan.copies.get(side)  # HELD.md goes into the owing side's inbox
             want = side in decision.holds
+            ck = f"to-{side}/{name}"
+            held_path = copy.path / HELD_NAME if copy is not None else None
+            trusted = bool(
+                copy is not None and copy.held and is_trusted(self.holds, side, name, held_path)
+            )
+            if copy is not None and copy.held and not trusted:
+                r.warnings.append(
+                    f"stray {ck}/{HELD_NAME}: not placed by the tick (not shown as a hold)"
+                )
+            if not copy or not copy.held or not trusted:
+                self.holds.pop(ck, None)
             if want and copy is not None and not copy.archived:
-                if not copy.held:  # a standing hold is never rewritten: no churn
+                if not trusted:  # a standing hold is never rewritten: no churn
                     text = held_text(
                         name, side, ex.other(side), decision.holds[side], decision.reasons[side]
                     )
                     try:
-                        atomic_create(copy.path / HELD_NAME, text, mode=ex.file_mode(side))
-                        copy.held = self.touched = True
+                        assert held_path is not None
+                        if copy.held:  # a planted one: replaced by the tick's own
+                            atomic_write(held_path, text, mode=ex.file_mode(side))
+                        else:
+                            atomic_create(held_path, text, mode=ex.file_mode(side))
+                        sig = hold_sig(held_path)
+                        if sig is not None:
+                            self.holds[ck] = sig
+                        copy.held = trusted = self.touched = True
                         copy.trusted = None
                         r.held.append(name)
                         self.lines.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
                         r.errors.append(f"cannot write HELD.md for {name}: {e}")
-            elif copy is not None and copy.held and not want:
+            elif copy is not None and trusted and not want:
                 try:
                     (copy.path / HELD_NAME).unlink()
                     r.released.append(name)
@@ -399,8 +421,10 @@ class _Tick:
                     r.errors.append(f"cannot remove HELD.md for {name}: {e.strerror}")
                 else:
                     copy.held, copy.trusted = False, None
+                    self.holds.pop(ck, None)
+                    trusted = False
                     self.touched = True
-            if copy is not None and copy.held and (not r.holding or r.holding[-1] != name):
+            if trusted and (not r.holding or r.holding[-1] != name):
                 r.holding.append(name)
         view = TopicView(
             name,
@@ -520,6 +544,8 @@ class _Tick:
             "root": self.rsig,
             "tick_ns": time.time_ns(),
         }
+        if self.holds != self.holds_before:
+            save_holds(self.ex, self.holds)
         if any(state[k] != self.prev.get(k) for k in state if k != "tick_ns"):
             atomic_write(self.state_path, json.dumps(state, separators=(",", ":")), mode=0o600)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE
+from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 
 __all__ = ["TreeAudit", "audit_tree", "stray_kind"]
@@ -46,7 +47,7 @@ def stray_kind(name: str, mode: int) -> str | None:
     return None
 
 
-def _topic(ex: Exchange, path: Path, audit: TreeAudit) -> None:
+def _topic(ex: Exchange, path: Path, audit: TreeAudit, holds: dict[str, list[int]]) -> None:
     try:
         with os.scandir(path) as it:
             for e in it:
@@ -55,13 +56,19 @@ def _topic(ex: Exchange, path: Path, audit: TreeAudit) -> None:
                 if stat.S_ISLNK(st.st_mode):
                     audit.symlinks.append(rel)
                 why = stray_kind(e.name, st.st_mode)
+                if why is None and e.name == HELD_NAME:
+                    inbox_side = rel.split("/", 1)[0].removeprefix("to-")
+                    if not is_trusted(holds, inbox_side, path.name, e.path):
+                        why = "a HELD.md the tick did not place (not a hold)"
                 if why is not None:
                     audit.strays.append((rel, why))
     except OSError:
         pass
 
 
-def _topics(ex: Exchange, directory: Path, audit: TreeAudit, *, top: bool) -> None:
+def _topics(
+    ex: Exchange, directory: Path, audit: TreeAudit, holds: dict[str, list[int]], *, top: bool
+) -> None:
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -73,20 +80,21 @@ def _topics(ex: Exchange, directory: Path, audit: TreeAudit, *, top: bool) -> No
         elif e.name[:1] == ".":
             continue
         elif top and e.name == DONE and e.is_dir(follow_symlinks=False):
-            _topics(ex, Path(e.path), audit, top=False)
+            _topics(ex, Path(e.path), audit, holds, top=False)
         elif TOPIC_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
-            _topic(ex, Path(e.path), audit)
+            _topic(ex, Path(e.path), audit, holds)
 
 
 def audit_tree(ex: Exchange) -> TreeAudit:
     """Walk both inboxes (and their ``done/``) without following links; never raises."""
     audit = TreeAudit()
+    holds = load_holds(ex)
     for side in ex.sides:
         inbox = ex.inbox(side)
         if os.path.islink(inbox):
             audit.symlinks.append(os.path.relpath(inbox, ex.root))
             continue
-        _topics(ex, inbox, audit, top=True)
+        _topics(ex, inbox, audit, holds, top=True)
     audit.symlinks.sort()
     audit.strays.sort()
     return audit

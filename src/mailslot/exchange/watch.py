@@ -32,6 +32,7 @@ from mailslot.core.fsio import file_lock
 from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
 from mailslot.exchange.entries import Entry, check_sender
+from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 
@@ -61,7 +62,8 @@ def cursor_key(ex: Exchange, agent: str) -> str:
 
 @dataclass(frozen=True)
 class Delivered:
-    """One thing delivered: an ``entry`` addressed to the caller, or a ``held`` notice."""
+    """One thing delivered: an ``entry`` addressed to the caller, a ``held`` notice the tick
+    placed, or a ``stray`` file in a topic (delivered once, marked, never as an entry or hold)."""
 
     kind: str
     key: str
@@ -70,6 +72,7 @@ class Delivered:
     archived: bool = False
     entry: Entry | None = None
     text: str | None = None  # HELD.md text
+    why: str | None = None  # what is wrong with a stray file
 
     def to_json(self, root: Path) -> dict[str, Any]:
         """A JSON-ready dict (paths relative to ``root``)."""
@@ -98,6 +101,8 @@ class Delivered:
             )
         if self.text is not None:
             out["text"] = self.text
+        if self.why is not None:
+            out["why"] = self.why
         return out
 
 
@@ -226,12 +231,23 @@ class Watcher:
             if self.action == "required" and entry.action not in ("required", None):
                 continue  # fyi; an unreadable action stays visible
             out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
+        holds = load_holds(self.ex) if any(d.held for d in live) else {}
         for d in live:
             if not d.held:
                 continue
             path = Path(d.file(HELD_NAME))
+            sig = hold_sig(path)
+            if sig is None:
+                continue
+            if not is_trusted(holds, self.side, d.topic, path):
+                # not placed by the tick: a stray file, shown once as such, never as a hold
+                key = f"{d.topic}/{HELD_NAME}@{sig[1]}:stray"
+                if key not in seen.keys:
+                    why = f"{HELD_NAME} not placed by the tick (written by the other side?)"
+                    out.append(Delivered("stray", key, d.topic, path, False, why=why))
+                continue
             try:
-                key = f"{d.topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
+                key = f"{d.topic}/{HELD_NAME}@{sig[1]}"
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
