@@ -155,3 +155,18 @@ def test_planted_held_md_is_a_stray_not_a_hold(ex: Exchange) -> None:
     assert strays and strays[0]["status"] == "warn" and "HELD.md" in strays[0]["detail"]
     read = json.loads(run(root, "exchange", "read", topic, "--json").stdout)
     assert read["held"] == {}
+
+
+# -- H4: a slug whose today's topic is archived is refused, not duplicated --------------------
+
+
+def test_send_by_slug_refuses_todays_archived_topic(ex: Exchange) -> None:
+    root = ex.root
+    topic = _done_both(root)
+    assert tick(root)["archived"] == [topic]
+    r = run(
+        root, "exchange", "send", "--topic", "q", "--action", "fyi", "x", agent="claude", ok=False
+    )
+    assert r.exit_code == 1 and "is archived" in r.output and "reopen" in r.output
+    assert not (root / "to-olu" / topic).exists()
+    tick(root)  # and later ticks are not wedged

@@ -151,11 +151,7 @@ def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
         validate_topic(arg)
         ref = find_topic(ex, arg)
         if ref is not None:
-            if not ref.live:
-                raise Conflict(
-                    f"topic {arg} is archived; run 'mailslot exchange reopen {arg} --why ...' "
-                    "to write in it again"
-                )
+            _refuse_archived(ref)
             return arg, True
     if not SLUG_RE.fullmatch(arg):
         raise InvalidName(
@@ -166,4 +162,17 @@ def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
         return max(matches), True
     if full:
         return arg, False
-    return topic_name(arg, now()), False
+    name = topic_name(arg, now())
+    ref = find_topic(ex, name)
+    if ref is not None:  # today's topic of that slug exists, archived: a new one would clash
+        _refuse_archived(ref)
+    return name, False
+
+
+def _refuse_archived(ref: TopicRef) -> None:
+    """``Conflict`` if ``ref`` is archived: nothing is written where nobody looks."""
+    if not ref.live:
+        raise Conflict(
+            f"topic {ref.name} is archived; run 'mailslot exchange reopen {ref.name} --why ...' "
+            "to write in it again"
+        )
