@@ -170,3 +170,36 @@ def test_send_by_slug_refuses_todays_archived_topic(ex: Exchange) -> None:
     assert r.exit_code == 1 and "is archived" in r.output and "reopen" in r.output
     assert not (root / "to-olu" / topic).exists()
     tick(root)  # and later ticks are not wedged
+
+
+# -- H6: wrong-shaped files in a topic are reported and block the archive ---------------------
+
+
+def test_stray_files_are_reported_and_block_the_archive(ex: Exchange) -> None:
+    root = ex.root
+    topic = _done_both(root)
+    d = root / "to-claude" / topic
+    write_by_hand(
+        d / "0002-Olu.md", "---\nfrom: olu\nat: 2026-11-29T18:14:00Z\naction: required\n---\nq\n"
+    )
+    write_by_hand(d / "0003-olu.markdown", "also unread\n")
+    out = tick(root)
+    assert out["archived"] == []
+    assert out["strays"] == [
+        f"to-claude/{topic}/0002-Olu.md",
+        f"to-claude/{topic}/0003-olu.markdown",
+    ]
+    assert "0002-Olu.md" in (root / "INDEX.md").read_text()
+    w = json.loads(
+        run(root, "exchange", "watch", "--timeout", "1", "--json", agent="claude").stdout
+    )
+    strays = sorted(i["path"] for i in w["items"] if i["kind"] == "stray")
+    assert strays == [f"to-claude/{topic}/0002-Olu.md", f"to-claude/{topic}/0003-olu.markdown"]
+    again = run(root, "exchange", "watch", "--timeout", "0.5", "--json", agent="claude", ok=False)
+    assert again.exit_code == 3  # delivered once
+    report = json.loads(run(root, "exchange", "doctor", "--json", ok=False).stdout)
+    c = [c for c in report["checks"] if c["check"] == "tree:strays"][0]
+    assert c["status"] == "warn" and "0003-olu.markdown" in c["detail"]
+    (d / "0002-Olu.md").unlink()
+    (d / "0003-olu.markdown").unlink()
+    assert tick(root)["archived"] == [topic]

@@ -62,6 +62,7 @@ class TopicDir:
     entries: tuple[tuple[int, str, str], ...]
     held: bool
     has_state: bool
+    strays: tuple[str, ...] = ()  # names that are not entries, STATE.md or HELD.md
 
     @property
     def path(self) -> Path:
@@ -84,15 +85,25 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
     except (FileNotFoundError, NotADirectoryError):
         names = []
     entries = []
+    strays = []
     for name in names:
         # cheap pre-filter before the rule: NNNN-<from>.md
         if name[4:5] == "-" and name[:1].isdigit():
             m = ENTRY_RE.match(name)
             if m:
                 entries.append((int(name[:4]), m.group(2), name))
+                continue
+        if name[:1] != "." and name not in (HELD_NAME, STATE_NAME):
+            strays.append(name)
     entries.sort()
     return TopicDir(
-        topic, str(path), archived, tuple(entries), HELD_NAME in names, STATE_NAME in names
+        topic,
+        str(path),
+        archived,
+        tuple(entries),
+        HELD_NAME in names,
+        STATE_NAME in names,
+        tuple(sorted(strays)),
     )
 
 

@@ -33,6 +33,7 @@ from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.state import parse_state
 from mailslot.exchange.topics import topic_names
+from mailslot.exchange.tree import stray_kind
 
 __all__ = ["Parsed", "SideCopy", "TopicScan", "parse_cached", "parse_sig", "scan_tree"]
 
@@ -63,6 +64,7 @@ class SideCopy:
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
+    strays: list[str] = field(default_factory=list)  # names that are not entries/STATE/HELD
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -80,6 +82,7 @@ class SideCopy:
             list(state) if state else None,
             list(top) if top else None,
             self.settled,
+            self.strays,
         ]
 
     @property
@@ -127,9 +130,10 @@ def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> Si
                 if name == HELD_NAME:
                     copy.held = True
                     continue
-                if not e.is_file(follow_symlinks=False):
-                    continue
                 st = e.stat(follow_symlinks=False)
+                if stray_kind(name, st.st_mode) is not None:
+                    copy.strays.append(name)  # reported, and the topic is not archived
+                    continue
                 size, mtime = st.st_size, st.st_mtime_ns
                 files[name] = (size, mtime)
                 parts.append(f"{name}\t{size}\t{mtime}")
@@ -158,7 +162,7 @@ def _trusted(
     path: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
 ) -> SideCopy | None:
     """The copy rebuilt from its record when nothing can have changed, else ``None``."""
-    if rec is None or len(rec) < 9 or not rec[8] or rec[2] != dir_mtime:
+    if rec is None or len(rec) < 10 or not rec[8] or rec[2] != dir_mtime:
         return None
     if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
         return None  # this directory's turn for a full listing
@@ -188,6 +192,7 @@ def _trusted(
         dir_mtime=dir_mtime,
         settled=True,
         trusted=rec,
+        strays=[str(n) for n in rec[9]],
     )
 
 

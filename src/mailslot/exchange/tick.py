@@ -89,6 +89,7 @@ class TickResult:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     symlinks: list[str] = field(default_factory=list)  # refused, never followed (root-relative)
+    strays: list[str] = field(default_factory=list)  # files in topics that are not entries
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -326,6 +327,11 @@ class _Tick:
                 r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
             sides, newest, times = self.guard_sides(scan)
             decision = decide(sides, self.now) if not scan.conflict else Decision()
+            strays = sorted(f"to-{s}/{name}/{n}" for s, c in scan.copies.items() for n in c.strays)
+            if strays:  # fail safe: a file nobody can read as an entry may be an unread one
+                r.strays.extend(strays)
+                decision.archive = False
+                decision.waiting.append(f"{len(strays)} stray file(s): {', '.join(strays[:3])}")
             done = False
             if self.frozen:
                 pass  # reported above; HELD/INDEX still computed, nothing moves

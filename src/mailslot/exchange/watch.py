@@ -231,6 +231,12 @@ class Watcher:
             if self.action == "required" and entry.action not in ("required", None):
                 continue  # fyi; an unreadable action stays visible
             out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
+        for d in live:
+            for name in d.strays:  # shown once, marked: never silently invisible
+                key = f"{d.topic}/{name}:stray"
+                if key not in seen.keys:
+                    why = "not an entry (NNNN-<from>.md), STATE.md or HELD.md; not parsed"
+                    out.append(Delivered("stray", key, d.topic, Path(d.file(name)), why=why))
         holds = load_holds(self.ex) if any(d.held for d in live) else {}
         for d in live:
             if not d.held:
