@@ -203,3 +203,24 @@ def test_stray_files_are_reported_and_block_the_archive(ex: Exchange) -> None:
     (d / "0002-Olu.md").unlink()
     (d / "0003-olu.markdown").unlink()
     assert tick(root)["archived"] == [topic]
+
+
+# -- M2: a later fyi P.S. does not answer a required entry ------------------------------------
+
+
+def test_required_then_fyi_ps_is_still_owed(ex: Exchange) -> None:
+    root = ex.root
+    topic = _send(root, "claude", "ask", "please review", "required").split("/")[1]
+    _send(root, "claude", topic, "p.s. no rush")
+    sweep = json.loads(run(root, "exchange", "sweep", "--json", agent="olu").stdout)
+    assert [(d["topic"], d["reason"], d["entry"]) for d in sweep["debts"]] == [
+        (topic, "reply", "0001-claude.md")
+    ]
+    out = tick(root)
+    assert (topic, "olu", "reply") in {(d["topic"], d["side"], d["reason"]) for d in out["debts"]}
+    assert "a reply to `0001-claude.md`" in (root / "INDEX.md").read_text()
+    r = run(root, "exchange", "state", topic, "done", agent="claude", ok=False)
+    assert r.exit_code == 1 and "0001-claude.md" in r.output
+    _send(root, "olu", topic, "done, looks good")
+    assert json.loads(run(root, "exchange", "sweep", "--json", agent="olu").stdout)["debts"] == []
+    run(root, "exchange", "state", topic, "done", agent="claude")

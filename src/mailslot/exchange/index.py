@@ -4,8 +4,9 @@ INDEX.md is the answer to "is anything waiting": every live topic with both side
 counts, last activity, holds and what each side owes. It holds no time of its own generation, so a
 tick with nothing new writes the same bytes and git sees nothing to commit (no churn).
 
-Debts, per side (seed 000, "sweep your own debts"): ``reply`` when the other side's newest entry is
-``action: required`` and this side has written nothing after it; ``close`` when the other side is
+Debts, per side (seed 000, "sweep your own debts"): ``reply`` when the other side's newest
+``action: required`` entry (a later ``fyi`` P.S. does not answer it) has no entry from this side
+after it; ``close`` when the other side is
 ``done`` and this side is not; ``re-read`` when a hold waits for this side.
 """
 
@@ -48,6 +49,8 @@ class TopicView:
     held: dict[str, str] = field(default_factory=dict)  # owing side -> entry it must re-read
     waiting: list[str] = field(default_factory=list)  # why a done/done topic did not archive
     debts: list[Debt] = field(default_factory=list)
+    # side -> (number, file name) of that side's newest 'action: required' entry
+    required: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -67,10 +70,10 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
     out = []
     for side in ex.sides:
         other = ex.other(side)
-        theirs = view.newest.get(other)
+        asked = view.required.get(other)  # their newest required, not only their newest entry
         mine = view.newest.get(side)
-        if theirs is not None and theirs[2] == "required" and (mine is None or mine[0] < theirs[0]):
-            out.append(Debt(view.name, side, "reply", theirs[1]))
+        if asked is not None and (mine is None or mine[0] < asked[0]):
+            out.append(Debt(view.name, side, "reply", asked[1]))
         if view.status.get(other) == "done" and view.status.get(side) != "done":
             out.append(Debt(view.name, side, "close"))
         if side in view.held:

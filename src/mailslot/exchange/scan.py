@@ -65,6 +65,9 @@ class SideCopy:
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
     strays: list[str] = field(default_factory=list)  # names that are not entries/STATE/HELD
+    # the newest 'action: required' entry, once the tick worked it out (None: there is none)
+    req: tuple[int, str, str] | None = None
+    req_known: bool = False
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -83,6 +86,7 @@ class SideCopy:
             list(top) if top else None,
             self.settled,
             self.strays,
+            list(self.req) if self.req else None,
         ]
 
     @property
@@ -162,7 +166,7 @@ def _trusted(
     path: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
 ) -> SideCopy | None:
     """The copy rebuilt from its record when nothing can have changed, else ``None``."""
-    if rec is None or len(rec) < 10 or not rec[8] or rec[2] != dir_mtime:
+    if rec is None or len(rec) < 11 or not rec[8] or rec[2] != dir_mtime:
         return None
     if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
         return None  # this directory's turn for a full listing
@@ -193,6 +197,8 @@ def _trusted(
         settled=True,
         trusted=rec,
         strays=[str(n) for n in rec[9]],
+        req=(int(rec[10][0]), str(rec[10][1]), str(rec[10][2])) if rec[10] else None,
+        req_known=True,
     )
 
 

@@ -82,6 +82,16 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
         if d.held and not d.archived and is_trusted(holds, side, name, d.file(HELD_NAME)):
             held[side] = _held_entry(d)
     view = TopicView(name, status, counts, None, newest, held)
+    for writer in ex.sides:  # each side's newest required entry the other has not answered
+        d = pair.get(ex.other(writer))
+        reply = newest.get(ex.other(writer))
+        answered = reply[0] if reply is not None else 0
+        for number, _, fname in reversed(d.entries if d is not None else ()):
+            if number <= answered or d is None:
+                break  # older entries are answered: no need to read them
+            if peek_entry(d.file(fname)).action == "required":
+                view.required[writer] = (number, fname)
+                break
     view.debts = compute_debts(ex, view)
     return view
 

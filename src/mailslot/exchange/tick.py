@@ -196,6 +196,21 @@ class _Tick:
             mine[name] = got
         return Parsed(got[2], got[3], got[4])
 
+    def newest_required(self, scan: TopicScan, inbox_side: str) -> tuple[int, str, str] | None:
+        """The newest ``action: required`` entry in this copy (parsed newest first, cached)."""
+        copy = scan.copies.get(inbox_side)
+        if copy is None:
+            return None
+        if not copy.req_known:
+            copy.req = None
+            for top in sorted(copy.entries, reverse=True):
+                got = self.parse(scan, inbox_side, top[2])
+                if got is not None and got.word == "required":
+                    copy.req = top
+                    break
+            copy.req_known = True
+        return copy.req
+
     def guard_sides(
         self, scan: TopicScan
     ) -> tuple[dict[str, GuardSide], dict[str, tuple[int, str, str | None]], list[int]]:
@@ -441,6 +456,10 @@ class _Tick:
             dict(decision.holds),
             list(decision.waiting),
         )
+        for inbox_side in scan.copies:
+            req = self.newest_required(scan, inbox_side)
+            if req is not None:
+                view.required[ex.writer_of(inbox_side)] = (req[0], req[2])
         for w in decision.waiting:
             r.waiting.append({"topic": name, "reason": w})
         view.debts = compute_debts(ex, view)
