@@ -224,3 +224,40 @@ def test_required_then_fyi_ps_is_still_owed(ex: Exchange) -> None:
     _send(root, "olu", topic, "done, looks good")
     assert json.loads(run(root, "exchange", "sweep", "--json", agent="olu").stdout)["debts"] == []
     run(root, "exchange", "state", topic, "done", agent="claude")
+
+
+# -- M1: a FIFO named like an entry never hangs a reader ---------------------------------------
+
+
+def test_fifo_named_like_an_entry_hangs_no_reader(ex: Exchange, tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = ex.root
+    topic = _send(root, "olu", "t", "hello").split("/")[1]
+    run(root, "exchange", "state", topic, "done", agent="olu")
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    os.mkfifo(root / "to-claude" / topic / "0002-olu.md")
+    env = {**os.environ, "MAILSLOT_ROOT": str(root), "XDG_STATE_HOME": str(tmp_path / "st")}
+    for args in (
+        ["--as", "claude", "exchange", "monitor"],
+        ["--as", "claude", "exchange", "sweep"],
+        ["--as", "claude", "exchange", "watch", "--timeout", "1"],
+        ["exchange", "topics"],
+        ["exchange", "read", topic],
+        ["exchange", "doctor"],
+        ["exchange", "tick", "--json"],
+    ):
+        p = subprocess.run(
+            [sys.executable, "-m", "mailslot", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,  # a hang fails here instead of wedging the suite
+        )
+        assert p.returncode in (0, 1, 3), (args, p.stderr)
+        if args[-1] == "--json" and args[1] == "tick":
+            out = json.loads(p.stdout)
+            assert f"to-claude/{topic}/0002-olu.md" in out["strays"]
+            assert out["archived"] == []

@@ -28,6 +28,7 @@ from mailslot.core.formats import dump_frontmatter, parse_frontmatter
 from mailslot.core.fsio import numbered_create
 from mailslot.core.limits import check_bytes
 from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import find_topic, resolve_topic
 
 __all__ = [
@@ -106,13 +107,13 @@ class Entry:
 
 
 def entry_names(directory: Path) -> list[tuple[int, str, str]]:
-    """``(number, from, file name)`` of every entry file in ``directory``, unparsed, unsorted."""
+    """``(number, from, file name)`` of every regular entry file in ``directory``, unparsed."""
     out = []
     try:
         with os.scandir(directory) as it:
             for e in it:
                 m = ENTRY_RE.match(e.name)
-                if m:
+                if m and e.is_file(follow_symlinks=False):  # a FIFO or link is a stray
                     out.append((int(m.group(1)), m.group(2), e.name))
     except (FileNotFoundError, NotADirectoryError):
         pass
@@ -143,7 +144,7 @@ def parse_entry(path: Path, side: str, topic: str) -> Entry:
         raise FormatError("not an entry file name (NNNN-<from>.md)", path=path)
     number, sender = int(m.group(1)), m.group(2)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as e:
         return Entry(number, sender, side, topic, path, error=f"unreadable: {e.strerror}")
     meta, body, error = parse_entry_text(raw, path)

@@ -15,6 +15,7 @@ from mailslot.core.errors import NotFound
 from mailslot.exchange.entries import Entry, entry_names, list_entries, parse_entry
 from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state, read_state_file
 from mailslot.exchange.topics import find_topic, list_topics
 
@@ -106,7 +107,7 @@ def read_topic(ex: Exchange, topic: str) -> TopicDetail:
         if not is_trusted(holds, side, topic, d / HELD_NAME):
             continue  # absent, or not placed by the tick: a stray file, not a hold
         try:
-            held[side] = (d / HELD_NAME).read_text()
+            held[side] = read_regular(d / HELD_NAME).decode("utf-8", "replace")
         except OSError:
             pass
     return TopicDetail(

@@ -31,6 +31,7 @@ from mailslot.core.errors import FormatError
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
 from mailslot.exchange.topics import topic_names
 from mailslot.exchange.tree import stray_kind
@@ -294,7 +295,7 @@ def parse_cached(path: Path, sig: Sig, side: str, hit: list[Any] | None) -> Pars
     if hit is not None and hit[0] == sig[0] and hit[1] == sig[1]:
         return Parsed(hit[2], hit[3], hit[4])
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as e:
         parsed = Parsed(None, "unknown" if path.name == STATE_NAME else None, str(e.strerror))
     else:

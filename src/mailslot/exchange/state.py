@@ -25,6 +25,7 @@ from mailslot.core.formats import dump_yaml, load_yaml, parse_frontmatter
 from mailslot.core.fsio import atomic_write
 from mailslot.exchange.entries import Entry, list_entries
 from mailslot.exchange.layout import STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import find_topic
 
 __all__ = [
@@ -110,7 +111,7 @@ def read_state_file(path: Path | None, side: str) -> SideState:
     if path is None:
         return SideState(side)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return SideState(side)
     except OSError as e:

@@ -19,7 +19,6 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time
@@ -27,6 +26,7 @@ from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, list_dir, peek_entry, peek_state, side_dirs
 from mailslot.exchange.index import Debt, TopicView, compute_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import topic_names
 
 __all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
@@ -58,7 +58,7 @@ def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
 
 def _held_entry(d: TopicDir) -> str:
     try:
-        m = _HELD_ENTRY.search(Path(d.file(HELD_NAME)).read_text(errors="replace"))
+        m = _HELD_ENTRY.search(read_regular(d.file(HELD_NAME)).decode("utf-8", "replace"))
     except OSError:
         m = None
     return m.group(1) if m else HELD_NAME

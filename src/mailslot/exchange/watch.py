@@ -35,6 +35,7 @@ from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 
 __all__ = [
     "SCOPES",
@@ -202,7 +203,7 @@ class Watcher:
 
     def _entry(self, path: Path, topic: str) -> Entry | None:
         try:
-            st = path.stat()
+            st = path.lstat()
         except FileNotFoundError:
             return None
         sig = (st.st_size, st.st_mtime_ns)
@@ -254,7 +255,7 @@ class Watcher:
                 continue
             try:
                 key = f"{d.topic}/{HELD_NAME}@{sig[1]}"
-                text = path.read_text(errors="replace")
+                text = read_regular(path).decode("utf-8", "replace")
             except OSError:
                 continue
             if key not in seen.keys:
