@@ -261,3 +261,25 @@ def test_fifo_named_like_an_entry_hangs_no_reader(ex: Exchange, tmp_path) -> Non
             out = json.loads(p.stdout)
             assert f"to-claude/{topic}/0002-olu.md" in out["strays"]
             assert out["archived"] == []
+
+
+# -- M3: nothing from a STATE.md reaches INDEX.md as markdown or HTML --------------------------
+
+
+def test_index_cells_escape_values_from_the_other_side(ex: Exchange) -> None:
+    root = ex.root
+    topic = _done_both(root)
+    write_by_hand(
+        root / "to-olu" / topic / "STATE.md",
+        'status: done\nupdated_at: "<img src=x onerror=alert(1)> | [click](http://evil) `x`"\n',
+    )
+    tick(root)
+    index = (root / "INDEX.md").read_text()
+    row = [line for line in index.splitlines() if line.startswith(f"| `{topic}`")][0]
+    assert "<img" not in index and "[click](" not in index
+    assert "waiting: state-error: " in row  # a fixed code, then the escaped, shortened text
+    from mailslot.exchange.index import md_cell
+
+    assert md_cell("<img> | [a](b)\n# h") == "&lt;img&gt; \\| \\[a\\]\\(b\\) \\# h"
+    assert len(md_cell("x" * 1000)) == 160
+    assert "waiting: " in row and row.count(" | ") == 4  # no extra cells

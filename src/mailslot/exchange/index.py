@@ -19,7 +19,7 @@ from typing import Any
 from mailslot.core.clock import format_time
 from mailslot.exchange.layout import Exchange
 
-__all__ = ["Debt", "TopicView", "compute_debts", "render_index"]
+__all__ = ["Debt", "TopicView", "compute_debts", "md_cell", "reason_code", "render_index"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,48 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
     return out
 
 
+# Reasons are free text built from files the other side wrote (a STATE.md value can land in one),
+# so a cell carries a fixed code a reader can trust plus the text escaped and shortened.
+_CODES = (
+    ("stray file", "stray-files"),
+    ("in the future", "future-time"),
+    ("no readable", "unreadable-time"),
+    ("STATE.md:", "state-error"),
+    ("exactly two sides", "layout"),
+)
+_MD_META = set("\\`*_{}[]()#!|~")
+CELL_CHARS = 160
+
+
+def reason_code(reason: str) -> str:
+    """A fixed code for a guard's ``waiting`` reason (``unresolved`` when none fits)."""
+    for needle, code in _CODES:
+        if needle in reason:
+            return code
+    return "unresolved"
+
+
+def md_cell(text: str, limit: int = CELL_CHARS) -> str:
+    """``text`` safe inside a markdown table cell: one line, control characters dropped,
+    markdown and HTML metacharacters escaped, at most ``limit`` characters (then ``...``)."""
+    flat = "".join(c if c.isprintable() else " " for c in text)
+    if len(flat) > limit:
+        flat = flat[: limit - 3] + "..."
+    out = []
+    for c in flat:
+        if c == "<":
+            out.append("&lt;")
+        elif c == ">":
+            out.append("&gt;")
+        elif c == "&":
+            out.append("&amp;")
+        elif c in _MD_META:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def _cell(view: TopicView, side: str) -> str:
     return f"{view.status.get(side, 'open')} ({view.counts.get(side, 0)})"
 
@@ -121,9 +163,9 @@ def render_index(ex: Exchange, views: list[TopicView]) -> str:
     ]
     for v in views:
         last = format_time(v.last_activity) if v.last_activity else "-"
-        notes = [f"HELD for {s} ({e})" for s, e in sorted(v.held.items())]
-        notes += [f"waiting: {w}" for w in v.waiting]
-        note = "; ".join(notes).replace("|", "\\|") or "-"
+        notes = [f"HELD for {s} ({md_cell(e, 60)})" for s, e in sorted(v.held.items())]
+        notes += [f"waiting: {reason_code(w)}: {md_cell(w)}" for w in v.waiting]
+        note = "; ".join(notes) or "-"
         lines.append(f"| `{v.name}` | {_cell(v, a)} | {_cell(v, b)} | {last} | {note} |")
     if not views:
         lines.append("| (no live topics) | | | | |")
