@@ -283,3 +283,32 @@ def test_index_cells_escape_values_from_the_other_side(ex: Exchange) -> None:
     assert md_cell("<img> | [a](b)\n# h") == "&lt;img&gt; \\| \\[a\\]\\(b\\) \\# h"
     assert len(md_cell("x" * 1000)) == 160
     assert "waiting: " in row and row.count(" | ") == 4  # no extra cells
+
+
+# -- M7: a bad state or action is refused with exit 1, nothing written -------------------------
+
+
+def test_bad_state_and_action_exit_1_and_write_nothing(ex: Exchange) -> None:
+    root = ex.root
+    topic = _send(root, "claude", "q", "hello").split("/")[1]
+    r = run(root, "exchange", "state", topic, "bogus", agent="claude", ok=False)
+    assert r.exit_code == 1 and "mailslot: error: invalid status 'bogus'" in r.output
+    assert not (root / "to-olu" / topic / "STATE.md").exists()
+    r = run(
+        root,
+        "exchange",
+        "send",
+        "--topic",
+        topic,
+        "--action",
+        "bogus",
+        "x",
+        agent="claude",
+        ok=False,
+    )
+    assert r.exit_code == 1 and "action must be one of required, fyi" in r.output
+    assert sorted(p.name for p in (root / "to-olu" / topic).iterdir()) == ["0001-claude.md"]
+    r = run(root, "exchange", "monitor", "--action", "bogus", agent="claude", ok=False)
+    assert r.exit_code == 1
+    assert "open|in-progress|blocked|done" in run(root, "exchange", "state", "--help").output
+    assert "required|fyi" in run(root, "exchange", "send", "--help").output

@@ -81,7 +81,12 @@ def init_cmd(
 
 @exchange.command("send")
 @click.option("--topic", required=True, metavar="SLUG|TOPIC", help="Topic name or slug.")
-@click.option("--action", type=click.Choice(["required", "fyi"]), required=True)
+@click.option(
+    "--action",
+    required=True,
+    metavar="required|fyi",
+    help="required: the other side owes a reply; fyi: it does not.",
+)
 @click.argument("body", required=False)
 @json_option
 @pass_env
@@ -102,7 +107,7 @@ def send_cmd(env: Env, topic: str, action: str, body: str | None, as_json: bool)
 
 @exchange.command("state")
 @click.argument("topic")
-@click.argument("status", type=click.Choice(["open", "in-progress", "blocked", "done"]))
+@click.argument("status", metavar="open|in-progress|blocked|done")
 @click.option("--tags", help="Comma-separated tags (replaces the current ones).")
 @click.option("--force", is_flag=True, help="Mark done over your own unanswered required entry.")
 @json_option
@@ -113,6 +118,8 @@ def state_cmd(
     """Set your side's status for TOPIC (writes only your own STATE.md).
 
     \b
+    STATUS is one of open, in-progress, blocked, done (anything else: exit 1,
+    nothing written).
     'done' is refused while your side's newest entry is 'action: required' and
     the other side has not answered it; --force overrides (and says so).
     Example:
@@ -221,7 +228,9 @@ def read_cmd(env: Env, topic: str, as_json: bool) -> None:
 @exchange.command("reopen")
 @click.argument("topic")
 @click.option("--why", required=True, help="Why the topic is reopened (written as an entry).")
-@click.option("--action", type=click.Choice(["required", "fyi"]), default="fyi", show_default=True)
+@click.option(
+    "--action", default="fyi", show_default=True, metavar="required|fyi", help="The entry's action."
+)
 @json_option
 @pass_env
 def reopen_cmd(env: Env, topic: str, why: str, action: str, as_json: bool) -> None:

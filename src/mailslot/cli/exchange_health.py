@@ -16,7 +16,8 @@ from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
 
 __all__ = ["register"]
 
-SCOPE = click.Choice(["required", "any"])
+# validated in the channel (exit 1, a clear message), listed here for --help
+SCOPE_HELP = "required: only 'action: required' entries; any: every entry."
 
 
 def _ex(env: Env) -> Any:
@@ -71,7 +72,9 @@ def _watch_text(d: dict[str, Any]) -> str:
 @click.command("watch")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up (exit 3).")
 @click.option("--peek", is_flag=True, help="Show what is new without marking it seen.")
-@click.option("--action", "scope", type=SCOPE, default="any", show_default=True)
+@click.option(
+    "--action", "scope", default="any", show_default=True, metavar="required|any", help=SCOPE_HELP
+)
 @click.option(
     "--mark-all-seen", is_flag=True, help="First set-up: mark everything present seen, exit."
 )
@@ -116,7 +119,9 @@ def watch_cmd(
 
 
 @click.command("monitor")
-@click.option("--action", "scope", type=SCOPE, default="any", show_default=True)
+@click.option(
+    "--action", "scope", default="any", show_default=True, metavar="required|any", help=SCOPE_HELP
+)
 @json_option
 @pass_env
 def monitor_cmd(env: Env, scope: str, as_json: bool) -> None:
@@ -365,7 +370,7 @@ def _agent(ctx: click.Context, given: str | None) -> str:
 )
 @click.option("--as", "agent", metavar="NAME", help="Who dispatches (env MAILSLOT_AGENT).")
 @click.option("--topic", "slug", required=True, metavar="SLUG", help="The new topic's slug.")
-@click.option("--action", type=click.Choice(["required", "fyi"]), default="required")
+@click.option("--action", default="required", show_default=True, metavar="required|fyi")
 @click.argument("body", required=False)
 @json_option
 @click.pass_context
@@ -399,7 +404,7 @@ def dispatch_cmd(
 @click.command("closeout")
 @click.argument("group")
 @click.argument("body", required=False)
-@click.option("--action", type=click.Choice(["required", "fyi"]), default="fyi", show_default=True)
+@click.option("--action", default="fyi", show_default=True, metavar="required|fyi")
 @json_option
 def closeout_cmd(group: str, body: str | None, action: str, as_json: bool) -> None:
     """Send the same close-out to every exchange a dispatched brief went to.
