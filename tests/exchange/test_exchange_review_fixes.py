@@ -312,3 +312,42 @@ def test_bad_state_and_action_exit_1_and_write_nothing(ex: Exchange) -> None:
     assert r.exit_code == 1
     assert "open|in-progress|blocked|done" in run(root, "exchange", "state", "--help").output
     assert "required|fyi" in run(root, "exchange", "send", "--help").output
+
+
+# -- LOW: --body-file; a new topic directory is made durable ----------------------------------
+
+
+def test_send_body_file_takes_the_text_verbatim(ex: Exchange, tmp_path) -> None:
+    root = ex.root
+    body = tmp_path / "reply.md"
+    body.write_text("quoted:\nEOF\nrm -rf ~\n")
+    r = run(
+        root,
+        "exchange",
+        "send",
+        "--topic",
+        "b",
+        "--action",
+        "fyi",
+        "--body-file",
+        str(body),
+        agent="olu",
+    )
+    data = json.loads(run(root, "exchange", "read", r.stdout.split("/")[1], "--json").stdout)
+    assert data["entries"][0]["body"] == "quoted:\nEOF\nrm -rf ~\n"
+    both = run(
+        root,
+        "exchange",
+        "send",
+        "--topic",
+        "b",
+        "--action",
+        "fyi",
+        "--body-file",
+        str(body),
+        "x",
+        agent="olu",
+        ok=False,
+    )
+    assert both.exit_code == 2
+

@@ -87,22 +87,47 @@ def init_cmd(
     metavar="required|fyi",
     help="required: the other side owes a reply; fyi: it does not.",
 )
+@click.option(
+    "--body-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Read the body from this file (no shell quoting or heredoc needed).",
+)
 @click.argument("body", required=False)
 @json_option
 @pass_env
-def send_cmd(env: Env, topic: str, action: str, body: str | None, as_json: bool) -> None:
+def send_cmd(
+    env: Env, topic: str, action: str, body_file: Path | None, body: str | None, as_json: bool
+) -> None:
     """Write a new entry into the other side's inbox; prints its path.
 
     \b
     --topic X: an existing topic named X, else the newest live topic with slug X,
-    else a new topic YYYY-MM-DD-X. BODY '-' (or none) reads standard input.
+    else a new topic YYYY-MM-DD-X. BODY '-' (or none) reads standard input;
+    --body-file PATH reads a file instead.
     Example:
       mailslot --as claude exchange send --topic gate-bug --action required "Is it fixed?"
+      mailslot --as claude exchange send --topic gate-bug --action fyi --body-file reply.md
     """
     from mailslot.exchange.entries import send
 
-    r = send(_ex(env), env.need_agent(), topic, action, read_body(body))
+    if body_file is not None and body is not None:
+        raise click.UsageError("give BODY or --body-file, not both")
+    text = _read_body_file(body_file) if body_file is not None else read_body(body)
+    r = send(_ex(env), env.need_agent(), topic, action, text)
     emit(r.to_json(), as_json, r.relpath)
+
+
+def _read_body_file(path: Path) -> str:
+    """The text of ``path``; ``MailslotError`` if it cannot be read or is not UTF-8."""
+    from mailslot.core.errors import MailslotError
+
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise MailslotError(f"cannot read the body file: {e.strerror}", path=path) from None
+    except UnicodeDecodeError:
+        raise MailslotError("the body file is not UTF-8 text", path=path) from None
 
 
 @exchange.command("state")
