@@ -351,3 +351,12 @@ def test_send_body_file_takes_the_text_verbatim(ex: Exchange, tmp_path) -> None:
     )
     assert both.exit_code == 2
 
+
+def test_a_new_topic_directory_fsyncs_its_parent(ex: Exchange, monkeypatch) -> None:
+    from mailslot.exchange import layout
+
+    synced: list[Path] = []
+    real = layout.fsync_dir
+    monkeypatch.setattr(layout, "fsync_dir", lambda p: (synced.append(Path(p)), real(p))[1])
+    r = _send(ex.root, "claude", "durable", "hello")
+    assert ex.root / "to-olu" in synced and (ex.root / r).is_file()

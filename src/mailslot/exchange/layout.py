@@ -20,6 +20,7 @@ from typing import Any
 
 from mailslot.core.errors import Conflict, FormatError, InvalidName, NotFound
 from mailslot.core.formats import dump_yaml, load_yaml
+from mailslot.core.fsio import fsync_dir
 from mailslot.core.names import validate_agent
 
 __all__ = [
@@ -131,6 +132,9 @@ class Exchange:
                 ) from None
             return
         _apply_mode(path, self.dir_mode(inbox_side), self.group)
+        # the new name lives in the parent: without this a crash can lose the directory (and
+        # with it the entry written and fsync'd inside it) after 'send' said it was done
+        fsync_dir(path.parent)
 
     def file_mode(self, inbox_side: str) -> int:
         """Entry and STATE files: readable as the directory is, writable only by their owner."""
