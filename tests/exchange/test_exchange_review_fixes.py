@@ -198,7 +198,7 @@ def test_stray_files_are_reported_and_block_the_archive(ex: Exchange) -> None:
     again = run(root, "exchange", "watch", "--timeout", "0.5", "--json", agent="claude", ok=False)
     assert again.exit_code == 3  # delivered once
     report = json.loads(run(root, "exchange", "doctor", "--json", ok=False).stdout)
-    c = [c for c in report["checks"] if c["check"] == "tree:strays"][0]
+    c = next(c for c in report["checks"] if c["check"] == "tree:strays")
     assert c["status"] == "warn" and "0003-olu.markdown" in c["detail"]
     (d / "0002-Olu.md").unlink()
     (d / "0003-olu.markdown").unlink()
@@ -275,7 +275,7 @@ def test_index_cells_escape_values_from_the_other_side(ex: Exchange) -> None:
     )
     tick(root)
     index = (root / "INDEX.md").read_text()
-    row = [line for line in index.splitlines() if line.startswith(f"| `{topic}`")][0]
+    row = next(line for line in index.splitlines() if line.startswith(f"| `{topic}`"))
     assert "<img" not in index and "[click](" not in index
     assert "waiting: state-error: " in row  # a fixed code, then the escaped, shortened text
     from mailslot.exchange.index import md_cell
@@ -360,3 +360,15 @@ def test_a_new_topic_directory_fsyncs_its_parent(ex: Exchange, monkeypatch) -> N
     monkeypatch.setattr(layout, "fsync_dir", lambda p: (synced.append(Path(p)), real(p))[1])
     r = _send(ex.root, "claude", "durable", "hello")
     assert ex.root / "to-olu" in synced and (ex.root / r).is_file()
+
+
+def test_sweep_dates_a_back_dated_debt_by_its_arrival(ex: Exchange) -> None:
+    root = ex.root
+    topic = _send(root, "claude", "q", "context").split("/")[1]
+    write_by_hand(
+        root / "to-claude" / topic / "0002-olu.md",
+        "---\nfrom: olu\nat: 2020-01-01T00:00:00Z\naction: required\n---\nplease answer\n",
+    )
+    debts = json.loads(run(root, "exchange", "sweep", "--json", agent="claude").stdout)["debts"]
+    assert [d["entry"] for d in debts] == ["0002-olu.md"]
+    assert not debts[0]["since"].startswith("2020")  # not an ancient debt: it just arrived

@@ -124,7 +124,15 @@ class SweepResult:
 def _since(debt: Debt, pair: dict[str, TopicDir]) -> datetime | None:
     if debt.reason == "reply" and debt.entry:
         d = pair.get(debt.side)  # the other side's entries sit in the debtor's inbox
-        return peek_entry(d.file(debt.entry)).at if d else None
+        if d is None:
+            return None
+        at = peek_entry(d.file(debt.entry)).at
+        try:  # the later of 'at' and arrival (ctime): a back-dated entry is not an old debt
+            ns = os.lstat(d.file(debt.entry)).st_ctime_ns
+        except OSError:
+            return at
+        arrived = datetime.fromtimestamp(ns // 1_000_000 / 1000, UTC)
+        return max(at, arrived) if at is not None else arrived
     if debt.reason == "close":
         d = pair.get(debt.side)
         return peek_state(d.file(STATE_NAME)).updated_at if d else None
