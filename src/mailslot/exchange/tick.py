@@ -403,7 +403,10 @@ class _Tick:
             ck = f"to-{side}/{name}"
             held_path = copy.path / HELD_NAME if copy is not None else None
             trusted = bool(
-                copy is not None and copy.held and is_trusted(self.holds, side, name, held_path)
+                copy is not None
+                and held_path is not None
+                and copy.held
+                and is_trusted(self.holds, side, name, held_path)
             )
             if copy is not None and copy.held and not trusted:
                 r.warnings.append(
@@ -417,7 +420,7 @@ class _Tick:
                         name, side, ex.other(side), decision.holds[side], decision.reasons[side]
                     )
                     try:
-                        assert held_path is not None
+                        assert held_path is not None  # copy is not None here
                         if copy.held:  # a planted one: replaced by the tick's own
                             atomic_write(held_path, text, mode=ex.file_mode(side))
                         else:
