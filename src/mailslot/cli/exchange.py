@@ -192,9 +192,7 @@ def _esc(value: Any, *, keep_newlines: bool = False) -> str:
     """``value`` with control characters escaped (newlines too unless ``keep_newlines``)."""
     out = []
     for c in str(value):
-        if c == "\n" and keep_newlines:
-            out.append(c)
-        elif c == "\t" and keep_newlines:
+        if (c == "\n" and keep_newlines) or (c == "\t" and keep_newlines):
             out.append(c)
         elif c in "\n\r\t":
             out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[c])
