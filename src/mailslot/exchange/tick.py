@@ -196,19 +196,26 @@ class _Tick:
             mine[name] = got
         return Parsed(got[2], got[3], got[4])
 
-    def newest_required(self, scan: TopicScan, inbox_side: str) -> tuple[int, str, str] | None:
-        """The newest ``action: required`` entry in this copy (parsed newest first, cached)."""
+    def newest_required(
+        self, scan: TopicScan, inbox_side: str, answered: int
+    ) -> tuple[int, str, str] | None:
+        """The newest ``action: required`` entry in this copy numbered after ``answered`` (the
+        other side's newest entry): only those can be owed. Parsed newest first, cached."""
         copy = scan.copies.get(inbox_side)
         if copy is None:
             return None
         if not copy.req_known:
             copy.req = None
             for top in sorted(copy.entries, reverse=True):
+                if top[0] <= answered:
+                    break
                 got = self.parse(scan, inbox_side, top[2])
                 if got is not None and got.word == "required":
                     copy.req = top
                     break
             copy.req_known = True
+        if copy.req is not None and copy.req[0] <= answered:
+            return None
         return copy.req
 
     def guard_sides(
@@ -342,7 +349,11 @@ class _Tick:
                 r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
             sides, newest, times = self.guard_sides(scan)
             decision = decide(sides, self.now) if not scan.conflict else Decision()
-            strays = sorted(f"to-{s}/{name}/{n}" for s, c in scan.copies.items() for n in c.strays)
+            strays = None
+            if any(c.strays for c in scan.copies.values()):
+                strays = sorted(
+                    f"to-{s}/{name}/{n}" for s, c in scan.copies.items() for n in c.strays
+                )
             if strays:  # fail safe: a file nobody can read as an entry may be an unread one
                 r.strays.extend(strays)
                 decision.archive = False
@@ -400,31 +411,27 @@ class _Tick:
         for side in ex.sides:
             copy = scan.copies.get(side)  # HELD.md goes into the owing side's inbox
             want = side in decision.holds
+            if copy is None or not (want or copy.held):
+                continue  # the common case: no hold wanted, none there (no path built)
             ck = f"to-{side}/{name}"
-            held_path = copy.path / HELD_NAME if copy is not None else None
-            trusted = bool(
-                copy is not None
-                and held_path is not None
-                and copy.held
-                and is_trusted(self.holds, side, name, held_path)
-            )
-            if copy is not None and copy.held and not trusted:
+            held_path = f"{copy.dir}/{HELD_NAME}"
+            trusted = copy.held and is_trusted(self.holds, side, name, held_path)
+            if copy.held and not trusted:
                 r.warnings.append(
                     f"stray {ck}/{HELD_NAME}: not placed by the tick (not shown as a hold)"
                 )
-            if not copy or not copy.held or not trusted:
+            if not trusted:
                 self.holds.pop(ck, None)
-            if want and copy is not None and not copy.archived:
+            if want and not copy.archived:
                 if not trusted:  # a standing hold is never rewritten: no churn
                     text = held_text(
                         name, side, ex.other(side), decision.holds[side], decision.reasons[side]
                     )
                     try:
-                        assert held_path is not None  # copy is not None here
                         if copy.held:  # a planted one: replaced by the tick's own
-                            atomic_write(held_path, text, mode=ex.file_mode(side))
+                            atomic_write(Path(held_path), text, mode=ex.file_mode(side))
                         else:
-                            atomic_create(held_path, text, mode=ex.file_mode(side))
+                            atomic_create(Path(held_path), text, mode=ex.file_mode(side))
                         sig = hold_sig(held_path)
                         if sig is not None:
                             self.holds[ck] = sig
@@ -434,9 +441,9 @@ class _Tick:
                         self.lines.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
                         r.errors.append(f"cannot write HELD.md for {name}: {e}")
-            elif copy is not None and trusted and not want:
+            elif trusted and not want:
                 try:
-                    (copy.path / HELD_NAME).unlink()
+                    os.unlink(held_path)
                     r.released.append(name)
                     self.lines.append(f"released hold on {name}")
                 except FileNotFoundError:
@@ -460,7 +467,8 @@ class _Tick:
             list(decision.waiting),
         )
         for inbox_side in scan.copies:
-            req = self.newest_required(scan, inbox_side)
+            reply = newest.get(inbox_side)  # the reader's own newest entry answers what is older
+            req = self.newest_required(scan, inbox_side, reply[0] if reply else 0)
             if req is not None:
                 view.required[ex.writer_of(inbox_side)] = (req[0], req[2])
         for w in decision.waiting:
