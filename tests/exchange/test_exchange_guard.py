@@ -19,10 +19,19 @@ from mailslot.core import clock
 T = "2026-11-01-gate-bug"
 
 
+@pytest.fixture(autouse=True)
+def far_clock() -> None:
+    """Hand-written times in this module are in 2098 and the clock reads 2098-11-02 noon: the
+    files' real arrival times (ctime, which the guard also compares) are then all older than
+    every hand-written time, so each case is decided by the times it writes."""
+    clock.set_clock(lambda: datetime(2098, 11, 2, 12, tzinfo=UTC))
+
+
 @pytest.fixture
 def step_clock() -> None:
-    """Each ``now()`` is one second after the last, starting an hour ago (stamps strictly order)."""
-    start = datetime.now(UTC) - timedelta(hours=1)
+    """Each ``now()`` is one second after the last, starting now (stamps strictly order and are
+    never behind the files' real arrival times, which the guard also compares)."""
+    start = datetime.now(UTC)
     counter = itertools.count()
     clock.set_clock(lambda: start + timedelta(seconds=next(counter)))
 
@@ -43,9 +52,9 @@ def git(root: Path, *args: str) -> str:
 
 def both_done_tree(root: Path, entry_at: str, ack_at: str, *, topic: str = T) -> None:
     """olu asked (0001), claude answered (0002, at ``entry_at``), olu acked at ``ack_at``."""
-    hand_entry(root, "claude", topic, 1, "olu", "2026-11-01T09:00:00Z", "required")
+    hand_entry(root, "claude", topic, 1, "olu", "2098-11-01T09:00:00Z", "required")
     hand_entry(root, "olu", topic, 2, "claude", entry_at, "fyi")
-    hand_state(root, "olu", topic, "done", "2026-11-01T09:30:00Z", "claude")  # claude's
+    hand_state(root, "olu", topic, "done", "2098-11-01T09:30:00Z", "claude")  # claude's
     hand_state(root, "claude", topic, "done", ack_at, "olu")  # olu's
 
 
@@ -77,12 +86,12 @@ def test_seed_live_sequence_holds_instead_of_archiving(ex, step_clock) -> None:
     assert "HELD for olu" in index and "re-read" in index
 
 
-def test_reaffirming_releases_the_hold_and_archives(ex, step_clock) -> None:
+def test_reaffirming_releases_the_hold_and_archives(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T09:45:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")
     out = tick(root)
     assert out["held"] == [T] and out["archived"] == []
-    hand_state(root, "claude", T, "done", "2026-11-01T10:05:00Z", "olu")  # olu re-affirms
+    hand_state(root, "claude", T, "done", "2098-11-01T10:05:00Z", "olu")  # olu re-affirms
     out = tick(root)
     assert out["released"] == [T] and out["archived"] == [T]
     assert archived(root, "olu").is_dir() and archived(root, "claude").is_dir()
@@ -92,7 +101,7 @@ def test_reaffirming_releases_the_hold_and_archives(ex, step_clock) -> None:
 
 def test_standing_hold_causes_no_churn(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T09:45:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")
     with hook() as h:
         first = tick(root, "--notify", h.url)
         assert first["held"] == [T] and first["notified"] and len(h.received) == 1
@@ -112,9 +121,9 @@ def test_standing_hold_causes_no_churn(ex) -> None:
 
 def test_hold_is_recomputed_when_the_other_side_reopens(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T09:45:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")
     assert tick(root)["held"] == [T]
-    hand_state(root, "olu", T, "open", "2026-11-01T10:10:00Z", "claude")  # claude reopens
+    hand_state(root, "olu", T, "open", "2098-11-01T10:10:00Z", "claude")  # claude reopens
     out = tick(root)
     assert out["released"] == [T] and out["archived"] == []
     assert not (live(root, "olu") / "HELD.md").exists()
@@ -123,11 +132,11 @@ def test_hold_is_recomputed_when_the_other_side_reopens(ex) -> None:
 def test_writing_past_each_other_holds(ex) -> None:
     """Each side's newest entry must pre-date the other's ack, not only the overall newest."""
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
-    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T10:00:00Z")  # olu acked before this
-    hand_entry(root, "claude", T, 3, "olu", "2026-11-01T10:01:00Z")  # written without reading
-    hand_state(root, "claude", T, "done", "2026-11-01T09:30:00Z", "olu")
-    hand_state(root, "olu", T, "done", "2026-11-01T10:02:00Z", "claude")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_entry(root, "olu", T, 2, "claude", "2098-11-01T10:00:00Z")  # olu acked before this
+    hand_entry(root, "claude", T, 3, "olu", "2098-11-01T10:01:00Z")  # written without reading
+    hand_state(root, "claude", T, "done", "2098-11-01T09:30:00Z", "olu")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:02:00Z", "claude")
     out = tick(root)
     assert out["archived"] == [] and out["held"] == [T]
     assert (live(root, "olu") / "HELD.md").is_file()
@@ -138,7 +147,7 @@ def test_writing_past_each_other_holds(ex) -> None:
 
 def test_both_done_and_acknowledged_archives_and_git_captures_the_move(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     out = tick(root)  # never committed live: the archive move is captured all the same
     assert out["archived"] == [T] and out["commit"]
     assert archived(root, "olu").is_dir()
@@ -151,10 +160,10 @@ def test_both_done_and_acknowledged_archives_and_git_captures_the_move(ex) -> No
 
 def test_archive_of_an_already_committed_topic_is_committed(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T09:45:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")
     tick(root)  # held, committed live
     assert f"to-olu/{T}/0002-claude.md" in git(root, "ls-files")
-    hand_state(root, "claude", T, "done", "2026-11-01T10:05:00Z", "olu")
+    hand_state(root, "claude", T, "done", "2098-11-01T10:05:00Z", "olu")
     out = tick(root)
     assert out["archived"] == [T] and out["commit"]
     files = git(root, "ls-files")
@@ -165,8 +174,8 @@ def test_archive_of_an_already_committed_topic_is_committed(ex) -> None:
 @pytest.mark.parametrize("status", ["open", "in-progress", "blocked"])
 def test_one_side_not_done_does_not_archive(ex, status) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
-    hand_state(root, "olu", T, status, "2026-11-01T10:06:00Z", "claude")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
+    hand_state(root, "olu", T, status, "2098-11-01T10:06:00Z", "claude")
     out = tick(root)
     assert out["archived"] == [] and out["held"] == []
     assert live(root, "olu").is_dir()
@@ -176,7 +185,7 @@ def test_one_side_not_done_does_not_archive(ex, status) -> None:
 
 def test_missing_state_is_open_not_done(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     (live(root, "olu") / "STATE.md").unlink()
     out = tick(root)
     assert out["archived"] == [] and live(root, "olu").is_dir()
@@ -189,13 +198,13 @@ def _waiting(out: dict, topic: str = T) -> list[str]:
 @pytest.mark.parametrize(
     ("entry_at", "ack_at", "why"),
     [
-        ("yesterday at noon", "2026-11-01T10:05:00Z", "no readable 'at'"),
-        (None, "2026-11-01T10:05:00Z", "no readable 'at'"),
-        ("2026-11-01T10:00:00", "2026-11-01T10:05:00Z", "no readable 'at'"),  # no zone
-        ("2026-11-01T10:00:00Z", "soon", "no readable updated_at"),
-        ("2026-11-01T10:00:00Z", None, "no readable updated_at"),
-        ("2026-11-01T10:00:00Z", "2099-01-01T00:00:00Z", "in the future"),
-        ("2099-01-01T00:00:00Z", "2026-11-01T10:05:00Z", "in the future"),
+        ("yesterday at noon", "2098-11-01T10:05:00Z", "no readable 'at'"),
+        (None, "2098-11-01T10:05:00Z", "no readable 'at'"),
+        ("2098-11-01T10:00:00", "2098-11-01T10:05:00Z", "no readable 'at'"),  # no zone
+        ("2098-11-01T10:00:00Z", "soon", "no readable updated_at"),
+        ("2098-11-01T10:00:00Z", None, "no readable updated_at"),
+        ("2098-11-01T10:00:00Z", "2099-01-01T00:00:00Z", "in the future"),
+        ("2099-01-01T00:00:00Z", "2098-11-01T10:05:00Z", "in the future"),
     ],
 )
 def test_unresolvable_times_do_not_archive(ex, entry_at, ack_at, why) -> None:
@@ -210,7 +219,7 @@ def test_unresolvable_times_do_not_archive(ex, entry_at, ack_at, why) -> None:
 
 def test_a_tie_does_not_archive_and_holds(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:00:00+00:00")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:00:00+00:00")
     out = tick(root)
     assert out["archived"] == [] and out["held"] == [T]
     assert "same instant" in (live(root, "olu") / "HELD.md").read_text()
@@ -218,7 +227,7 @@ def test_a_tie_does_not_archive_and_holds(ex) -> None:
 
 def test_unreadable_state_does_not_archive(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     (live(root, "claude") / "STATE.md").write_text("status: [done\n")
     out = tick(root)
     assert out["archived"] == [] and live(root, "claude").is_dir()
@@ -228,7 +237,7 @@ def test_unreadable_state_does_not_archive(ex) -> None:
 
 def test_unparseable_entry_does_not_archive(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     (live(root, "olu") / "0002-claude.md").write_text("no frontmatter, just words\n")
     out = tick(root)
     assert out["archived"] == [] and _waiting(out)
@@ -239,7 +248,7 @@ def test_unparseable_entry_does_not_archive(ex) -> None:
 
 def test_half_archived_with_guard_passing_is_completed(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     (root / "to-olu" / "done").mkdir(exist_ok=True)
     os.rename(live(root, "olu"), archived(root, "olu"))  # a previous run died half-way
     out = tick(root)
@@ -250,7 +259,7 @@ def test_half_archived_with_guard_passing_is_completed(ex) -> None:
 
 def test_half_archived_with_guard_failing_is_brought_back(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T09:45:00Z")  # must hold
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")  # must hold
     os.rename(live(root, "claude"), archived(root, "claude"))
     out = tick(root)
     assert out["recovered"] == [{"topic": T, "to": "live"}]
@@ -267,10 +276,10 @@ def test_half_archived_with_guard_failing_is_brought_back(ex) -> None:
 
 def test_brand_new_topic_is_reported_not_absorbed(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", "2026-11-01-old", 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", "2026-11-01-old", 1, "olu", "2098-11-01T09:00:00Z")
     tick(root)
     with hook() as h:
-        hand_entry(root, "claude", "2026-11-02-fresh", 1, "olu", "2026-11-02T09:00:00Z", "required")
+        hand_entry(root, "claude", "2026-11-02-fresh", 1, "olu", "2098-11-02T09:00:00Z", "required")
         out = tick(root, "--notify", h.url)
         assert out["new_topics"] == ["2026-11-02-fresh"]
         assert out["new_entries"] == ["to-claude/2026-11-02-fresh/0001-olu.md"]
@@ -296,7 +305,7 @@ def test_failed_notification_is_reported_retried_and_never_blocks(ex) -> None:
     root = ex.root
     with hook() as probe:
         port = probe.port  # a port that is free once the probe server closes
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     url = f"json://127.0.0.1:{port}/hook"
     out = tick(root, "--notify", url)
     assert out["archived"] == [T] and out["commit"]  # archive and commit went ahead
@@ -312,7 +321,7 @@ def test_failed_notification_is_reported_retried_and_never_blocks(ex) -> None:
 
 def test_notified_is_false_without_a_target(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     out = tick(root)
     assert out["new_entries"] and out["notified"] is False and out["notify_error"] is None
 
@@ -332,15 +341,15 @@ def test_config_notify_targets_are_used(tmp_path) -> None:
             h.url,
         )
         assert r.exit_code == 0
-        hand_entry(tmp_path / "x", "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+        hand_entry(tmp_path / "x", "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
         assert tick(tmp_path / "x")["notified"] and len(h.received) == 1
 
 
 def test_rewritten_entry_is_reported_loudly(ex) -> None:
     root = ex.root
-    p = hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:00:00Z", body="x" * 10_000)
+    p = hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:00:00Z", body="x" * 10_000)
     tick(root)
-    p.write_text("---\nfrom: olu\nat: 2026-11-01T11:00:00Z\naction: fyi\n---\nshort\n")
+    p.write_text("---\nfrom: olu\nat: 2098-11-01T11:00:00Z\naction: fyi\n---\nshort\n")
     out = tick(root)
     assert out["rewritten"] and out["rewritten"][0]["path"] == f"to-claude/{T}/0002-olu.md"
     assert out["rewritten"][0]["bytes"] < out["rewritten"][0]["was_bytes"]
@@ -348,7 +357,7 @@ def test_rewritten_entry_is_reported_loudly(ex) -> None:
 
 def test_held_marker_is_not_traffic(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T09:45:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")
     tick(root)
     held = live(root, "olu") / "HELD.md"
     os.utime(held, ns=(4_102_444_800_000_000_000, 4_102_444_800_000_000_000))  # year 2100
@@ -356,18 +365,18 @@ def test_held_marker_is_not_traffic(ex) -> None:
     assert out["new_entries"] == [] and out["rewritten"] == [] and out["commit"] is None
     topics = json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"]
     assert topics[0]["counts"] == {"claude": 1, "olu": 1}
-    assert topics[0]["last_activity"] == "2026-11-01T10:00:00.000Z"
+    assert topics[0]["last_activity"] == "2098-11-01T10:00:00.000Z"
     assert "2100" not in (root / "INDEX.md").read_text()
 
 
 def test_hand_written_files_like_a_foreign_agent_archive(ex) -> None:
     root = ex.root
     hand_entry(
-        root, "claude", T, 1, "olu", "2026-11-01T09:00:00+00:00", "required", crlf=True, quoted=True
+        root, "claude", T, 1, "olu", "2098-11-01T09:00:00+00:00", "required", crlf=True, quoted=True
     )
-    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T10:00:00Z", crlf=True)
-    hand_state(root, "olu", T, "done", "2026-11-01T10:01:00Z", fenced=True, crlf=True)
-    hand_state(root, "claude", T, "done", "2026-11-01T10:02:00+00:00", crlf=True)
+    hand_entry(root, "olu", T, 2, "claude", "2098-11-01T10:00:00Z", crlf=True)
+    hand_state(root, "olu", T, "done", "2098-11-01T10:01:00Z", fenced=True, crlf=True)
+    hand_state(root, "claude", T, "done", "2098-11-01T10:02:00+00:00", crlf=True)
     (live(root, "claude") / ".0003-olu.md.swp").write_text("in flight")
     out = tick(root)
     assert out["archived"] == [T]
@@ -376,7 +385,7 @@ def test_hand_written_files_like_a_foreign_agent_archive(ex) -> None:
 
 def test_reopen_brings_both_sides_back_and_is_not_rearchived(ex) -> None:
     root = ex.root
-    both_done_tree(root, "2026-11-01T10:00:00Z", "2026-11-01T10:05:00Z")
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
     assert tick(root)["archived"] == [T]
     r = run(root, "exchange", "reopen", T, "--why", "the fix regressed", "--json", agent="claude")
     moved = json.loads(r.stdout)["moved"]
@@ -412,7 +421,7 @@ def test_tick_commits_without_any_git_identity(ex, run_cli, tmp_path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "XDG_CONFIG_HOME": str(home)}
-    hand_entry(ex.root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(ex.root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     r = run_cli("--root", str(ex.root), "exchange", "tick", "--json", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["commit"]

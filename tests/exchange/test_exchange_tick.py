@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 from exhelp import hand_entry, hand_state, run, tick
 
+from mailslot.core import clock
+
 T = "2026-11-01-gate-bug"
+
+
+@pytest.fixture(autouse=True)
+def far_clock() -> None:
+    """Hand-written times in this module are in 2098 and the clock reads 2098-11-02 noon: the
+    files' real arrival times (ctime, which the guard also compares) are then all older than
+    every hand-written time, so each case is decided by the times it writes."""
+    clock.set_clock(lambda: datetime(2098, 11, 2, 12, tzinfo=UTC))
 
 
 def git(root, *args: str) -> str:
@@ -20,7 +31,7 @@ def git(root, *args: str) -> str:
 
 def test_failed_commit_fails_the_tick_and_is_retried(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     lock = root / ".git" / "index.lock"
     lock.write_text("")  # another git process, as far as git can tell
     r = run(root, "exchange", "tick", "--json", ok=False)
@@ -43,9 +54,9 @@ def test_a_hand_edit_outside_topics_is_committed(ex) -> None:
 
 def test_an_edit_inside_an_archived_topic_is_committed_by_the_periodic_check(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
-    hand_state(root, "claude", T, "done", "2026-11-01T10:00:00Z")
-    hand_state(root, "olu", T, "done", "2026-11-01T10:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
     assert tick(root)["archived"] == [T]
     (root / "to-claude" / "done" / T / "0001-olu.md").write_text("tampered\n")
     state_path = root / ".mailslot" / "tick-state.json"
@@ -58,7 +69,7 @@ def test_an_edit_inside_an_archived_topic_is_committed_by_the_periodic_check(ex)
 
 def test_corrupt_tick_state_reports_everything_as_new(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     tick(root)
     (root / ".mailslot" / "tick-state.json").write_text("{not json")
     r = run(root, "exchange", "tick", "--json")
@@ -68,8 +79,8 @@ def test_corrupt_tick_state_reports_everything_as_new(ex) -> None:
 
 def test_a_deleted_entry_is_reported(ex) -> None:
     root = ex.root
-    p = hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
-    hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:01:00Z")
+    p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
     tick(root)
     p.unlink()
     assert tick(root)["removed"] == [f"to-claude/{T}/0001-olu.md"]
@@ -77,9 +88,9 @@ def test_a_deleted_entry_is_reported(ex) -> None:
 
 def test_state_changes_are_reported_once(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     tick(root)
-    hand_state(root, "claude", T, "blocked", "2026-11-01T09:05:00Z")
+    hand_state(root, "claude", T, "blocked", "2098-11-01T09:05:00Z")
     out = tick(root)
     assert out["state_changes"] == [{"topic": T, "side": "olu", "from": "open", "to": "blocked"}]
     assert tick(root)["state_changes"] == []
@@ -87,12 +98,12 @@ def test_state_changes_are_reported_once(ex) -> None:
 
 def test_index_lists_statuses_counts_activity_and_debts(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z", "required")
-    hand_entry(root, "olu", "2026-11-02-other", 1, "claude", "2026-11-02T08:00:00Z")
-    hand_state(root, "olu", "2026-11-02-other", "done", "2026-11-02T08:01:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", "required")
+    hand_entry(root, "olu", "2026-11-02-other", 1, "claude", "2098-11-02T08:00:00Z")
+    hand_state(root, "olu", "2026-11-02-other", "done", "2098-11-02T08:01:00Z")
     out = tick(root)
     index = (root / "INDEX.md").read_text()
-    assert f"| `{T}` | open (0) | open (1) | 2026-11-01T09:00:00.000Z |" in index
+    assert f"| `{T}` | open (0) | open (1) | 2098-11-01T09:00:00.000Z |" in index
     assert "**claude** owes:" in index and f"`{T}`: a reply to `0001-olu.md`" in index
     assert "**olu** owes:" in index and "a close" in index
     assert {(d["topic"], d["side"], d["reason"]) for d in out["debts"]} == {
@@ -104,7 +115,7 @@ def test_index_lists_statuses_counts_activity_and_debts(ex) -> None:
 @pytest.mark.slow
 def test_concurrent_ticks_never_overlap(ex) -> None:
     for n in range(1, 30):
-        hand_entry(ex.root, "claude", f"2026-11-01-t{n:02d}", 1, "olu", "2026-11-01T09:00:00Z")
+        hand_entry(ex.root, "claude", f"2026-11-01-t{n:02d}", 1, "olu", "2098-11-01T09:00:00Z")
     procs = [
         subprocess.Popen(
             [
@@ -136,9 +147,9 @@ def test_concurrent_ticks_never_overlap(ex) -> None:
 
 def test_archive_target_taken_fails_loudly_and_moves_nothing(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
-    hand_state(root, "claude", T, "done", "2026-11-01T10:00:00Z")
-    hand_state(root, "olu", T, "done", "2026-11-01T10:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
     (root / "to-olu" / "done" / T).mkdir(parents=True)
     (root / "to-olu" / "done" / T / "stray.txt").write_text("x")
     r = run(root, "exchange", "tick", "--json", ok=False)
@@ -166,16 +177,16 @@ def _full_listing_never(monkeypatch) -> None:
 def test_settled_directories_still_see_state_rewritten_in_place(ex, monkeypatch) -> None:
     _full_listing_never(monkeypatch)
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
-    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T09:10:00Z")
-    hand_state(root, "olu", T, "done", "2026-11-01T09:20:00Z")
-    hand_state(root, "claude", T, "in-progress", "2026-11-01T09:21:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_entry(root, "olu", T, 2, "claude", "2098-11-01T09:10:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T09:20:00Z")
+    hand_state(root, "claude", T, "in-progress", "2098-11-01T09:21:00Z")
     _age_tree(root)
     tick(root)
     tick(root)  # now from the records: nothing listed
     # olu overwrites its STATE.md in place (plain open/write): the directory mtime stays
     mtime = (root / "to-claude" / T).stat().st_mtime_ns
-    hand_state(root, "claude", T, "done", "2026-11-01T09:30:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T09:30:00Z")
     assert (root / "to-claude" / T).stat().st_mtime_ns == mtime
     out = tick(root)
     assert out["state_changes"] == [
@@ -187,17 +198,17 @@ def test_settled_directories_still_see_state_rewritten_in_place(ex, monkeypatch)
 def test_settled_directories_still_see_the_newest_entry_rewritten(ex, monkeypatch) -> None:
     _full_listing_never(monkeypatch)
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
-    hand_state(root, "claude", T, "done", "2026-11-01T09:20:00Z")
-    hand_state(root, "olu", T, "done", "2026-11-01T09:30:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T09:20:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T09:30:00Z")
     (root / "to-olu" / T).mkdir(exist_ok=True)
-    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T09:25:00Z")  # olu acked before: hold
+    hand_entry(root, "olu", T, 2, "claude", "2098-11-01T09:25:00Z")  # olu acked before: hold
     _age_tree(root)
     assert tick(root)["held"] == [T]
     _age_tree(root)  # HELD.md changed to-olu's mtime: settle it again
     tick(root)
     # the entry's 'at' is corrected in place to before olu's ack: the hold must go
-    hand_entry(root, "olu", T, 2, "claude", "2026-11-01T09:05:00Z")
+    hand_entry(root, "olu", T, 2, "claude", "2098-11-01T09:05:00Z")
     _age_tree(root)
     out = tick(root)
     assert out["rewritten"] and out["released"] == [T] and out["archived"] == [T]
@@ -206,11 +217,11 @@ def test_settled_directories_still_see_the_newest_entry_rewritten(ex, monkeypatc
 def test_a_new_entry_in_a_settled_directory_is_seen(ex, monkeypatch) -> None:
     _full_listing_never(monkeypatch)
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z")
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     _age_tree(root)
     tick(root)
     tick(root)
-    hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:01:00Z")
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
     assert tick(root)["new_entries"] == [f"to-claude/{T}/0002-olu.md"]
     topics = json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"]
     assert topics[0]["counts"]["olu"] == 2
@@ -221,11 +232,11 @@ def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkey
 
     _full_listing_never(monkeypatch)
     root = ex.root
-    p = hand_entry(root, "claude", T, 1, "olu", "2026-11-01T09:00:00Z", body="x" * 5000)
-    hand_entry(root, "claude", T, 2, "olu", "2026-11-01T09:01:00Z")
+    p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", body="x" * 5000)
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
     _age_tree(root)
     tick(root)
-    p.write_text("---\nfrom: olu\nat: 2026-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
+    p.write_text("---\nfrom: olu\nat: 2098-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
     _age_tree(root)
     assert tick(root)["rewritten"] == []  # not this directory's turn yet
     monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn

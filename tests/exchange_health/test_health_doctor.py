@@ -12,11 +12,13 @@ import subprocess
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from healthhelp import hand_entry, run
 
+from mailslot.core import clock
 from mailslot.exchange import boundary, send
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.doctor import doctor
@@ -226,6 +228,8 @@ def test_live_boundary_both_ways_as_the_sides_user() -> None:
 
 def test_long_unanswered_required_entry_is_a_warning(ex) -> None:
     hand_entry(ex.root, "olu", "2026-11-01-old", 1, "claude", "2026-11-01T10:00:00Z", "required")
+    # a debt's age counts from its arrival (ctime), not its claimed 'at': a day passes
+    clock.set_clock(lambda: datetime.now(UTC) + timedelta(days=1))
     send(ex, "claude", "fresh", "required", "just asked")
     checks = {c.name: c for c in doctor(ex).checks}
     assert checks["answers:olu"].status == "warn"

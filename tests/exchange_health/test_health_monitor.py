@@ -10,6 +10,7 @@ from healthhelp import hand_entry, hand_state, run, snapshot
 
 from mailslot.core.clock import format_time
 from mailslot.exchange import send, set_state
+from mailslot.exchange.holds import hold_sig, save_holds
 from mailslot.exchange.monitor import monitor
 from mailslot.exchange.tick import tick
 
@@ -85,7 +86,10 @@ def test_held_close_and_stale_tick_lines(ex) -> None:
     set_state(ex, "claude", topic, "done")
     out = _mon(ex)
     assert f"{topic}: claude is done, you are not" in out
-    (ex.inbox("olu") / topic / "HELD.md").write_text("# HELD\n")
+    held = ex.inbox("olu") / topic / "HELD.md"
+    held.write_text("# HELD\n")
+    assert f"{topic}: HELD.md" not in _mon(ex)  # not placed by the tick: not a hold
+    save_holds(ex, {f"to-olu/{topic}": hold_sig(held)})  # as the tick records the holds it placed
     assert f"{topic}: HELD.md" in _mon(ex)
     tick(ex)
     assert "tick:" not in _mon(ex)
@@ -102,7 +106,10 @@ def test_hand_written_foreign_entries_and_state(ex) -> None:
         ex.root, "olu", "2026-11-29-x", 1, "claude", "2026-11-29T10:00:00Z", "required", crlf=True
     )
     assert "2026-11-29-x: 0001-claude.md (required)" in _mon(ex, scope="required")
+    # a hand acknowledgement dated before the entry arrived does not cover it (ctime counts)
     hand_state(ex.root, "claude", "2026-11-29-x", "in-progress", "2026-11-29T11:00:00Z", "olu")
+    assert "0001-claude.md (required)" in _mon(ex, scope="required")
+    hand_state(ex.root, "claude", "2026-11-29-x", "in-progress", format_time(), "olu")
     assert _mon(ex, scope="required") == ""
 
 

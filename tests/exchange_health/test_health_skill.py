@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from healthhelp import run
 
@@ -53,4 +55,15 @@ def test_skill_json(ex) -> None:
     import json
 
     d = json.loads(run(ex.root, "exchange", "skill", "--json", agent="olu").stdout)
-    assert d["flavour"] == "generic" and d["text"] == render_skill(ex, "olu", "generic")
+    same = re.compile(r"MAILSLOT_END_[0-9A-F]{16}")  # the heredoc marker is fresh per render
+    assert d["flavour"] == "generic"
+    assert same.sub("M", d["text"]) == same.sub("M", render_skill(ex, "olu", "generic"))
+
+
+def test_reply_recipe_uses_body_file_and_an_unguessable_heredoc_marker(ex) -> None:
+    import re as _re
+
+    a, b = render_skill(ex, "olu", "generic"), render_skill(ex, "olu", "generic")
+    assert "--body-file PATH" in a and "<<'EOF'" not in a
+    marks = [_re.findall(r"<<'(MAILSLOT_END_[0-9A-F]{16})'", t) for t in (a, b)]
+    assert marks[0] and marks[1] and marks[0] != marks[1]

@@ -16,6 +16,7 @@ from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import Conflict, WaitTimeout
 from mailslot.exchange import send, set_state
+from mailslot.exchange.holds import hold_sig, save_holds
 from mailslot.exchange.watch import WATCH_NAMESPACE, Watcher, cursor_key, mark_all_seen, watch
 
 
@@ -171,7 +172,9 @@ def test_two_watchers_for_one_caller_never_both_take_an_entry(ex) -> None:
 def test_held_marker_is_delivered_once(ex) -> None:
     topic = send(ex, "claude", "held", "fyi", "x").topic
     mark_all_seen(ex, "olu")
-    (ex.inbox("olu") / topic / "HELD.md").write_text("# HELD: re-read\n")
+    held = ex.inbox("olu") / topic / "HELD.md"
+    held.write_text("# HELD: re-read\n")
+    save_holds(ex, {f"to-olu/{topic}": hold_sig(held)})  # as the tick records the holds it placed
     items = watch(ex, "olu", timeout=5).items
     assert [(i.kind, i.topic) for i in items] == [("held", topic)]
     with pytest.raises(WaitTimeout):

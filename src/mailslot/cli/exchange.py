@@ -81,28 +81,58 @@ def init_cmd(
 
 @exchange.command("send")
 @click.option("--topic", required=True, metavar="SLUG|TOPIC", help="Topic name or slug.")
-@click.option("--action", type=click.Choice(["required", "fyi"]), required=True)
+@click.option(
+    "--action",
+    required=True,
+    metavar="required|fyi",
+    help="required: the other side owes a reply; fyi: it does not.",
+)
+@click.option(
+    "--body-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Read the body from this file (no shell quoting or heredoc needed).",
+)
 @click.argument("body", required=False)
 @json_option
 @pass_env
-def send_cmd(env: Env, topic: str, action: str, body: str | None, as_json: bool) -> None:
+def send_cmd(
+    env: Env, topic: str, action: str, body_file: Path | None, body: str | None, as_json: bool
+) -> None:
     """Write a new entry into the other side's inbox; prints its path.
 
     \b
     --topic X: an existing topic named X, else the newest live topic with slug X,
-    else a new topic YYYY-MM-DD-X. BODY '-' (or none) reads standard input.
+    else a new topic YYYY-MM-DD-X. BODY '-' (or none) reads standard input;
+    --body-file PATH reads a file instead.
     Example:
       mailslot --as claude exchange send --topic gate-bug --action required "Is it fixed?"
+      mailslot --as claude exchange send --topic gate-bug --action fyi --body-file reply.md
     """
     from mailslot.exchange.entries import send
 
-    r = send(_ex(env), env.need_agent(), topic, action, read_body(body))
+    if body_file is not None and body is not None:
+        raise click.UsageError("give BODY or --body-file, not both")
+    text = _read_body_file(body_file) if body_file is not None else read_body(body)
+    r = send(_ex(env), env.need_agent(), topic, action, text)
     emit(r.to_json(), as_json, r.relpath)
+
+
+def _read_body_file(path: Path) -> str:
+    """The text of ``path``; ``MailslotError`` if it cannot be read or is not UTF-8."""
+    from mailslot.core.errors import MailslotError
+
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise MailslotError(f"cannot read the body file: {e.strerror}", path=path) from None
+    except UnicodeDecodeError:
+        raise MailslotError("the body file is not UTF-8 text", path=path) from None
 
 
 @exchange.command("state")
 @click.argument("topic")
-@click.argument("status", type=click.Choice(["open", "in-progress", "blocked", "done"]))
+@click.argument("status", metavar="open|in-progress|blocked|done")
 @click.option("--tags", help="Comma-separated tags (replaces the current ones).")
 @click.option("--force", is_flag=True, help="Mark done over your own unanswered required entry.")
 @json_option
@@ -113,6 +143,8 @@ def state_cmd(
     """Set your side's status for TOPIC (writes only your own STATE.md).
 
     \b
+    STATUS is one of open, in-progress, blocked, done (anything else: exit 1,
+    nothing written).
     'done' is refused while your side's newest entry is 'action: required' and
     the other side has not answered it; --force overrides (and says so).
     Example:
@@ -156,17 +188,47 @@ def topics_cmd(env: Env, include_all: bool, as_json: bool) -> None:
     emit({"topics": rows}, as_json, lambda d: _topics_text(d["topics"]))
 
 
+def _esc(value: Any, *, keep_newlines: bool = False) -> str:
+    """``value`` with control characters escaped (newlines too unless ``keep_newlines``)."""
+    out = []
+    for c in str(value):
+        if (c == "\n" and keep_newlines) or (c == "\t" and keep_newlines):
+            out.append(c)
+        elif c in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[c])
+        elif not c.isprintable():
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def _read_text(d: dict[str, Any]) -> str:
-    states = ", ".join(f"{s}: {st['status']}" for s, st in d["states"].items())
+    states = ", ".join(f"{s}: {_esc(st['status'])}" for s, st in d["states"].items())
     out = [f"# {d['topic']} ({d['where']}; {states})"]
     for side, text in d["held"].items():
-        out.append(f"[HELD.md in to-{side}/]\n{text}")
+        body = "\n".join(f"    {line}" for line in _esc(text, keep_newlines=True).splitlines())
+        out.append(f"[HELD.md in to-{side}/]\n{body}")
     for e in d["entries"]:
-        head = f"--- {e['number']:04d} from {e['from']} at {e['at'] or '?'} action={e['action']}"
+        head = (
+            f"--- {e['number']:04d} from {_esc(e['sender'])} (to-{_esc(_inbox_of(e))}) "
+            f"at {_esc(e['at'] or '?')} action={_esc(e['action'])}"
+        )
         if e["error"]:
-            head += f"  (unreadable: {e['error']})"
-        out.append(f"{head}\n{e['body'].rstrip()}")
+            head += f"  (unreadable: {_esc(e['error'])})"
+        if e.get("warning"):
+            head += f"\n    ! {_esc(e['warning'])}"
+        # every body line is indented, so no body line can pass for an entry header
+        body = "\n".join(
+            f"    {line}" for line in _esc(e["body"].rstrip(), keep_newlines=True).splitlines()
+        )
+        out.append(f"{head}\n{body}")
     return "\n\n".join(out)
+
+
+def _inbox_of(e: dict[str, Any]) -> str:
+    """The inbox directory an entry sits in (``to-<side>``), from its root-relative path."""
+    return str(e["path"]).split("/", 1)[0].removeprefix("to-")
 
 
 @exchange.command("read")
@@ -189,7 +251,9 @@ def read_cmd(env: Env, topic: str, as_json: bool) -> None:
 @exchange.command("reopen")
 @click.argument("topic")
 @click.option("--why", required=True, help="Why the topic is reopened (written as an entry).")
-@click.option("--action", type=click.Choice(["required", "fyi"]), default="fyi", show_default=True)
+@click.option(
+    "--action", default="fyi", show_default=True, metavar="required|fyi", help="The entry's action."
+)
 @json_option
 @pass_env
 def reopen_cmd(env: Env, topic: str, why: str, action: str, as_json: bool) -> None:

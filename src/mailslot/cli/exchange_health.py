@@ -16,7 +16,8 @@ from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
 
 __all__ = ["register"]
 
-SCOPE = click.Choice(["required", "any"])
+# validated in the channel (exit 1, a clear message), listed here for --help
+SCOPE_HELP = "required: only 'action: required' entries; any: every entry."
 
 
 def _ex(env: Env) -> Any:
@@ -26,18 +27,40 @@ def _ex(env: Env) -> Any:
 
 
 def _one_line(value: Any) -> str:
-    return str(value).replace("\r", "\\r").replace("\n", "\\n")
+    """``value`` on one line with control characters escaped (``\\n``, ``\\x1b``): hostile text
+    can neither add a line that looks like another item nor drive the terminal."""
+    out = []
+    for c in str(value):
+        if c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\t":
+            out.append("\\t")
+        elif not c.isprintable():
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _watch_text(d: dict[str, Any]) -> str:
     out = []
     for item in d["items"]:
-        lines = [item["path"] + ("  [archived before you read it]" if item["archived"] else "")]
+        path = _one_line(item["path"])
+        lines = [path + ("  [archived before you read it]" if item["archived"] else "")]
         if item["kind"] == "held":
             lines.append("  HELD: the archive waits for you to re-read this topic")
-            lines += [f"  {line}" for line in item["text"].splitlines()[:1]]
+            lines += [f"  {_one_line(line)}" for line in item["text"].splitlines()[:1]]
+        elif item["kind"] == "stray":
+            lines.append(f"  STRAY (not delivered as an entry): {_one_line(item['why'])}")
         else:
-            lines += [f"  {k}: {_one_line(v)}" for k, v in item["meta"].items()]
+            # the sender from the transport, and only the known fields, each escaped
+            lines.append(f"  from: {_one_line(item['sender'])}")
+            lines.append(f"  at: {_one_line(item['at'] or '?')}")
+            lines.append(f"  action: {_one_line(item['action'] or '?')}")
+            if item.get("warning"):
+                lines.append(f"  WARNING: {_one_line(item['warning'])}")
             if item["error"]:
                 lines.append(f"  (unreadable: {_one_line(item['error'])})")
         out.append("\n".join(lines))
@@ -49,7 +72,9 @@ def _watch_text(d: dict[str, Any]) -> str:
 @click.command("watch")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up (exit 3).")
 @click.option("--peek", is_flag=True, help="Show what is new without marking it seen.")
-@click.option("--action", "scope", type=SCOPE, default="any", show_default=True)
+@click.option(
+    "--action", "scope", default="any", show_default=True, metavar="required|any", help=SCOPE_HELP
+)
 @click.option(
     "--mark-all-seen", is_flag=True, help="First set-up: mark everything present seen, exit."
 )
@@ -94,7 +119,9 @@ def watch_cmd(
 
 
 @click.command("monitor")
-@click.option("--action", "scope", type=SCOPE, default="any", show_default=True)
+@click.option(
+    "--action", "scope", default="any", show_default=True, metavar="required|any", help=SCOPE_HELP
+)
 @json_option
 @pass_env
 def monitor_cmd(env: Env, scope: str, as_json: bool) -> None:
@@ -343,7 +370,7 @@ def _agent(ctx: click.Context, given: str | None) -> str:
 )
 @click.option("--as", "agent", metavar="NAME", help="Who dispatches (env MAILSLOT_AGENT).")
 @click.option("--topic", "slug", required=True, metavar="SLUG", help="The new topic's slug.")
-@click.option("--action", type=click.Choice(["required", "fyi"]), default="required")
+@click.option("--action", default="required", show_default=True, metavar="required|fyi")
 @click.argument("body", required=False)
 @json_option
 @click.pass_context
@@ -377,7 +404,7 @@ def dispatch_cmd(
 @click.command("closeout")
 @click.argument("group")
 @click.argument("body", required=False)
-@click.option("--action", type=click.Choice(["required", "fyi"]), default="fyi", show_default=True)
+@click.option("--action", default="fyi", show_default=True, metavar="required|fyi")
 @json_option
 def closeout_cmd(group: str, body: str | None, action: str, as_json: bool) -> None:
     """Send the same close-out to every exchange a dispatched brief went to.

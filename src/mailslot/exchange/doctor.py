@@ -43,6 +43,7 @@ from mailslot.exchange.layout import CONFIG_NAME, DONE, Exchange
 from mailslot.exchange.monitor import HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.sweep import sweep
 from mailslot.exchange.topics import list_topics
+from mailslot.exchange.tree import audit_tree
 
 __all__ = ["Check", "DoctorFailed", "DoctorReport", "deploy_facts", "doctor"]
 
@@ -528,6 +529,38 @@ def check_answers(ex: Exchange, report: DoctorReport, patience: timedelta) -> No
         )
 
 
+def check_tree(ex: Exchange, report: DoctorReport) -> None:
+    """No symlink anywhere in the tree (fail); no stray or non-regular file in a topic (warn)."""
+    audit = audit_tree(ex)
+    if audit.symlinks:
+        report.add(
+            "tree:symlinks",
+            "fail",
+            f"{len(audit.symlinks)} symlink(s) in the exchange tree: "
+            + ", ".join(_safe(p) for p in audit.symlinks[:5]),
+            "remove each (rm PATH, not rm -r PATH/) and recreate a real directory if one belongs "
+            "there; readers skip symlinks and the tick moves nothing while one is there",
+        )
+    else:
+        report.add("tree:symlinks", "ok", "no symlinks in the exchange tree")
+    if audit.strays:
+        report.add(
+            "tree:strays",
+            "warn",
+            f"{len(audit.strays)} stray file(s) in topics: "
+            + "; ".join(f"{_safe(p)} ({why})" for p, why in audit.strays[:5]),
+            "rename each to NNNN-<from>.md with the writer's name, or remove it (git keeps it); "
+            "the tick does not archive a topic holding one",
+        )
+    else:
+        report.add("tree:strays", "ok", "every file in a topic is an entry, STATE.md or HELD.md")
+
+
+def _safe(text: str) -> str:
+    """``text`` with control characters escaped (paths may be hostile)."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
 def doctor(
     ex: Exchange,
     *,
@@ -548,5 +581,6 @@ def doctor(
     check_history(ex, report)
     check_numbering(ex, report)
     check_archive(ex, report)
+    check_tree(ex, report)
     check_answers(ex, report, patience)
     return report

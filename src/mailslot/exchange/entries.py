@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from mailslot.core.formats import dump_frontmatter, parse_frontmatter
 from mailslot.core.fsio import numbered_create
 from mailslot.core.limits import check_bytes
 from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import find_topic, resolve_topic
 
 __all__ = [
@@ -36,8 +37,10 @@ __all__ = [
     "MAX_BODY_BYTES",
     "Entry",
     "SendResult",
+    "check_sender",
     "entry_names",
     "list_entries",
+    "members",
     "parse_entry",
     "send",
 ]
@@ -63,6 +66,10 @@ class Entry:
     body: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    # Identity from the transport: the directory says which side wrote it; the file name's
+    # sender is believed only if it is a member of that side. Set by ``check_sender``.
+    warning: str | None = None
+    verified: bool = True
 
     @property
     def key(self) -> tuple[int, str]:
@@ -87,17 +94,26 @@ class Entry:
             "path": str(path),
             "body": self.body,
             "error": self.error,
+            "sender": self.shown_sender,
+            "verified": self.verified,
+            "warning": self.warning,
         }
+
+    @property
+    def shown_sender(self) -> str:
+        """Who wrote it, from the transport: the file name's sender if it is a member of the
+        writing side, else the side itself."""
+        return self.sender if self.verified else self.side
 
 
 def entry_names(directory: Path) -> list[tuple[int, str, str]]:
-    """``(number, from, file name)`` of every entry file in ``directory``, unparsed, unsorted."""
+    """``(number, from, file name)`` of every regular entry file in ``directory``, unparsed."""
     out = []
     try:
         with os.scandir(directory) as it:
             for e in it:
                 m = ENTRY_RE.match(e.name)
-                if m:
+                if m and e.is_file(follow_symlinks=False):  # a FIFO or link is a stray
                     out.append((int(m.group(1)), m.group(2), e.name))
     except (FileNotFoundError, NotADirectoryError):
         pass
@@ -128,7 +144,7 @@ def parse_entry(path: Path, side: str, topic: str) -> Entry:
         raise FormatError("not an entry file name (NNNN-<from>.md)", path=path)
     number, sender = int(m.group(1)), m.group(2)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as e:
         return Entry(number, sender, side, topic, path, error=f"unreadable: {e.strerror}")
     meta, body, error = parse_entry_text(raw, path)
@@ -141,6 +157,34 @@ def parse_entry(path: Path, side: str, topic: str) -> Entry:
     return Entry(number, sender, side, topic, path, at, action, body, meta, error)
 
 
+def members(ex: Exchange, side: str) -> list[str]:
+    """Who may write on ``side``: the side's own name and the humans mapped to it."""
+    return [side, *sorted(h for h, s in ex.humans.items() if s == side)]
+
+
+def check_sender(ex: Exchange, entry: Entry) -> Entry:
+    """``entry`` with ``verified``/``warning`` set from the transport; never raises.
+
+    The file name's sender must be a member of the side whose outbox holds the file, and the
+    body's ``from`` is only a claim: a mismatch with the transport is flagged, never believed.
+    """
+    problems = []
+    who = members(ex, entry.side)
+    verified = entry.sender in who
+    if not verified:
+        problems.append(
+            f"file name says {entry.sender!r}, who is not on {entry.side}'s side "
+            f"({', '.join(who)}); written by {entry.side}'s side"
+        )
+    claimed = entry.meta.get("from")
+    shown = entry.sender if verified else entry.side
+    if claimed is not None and str(claimed) != shown:
+        problems.append(f"body claims from {str(claimed)!r}; the transport says {shown!r}")
+    if not problems:
+        return entry
+    return replace(entry, verified=verified, warning="; ".join(problems))
+
+
 def list_entries(ex: Exchange, topic: str) -> list[Entry]:
     """Every entry of ``topic`` from both sides, in ``(number, from)`` order; ``NotFound``."""
     ref = find_topic(ex, topic)
@@ -150,7 +194,7 @@ def list_entries(ex: Exchange, topic: str) -> list[Entry]:
     for inbox_side, directory in ref.dirs.items():
         writer = ex.writer_of(inbox_side)
         for _, _, name in entry_names(directory):
-            out.append(parse_entry(directory / name, writer, topic))
+            out.append(check_sender(ex, parse_entry(directory / name, writer, topic)))
     return sorted(out, key=lambda e: e.key)
 
 
@@ -198,7 +242,7 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
     check_bytes("entry body", body, MAX_BODY_BYTES)
     name, exists = resolve_topic(ex, topic)
     outbox = ex.outbox(side)
-    if not outbox.is_dir():
+    if os.path.islink(outbox) or not outbox.is_dir():
         raise NotFound("outbox missing; is this an exchange root?", path=outbox)
     inbox_side = ex.other(side)
     if exists:

@@ -9,6 +9,10 @@ The failure mode is *do not archive*: a missing or unparseable time, a tie, a ti
 an unreadable STATE.md -- anything that does not resolve leaves the topic where it is, because an
 extra tick of delay is invisible and a wrong archive is invisible forever.
 
+An entry's time is the later of its ``at`` and its arrival (the file's ctime, which a writer
+cannot set; a bridge materialising it by rename counts as arrival too): a back-dated ``at`` must
+not let an entry nobody read slip under the other side's ``done`` into the archive.
+
 When the comparison resolves against a side (its acknowledgement is older than, or the same
 instant as, the other side's newest entry), that side owes a re-read: the tick puts HELD.md in
 its inbox, and re-affirming ``done`` (a fresh ``updated_at``) releases it.
@@ -32,7 +36,10 @@ class GuardSide:
     updated_at: datetime | None = None
     state_error: str | None = None
     newest: str | None = None  # file name of this side's newest entry, None if it wrote none
-    newest_at: datetime | None = None
+    newest_at: datetime | None = None  # the entry's own ``at`` (its writer's claim)
+    arrived_at: datetime | None = (
+        None  # when the file appeared here (ctime; the writer can't set it)
+    )
 
 
 @dataclass
@@ -76,11 +83,15 @@ def decide(sides: dict[str, GuardSide], now: datetime) -> Decision:
             resolved = False
         if not resolved or ack is None or mine.newest_at is None:
             continue
-        if mine.newest_at >= ack:
+        when_at = mine.newest_at
+        verb = "was written"
+        if mine.arrived_at is not None and mine.arrived_at > when_at:
+            when_at, verb = mine.arrived_at, "arrived"
+        if when_at >= ack:
             d.holds[other] = mine.newest
-            when = "at the same instant as" if mine.newest_at == ack else "after"
+            when = "at the same instant as" if when_at == ack else "after"
             d.reasons[other] = (
-                f"{mine.newest} ({format_time(mine.newest_at)}) was written {when} "
+                f"{mine.newest} ({format_time(when_at)}) {verb} {when} "
                 f"{other} last marked it done ({format_time(ack)})"
             )
     for side in names:

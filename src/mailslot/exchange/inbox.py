@@ -15,8 +15,10 @@ it does not deliver them (seed 000: a reply filed before it was read).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +27,7 @@ from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
 from mailslot.exchange.entries import ACTIONS, ENTRY_RE, Entry, parse_entry, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import STATUSES, parse_state
 from mailslot.exchange.topics import topic_names
 
@@ -62,6 +65,7 @@ class TopicDir:
     entries: tuple[tuple[int, str, str], ...]
     held: bool
     has_state: bool
+    strays: tuple[str, ...] = ()  # names that are not entries, STATE.md or HELD.md
 
     @property
     def path(self) -> Path:
@@ -79,20 +83,39 @@ class TopicDir:
 
 def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
     """The names in one topic directory (no stat, no read); a missing one is empty."""
+    names = []
+    odd = set()  # not regular files (FIFOs, devices, links, dirs): never opened
     try:
-        names = os.listdir(path)
+        with os.scandir(path) as it:
+            for e in it:
+                names.append(e.name)
+                if not e.is_file(follow_symlinks=False):
+                    odd.add(e.name)
     except (FileNotFoundError, NotADirectoryError):
-        names = []
+        pass
     entries = []
+    strays = []
     for name in names:
+        if name in odd and name[:1] != ".":
+            strays.append(name)
+            continue
         # cheap pre-filter before the rule: NNNN-<from>.md
         if name[4:5] == "-" and name[:1].isdigit():
             m = ENTRY_RE.match(name)
             if m:
                 entries.append((int(name[:4]), m.group(2), name))
+                continue
+        if name[:1] != "." and name not in (HELD_NAME, STATE_NAME):
+            strays.append(name)
     entries.sort()
     return TopicDir(
-        topic, str(path), archived, tuple(entries), HELD_NAME in names, STATE_NAME in names
+        topic,
+        str(path),
+        archived,
+        tuple(entries),
+        HELD_NAME in names,
+        STATE_NAME in names,
+        tuple(sorted(strays)),
     )
 
 
@@ -146,9 +169,12 @@ def inbox_items(
 
 
 def _head(path: Path | str) -> tuple[bytes, bool]:
-    """The first ``PEEK_BYTES`` of a file and whether that is all of it; ``OSError``."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    """The first ``PEEK_BYTES`` of a regular file and whether that is all of it; ``OSError``
+    for anything else (a FIFO, a device, a symlink): never blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         raw = os.read(fd, PEEK_BYTES + 1)
     finally:
         os.close(fd)
@@ -231,7 +257,7 @@ def read_entry(path: Path, side: str, topic: str) -> Entry:
     """
     m = ENTRY_RE.match(path.name)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError:
         return parse_entry(path, side, topic)
     fields = _simple_fields(raw, fenced=True) if m else None
@@ -265,7 +291,7 @@ def peek_entry(path: Path | str) -> EntryPeek:
         ):
             return EntryPeek(fields["at"], fields["action"])
         if not whole:
-            raw = Path(path).read_bytes()
+            raw = read_regular(path)
     except OSError as e:
         return EntryPeek(None, None, f"unreadable: {e.strerror}")
     meta, _, error = parse_entry_text(raw, Path(path))
@@ -292,7 +318,7 @@ def peek_state(path: Path | str) -> StatePeek:
     try:
         raw, whole = _head(path)
         if not whole:
-            raw = Path(path).read_bytes()
+            raw = read_regular(path)
     except FileNotFoundError:
         return StatePeek("open", None, False)
     except OSError as e:

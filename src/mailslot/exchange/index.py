@@ -4,8 +4,9 @@ INDEX.md is the answer to "is anything waiting": every live topic with both side
 counts, last activity, holds and what each side owes. It holds no time of its own generation, so a
 tick with nothing new writes the same bytes and git sees nothing to commit (no churn).
 
-Debts, per side (seed 000, "sweep your own debts"): ``reply`` when the other side's newest entry is
-``action: required`` and this side has written nothing after it; ``close`` when the other side is
+Debts, per side (seed 000, "sweep your own debts"): ``reply`` when the other side's newest
+``action: required`` entry (a later ``fyi`` P.S. does not answer it) has no entry from this side
+after it; ``close`` when the other side is
 ``done`` and this side is not; ``re-read`` when a hold waits for this side.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 from mailslot.core.clock import format_time
 from mailslot.exchange.layout import Exchange
 
-__all__ = ["Debt", "TopicView", "compute_debts", "render_index"]
+__all__ = ["Debt", "TopicView", "compute_debts", "md_cell", "reason_code", "render_index"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class TopicView:
     held: dict[str, str] = field(default_factory=dict)  # owing side -> entry it must re-read
     waiting: list[str] = field(default_factory=list)  # why a done/done topic did not archive
     debts: list[Debt] = field(default_factory=list)
+    # side -> (number, file name) of that side's newest 'action: required' entry
+    required: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -67,15 +70,57 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
     out = []
     for side in ex.sides:
         other = ex.other(side)
-        theirs = view.newest.get(other)
+        asked = view.required.get(other)  # their newest required, not only their newest entry
         mine = view.newest.get(side)
-        if theirs is not None and theirs[2] == "required" and (mine is None or mine[0] < theirs[0]):
-            out.append(Debt(view.name, side, "reply", theirs[1]))
+        if asked is not None and (mine is None or mine[0] < asked[0]):
+            out.append(Debt(view.name, side, "reply", asked[1]))
         if view.status.get(other) == "done" and view.status.get(side) != "done":
             out.append(Debt(view.name, side, "close"))
         if side in view.held:
             out.append(Debt(view.name, side, "re-read", view.held[side]))
     return out
+
+
+# Reasons are free text built from files the other side wrote (a STATE.md value can land in one),
+# so a cell carries a fixed code a reader can trust plus the text escaped and shortened.
+_CODES = (
+    ("stray file", "stray-files"),
+    ("in the future", "future-time"),
+    ("no readable", "unreadable-time"),
+    ("STATE.md:", "state-error"),
+    ("exactly two sides", "layout"),
+)
+_MD_META = set("\\`*_{}[]()#!|~")
+CELL_CHARS = 160
+
+
+def reason_code(reason: str) -> str:
+    """A fixed code for a guard's ``waiting`` reason (``unresolved`` when none fits)."""
+    for needle, code in _CODES:
+        if needle in reason:
+            return code
+    return "unresolved"
+
+
+def md_cell(text: str, limit: int = CELL_CHARS) -> str:
+    """``text`` safe inside a markdown table cell: one line, control characters dropped,
+    markdown and HTML metacharacters escaped, at most ``limit`` characters (then ``...``)."""
+    flat = "".join(c if c.isprintable() else " " for c in text)
+    if len(flat) > limit:
+        flat = flat[: limit - 3] + "..."
+    out = []
+    for c in flat:
+        if c == "<":
+            out.append("&lt;")
+        elif c == ">":
+            out.append("&gt;")
+        elif c == "&":
+            out.append("&amp;")
+        elif c in _MD_META:
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _cell(view: TopicView, side: str) -> str:
@@ -118,9 +163,9 @@ def render_index(ex: Exchange, views: list[TopicView]) -> str:
     ]
     for v in views:
         last = format_time(v.last_activity) if v.last_activity else "-"
-        notes = [f"HELD for {s} ({e})" for s, e in sorted(v.held.items())]
-        notes += [f"waiting: {w}" for w in v.waiting]
-        note = "; ".join(notes).replace("|", "\\|") or "-"
+        notes = [f"HELD for {s} ({md_cell(e, 60)})" for s, e in sorted(v.held.items())]
+        notes += [f"waiting: {reason_code(w)}: {md_cell(w)}" for w in v.waiting]
+        note = "; ".join(notes) or "-"
         lines.append(f"| `{v.name}` | {_cell(v, a)} | {_cell(v, b)} | {last} | {note} |")
     if not views:
         lines.append("| (no live topics) | | | | |")

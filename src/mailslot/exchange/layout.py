@@ -20,6 +20,7 @@ from typing import Any
 
 from mailslot.core.errors import Conflict, FormatError, InvalidName, NotFound
 from mailslot.core.formats import dump_yaml, load_yaml
+from mailslot.core.fsio import fsync_dir
 from mailslot.core.names import validate_agent
 
 __all__ = [
@@ -120,12 +121,20 @@ class Exchange:
         return first_inbox if inbox_side == self.sides[0] else first_outbox
 
     def make_dir(self, path: Path, inbox_side: str) -> None:
-        """Create ``path`` (under ``to-<inbox_side>``) with that inbox's mode and group."""
+        """Create ``path`` (under ``to-<inbox_side>``) with that inbox's mode and group;
+        ``Conflict`` if a symlink is there (never written through)."""
         try:
             path.mkdir()
         except FileExistsError:
+            if os.path.islink(path):
+                raise Conflict(
+                    "is a symlink; the exchange tree holds no symlinks (remove it)", path=path
+                ) from None
             return
         _apply_mode(path, self.dir_mode(inbox_side), self.group)
+        # the new name lives in the parent: without this a crash can lose the directory (and
+        # with it the entry written and fsync'd inside it) after 'send' said it was done
+        fsync_dir(path.parent)
 
     def file_mode(self, inbox_side: str) -> int:
         """Entry and STATE files: readable as the directory is, writable only by their owner."""

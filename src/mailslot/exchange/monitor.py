@@ -8,11 +8,13 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
 
 "Awaits the caller" without a cursor, per live topic (caller side S, other side O):
 
-* ``entry`` -- O wrote entries numbered after S's own newest entry and dated after S's last
-  STATE.md update (S has neither answered nor acknowledged them). Scoped to ``required``, only
+* ``entry`` -- O wrote entries numbered after S's own newest entry and dated (the later of its
+  ``at`` and its arrival, the file's ctime, which O cannot back-date) after S's last STATE.md
+  update (S has neither answered nor acknowledged them). Scoped to ``required``, only
   ``action: required`` ones count (an unreadable ``action`` counts: fail visible). One line per
   topic names the newest such entry and how many there are, so each new arrival changes it.
-* ``held`` -- a HELD.md in S's inbox: the tick is holding the archive until S re-reads.
+* ``held`` -- a HELD.md the tick placed (``holds.json``) in S's inbox: the tick is holding the
+  archive until S re-reads.
 * ``close`` -- O is ``done`` and S is not (seed 000: a real debt, not bookkeeping noise).
 * ``tick`` -- the tick's heartbeat is older than ``stale_after``: nothing is being archived,
   indexed or committed (a dead timer is visible, not silent). Stable while it stays dead.
@@ -32,8 +34,9 @@ from typing import Any
 
 from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import InvalidName
+from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
-from mailslot.exchange.layout import STATE_NAME, Exchange
+from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.sweep import live_pairs
 
 __all__ = ["HEARTBEAT_STALE", "Awaiting", "MonitorResult", "heartbeat_age", "monitor"]
@@ -104,6 +107,15 @@ def heartbeat_age(ex: Exchange) -> tuple[datetime, timedelta] | None:
     return at, now() - at
 
 
+def _arrived(path: str) -> datetime:
+    """When the file arrived (its ctime, to the millisecond); a writer cannot back-date it."""
+    try:
+        ns = os.stat(path, follow_symlinks=False).st_ctime_ns
+    except OSError:
+        return datetime.max.replace(tzinfo=UTC)  # cannot tell: never counts as acknowledged
+    return datetime.fromtimestamp(ns // 1_000_000 / 1000, UTC)
+
+
 def _entries_waiting(
     theirs: TopicDir, mine: TopicDir | None, scope: str
 ) -> list[tuple[str, str | None]]:
@@ -120,8 +132,8 @@ def _entries_waiting(
     out = []
     for _, _, name in candidates:
         p = peek_entry(theirs.file(name))
-        if ack is not None and p.at is not None and p.at <= ack:
-            continue  # dated before the caller last touched its STATE: acknowledged
+        if ack is not None and p.at is not None and max(p.at, _arrived(theirs.file(name))) <= ack:
+            continue  # dated and arrived before the caller last touched its STATE: acknowledged
         if scope == "required" and p.action == "fyi":
             continue
         out.append((name, p.action))
@@ -140,6 +152,7 @@ def monitor(
     side = ex.side_of(agent)
     other = ex.other(side)
     out: list[Awaiting] = []
+    holds = load_holds(ex)
     for name, pair in live_pairs(ex).items():
         theirs, mine = pair.get(side), pair.get(other)
         if theirs is not None and not theirs.archived:
@@ -147,7 +160,7 @@ def monitor(
             if waiting:
                 entry, act = waiting[-1]
                 out.append(Awaiting("entry", name, entry, act, len(waiting)))
-            if theirs.held:
+            if theirs.held and is_trusted(holds, side, name, theirs.file(HELD_NAME)):
                 out.append(Awaiting("held", name))
         theirs_done = (
             theirs is not None

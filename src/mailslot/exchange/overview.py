@@ -13,7 +13,9 @@ from typing import Any
 from mailslot.core.clock import format_time
 from mailslot.core.errors import NotFound
 from mailslot.exchange.entries import Entry, entry_names, list_entries, parse_entry
+from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state, read_state_file
 from mailslot.exchange.topics import find_topic, list_topics
 
@@ -46,6 +48,7 @@ class TopicSummary:
 def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicSummary]:
     """Every live topic (archived too if asked) with statuses and counts; never raises."""
     out = []
+    holds = load_holds(ex)
     for ref in list_topics(ex, include_archived=include_archived):
         counts = {s: 0 for s in ex.sides}
         status = {s: "open" for s in ex.sides}
@@ -66,7 +69,7 @@ def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[Top
                 status,
                 counts,
                 max(times) if times else None,
-                [s for s, d in ref.dirs.items() if (d / HELD_NAME).exists()],
+                [s for s, d in ref.dirs.items() if is_trusted(holds, s, ref.name, d / HELD_NAME)],
             )
         )
     return out
@@ -99,9 +102,12 @@ def read_topic(ex: Exchange, topic: str) -> TopicDetail:
     if ref is None:
         raise NotFound(f"no topic {topic}", path=ex.root)
     held = {}
+    holds = load_holds(ex)
     for side, d in ref.dirs.items():
+        if not is_trusted(holds, side, topic, d / HELD_NAME):
+            continue  # absent, or not placed by the tick: a stray file, not a hold
         try:
-            held[side] = (d / HELD_NAME).read_text()
+            held[side] = read_regular(d / HELD_NAME).decode("utf-8", "replace")
         except OSError:
             pass
     return TopicDetail(

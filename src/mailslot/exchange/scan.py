@@ -31,8 +31,10 @@ from mailslot.core.errors import FormatError
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
 from mailslot.exchange.topics import topic_names
+from mailslot.exchange.tree import stray_kind
 
 __all__ = ["Parsed", "SideCopy", "TopicScan", "parse_cached", "parse_sig", "scan_tree"]
 
@@ -59,9 +61,14 @@ class SideCopy:
     sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
     count: int = 0  # entry files
     top: tuple[int, str, str] | None = None  # the newest entry
+    top_ctime: int = 0  # the newest entry's ctime (ns): when it arrived, which its writer can't set
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
+    strays: list[str] = field(default_factory=list)  # names that are not entries/STATE/HELD
+    # the newest 'action: required' entry, once the tick worked it out (None: there is none)
+    req: tuple[int, str, str] | None = None
+    req_known: bool = False
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -79,6 +86,8 @@ class SideCopy:
             list(state) if state else None,
             list(top) if top else None,
             self.settled,
+            self.strays,
+            list(self.req) if self.req else None,
         ]
 
     @property
@@ -113,6 +122,7 @@ def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> Si
     copy = SideCopy(inbox_side, path, archived)
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
+    ctimes: dict[str, int] = {}
     try:
         # the directory's mtime before listing: a change during the listing makes it newer
         copy.dir_mtime = os.stat(path).st_mtime_ns
@@ -125,48 +135,54 @@ def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> Si
                 if name == HELD_NAME:
                     copy.held = True
                     continue
-                if not e.is_file(follow_symlinks=False):
-                    continue
                 st = e.stat(follow_symlinks=False)
+                if stray_kind(name, st.st_mode) is not None:
+                    copy.strays.append(name)  # reported, and the topic is not archived
+                    continue
                 size, mtime = st.st_size, st.st_mtime_ns
                 files[name] = (size, mtime)
                 parts.append(f"{name}\t{size}\t{mtime}")
                 m = match(name)
                 if m:
                     entries.append((int(m[1]), m[2], name))
+                    ctimes[name] = st.st_ctime_ns
     except (FileNotFoundError, NotADirectoryError):
         pass
     parts.sort()
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
     copy.top = max(entries) if entries else None
+    copy.top_ctime = ctimes[copy.top[2]] if copy.top else 0
     return copy
 
 
-def _sig_of(path: str) -> Sig | None:
+def _stat_of(path: str) -> os.stat_result | None:
     try:
-        st = os.stat(path)
+        return os.stat(path, follow_symlinks=False)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns)
 
 
 def _trusted(
     path: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
 ) -> SideCopy | None:
     """The copy rebuilt from its record when nothing can have changed, else ``None``."""
-    if rec is None or len(rec) < 9 or not rec[8] or rec[2] != dir_mtime:
+    if rec is None or len(rec) < 11 or not rec[8] or rec[2] != dir_mtime:
         return None
     if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
         return None  # this directory's turn for a full listing
     files: dict[str, Sig] = {}
+    top_ctime = 0
     for fname, want in ((STATE_NAME, rec[6]), (rec[5][2] if rec[5] else None, rec[7])):
         if fname is None or want is None:
             continue
-        got = _sig_of(f"{path}/{fname}")
-        if got is None or list(got) != want:
+        st = _stat_of(f"{path}/{fname}")
+        got = (st.st_size, st.st_mtime_ns) if st is not None else None
+        if st is None or got is None or list(got) != want:
             return None  # rewritten in place: list the directory
         files[fname] = got
+        if fname != STATE_NAME:
+            top_ctime = st.st_ctime_ns
     top = rec[5]
     return SideCopy(
         side,
@@ -177,24 +193,34 @@ def _trusted(
         sig=rec[0],
         count=int(rec[4]),
         top=(int(top[0]), str(top[1]), str(top[2])) if top else None,
+        top_ctime=top_ctime,
         dir_mtime=dir_mtime,
         settled=True,
         trusted=rec,
+        strays=[str(n) for n in rec[9]],
+        req=(int(rec[10][0]), str(rec[10][1]), str(rec[10][2])) if rec[10] else None,
+        req_known=True,
     )
 
 
 def _scan_inbox(
-    ex: Exchange, side: str, records: dict[str, list[Any]], now_ns: int
+    ex: Exchange, side: str, records: dict[str, list[Any]], now_ns: int, links: list[str]
 ) -> list[tuple[str, SideCopy]]:
     inbox = str(ex.inbox(side))
     out = []
+    if os.path.islink(inbox):
+        links.append(inbox)
+        return []
+    dirs = []
     try:
         with os.scandir(inbox) as it:
-            dirs = [
-                (e.name, e.stat(follow_symlinks=False).st_mtime_ns)
-                for e in it
-                if e.name[0] != "." and TOPIC_RE.fullmatch(e.name) and e.is_dir()
-            ]
+            for e in it:
+                if e.name[0] == "." or not TOPIC_RE.fullmatch(e.name):
+                    continue
+                if e.is_symlink():
+                    links.append(e.path)  # never followed: reported, not scanned
+                elif e.is_dir(follow_symlinks=False):
+                    dirs.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
     except (FileNotFoundError, NotADirectoryError):
         return []
     for name, mtime in dirs:
@@ -214,19 +240,22 @@ def parse_sig(sig: str) -> dict[str, Sig]:
 
 
 def scan_tree(
-    ex: Exchange, records: dict[str, list[Any]] | None = None
+    ex: Exchange, records: dict[str, list[Any]] | None = None, links: list[str] | None = None
 ) -> tuple[dict[str, TopicScan], set[str]]:
     """``(live topics, archived topic names)``; a half-archived topic is live, both copies in.
 
     ``records`` are the tick's records of the last scan (``SideCopy.record``), used to skip
-    listing directories that cannot have changed; without them everything is listed.
+    listing directories that cannot have changed; without them everything is listed. Symlinks
+    where an inbox, ``done/`` or a topic directory belongs are never followed: they are skipped
+    and appended to ``links``.
     """
     now_ns = time.time_ns()
     topics: dict[str, TopicScan] = {}
     done: dict[str, set[str]] = {}
+    links = links if links is not None else []
     for side in ex.sides:
-        done[side] = set(topic_names(ex.inbox(side) / DONE))
-        for name, copy in _scan_inbox(ex, side, records or {}, now_ns):
+        done[side] = set(topic_names(ex.inbox(side) / DONE, links))
+        for name, copy in _scan_inbox(ex, side, records or {}, now_ns, links):
             scan = topics.setdefault(name, TopicScan(name))
             scan.copies[side] = copy
             if name in done[side]:
@@ -266,7 +295,7 @@ def parse_cached(path: Path, sig: Sig, side: str, hit: list[Any] | None) -> Pars
     if hit is not None and hit[0] == sig[0] and hit[1] == sig[1]:
         return Parsed(hit[2], hit[3], hit[4])
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as e:
         parsed = Parsed(None, "unknown" if path.name == STATE_NAME else None, str(e.strerror))
     else:

@@ -12,6 +12,7 @@ load it), the generic one is plain markdown for any agent's instructions file.
 from __future__ import annotations
 
 import json
+import secrets
 
 from mailslot.core.errors import InvalidName
 from mailslot.exchange.entries import ACTIONS
@@ -54,6 +55,9 @@ def render_skill(ex: Exchange, agent: str, flavour: str) -> str:
     owners = ", ".join(people) or "the human who runs you"
     actions = " | ".join(ACTIONS)
     statuses = " | ".join(STATUSES)
+    # A fixed delimiter (EOF) would end the heredoc early at a quoted line 'EOF' and run the
+    # rest of the message as shell; a fresh random one per render cannot be guessed.
+    eom = f"MAILSLOT_END_{secrets.token_hex(8).upper()}"
     return (
         _frontmatter(flavour, ex, agent, other)
         + f"""# The {side} <-> {other} exchange
@@ -89,8 +93,14 @@ scheduled job by triggering it manually: let a real tick run.
 
 ## Reply
 
-`{cli} send --topic TOPIC --action required|fyi - <<'EOF'` then your text and `EOF`. It prints
-the new entry's path. `--topic` takes the full name or the slug (a new slug opens a new topic).
+Best: write your text to a file, then
+`{cli} send --topic TOPIC --action required|fyi --body-file PATH`
+(no shell ever sees the text). From a shell, use exactly this quoted heredoc, whose end marker is
+unique to this file:
+`{cli} send --topic TOPIC --action required|fyi - <<'{eom}'`
+then your text, then a line `{eom}`. Never use `EOF` or another guessable marker: a quoted
+message containing that line would end it early and run the rest as commands. It prints the new
+entry's path. `--topic` takes the full name or the slug (a new slug opens a new topic).
 `action` is mandatory: {actions}. `required` means you need an answer or an action from {other};
 `fyi` needs none. Never edit or delete an entry (yours or theirs): a correction is a new entry.
 Keep briefs short; carry what {other} needs inline rather than by path it may not be able to read.

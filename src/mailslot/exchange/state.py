@@ -25,6 +25,7 @@ from mailslot.core.formats import dump_yaml, load_yaml, parse_frontmatter
 from mailslot.core.fsio import atomic_write
 from mailslot.exchange.entries import Entry, list_entries
 from mailslot.exchange.layout import STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import find_topic
 
 __all__ = [
@@ -110,7 +111,7 @@ def read_state_file(path: Path | None, side: str) -> SideState:
     if path is None:
         return SideState(side)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return SideState(side)
     except OSError as e:
@@ -124,13 +125,14 @@ def read_state(ex: Exchange, topic: str, side: str) -> SideState:
 
 
 def unanswered_required(entries: list[Entry], side: str) -> Entry | None:
-    """``side``'s newest entry if it is ``action: required`` with no later entry from the other."""
-    own = [e for e in entries if e.side == side]
-    if not own:
+    """``side``'s newest ``action: required`` entry if the other side wrote nothing after it.
+
+    A later ``fyi`` P.S. from the same side does not answer it (seed 000's debt rule).
+    """
+    asked = [e for e in entries if e.side == side and e.action == "required"]
+    if not asked:
         return None
-    newest = max(own, key=lambda e: e.key)
-    if newest.action != "required":
-        return None
+    newest = max(asked, key=lambda e: e.key)
     answered = any(e.side != side and e.number > newest.number for e in entries)
     return None if answered else newest
 
@@ -176,7 +178,7 @@ def set_state(
 ) -> StateResult:
     """Write ``agent``'s side's STATE.md for a live ``topic``; ``Conflict``/``NotFound``/...
 
-    Refuses ``done`` while the side's newest entry is an unanswered ``action: required``
+    Refuses ``done`` while the side's newest ``action: required`` entry is unanswered
     (``Conflict``) unless ``force``; tags outside their rule are ``InvalidName``.
     """
     side = ex.side_of(agent)
@@ -192,7 +194,7 @@ def set_state(
         pending = unanswered_required(list_entries(ex, topic), side)
         if pending is not None:
             msg = (
-                f"your side's newest entry {pending.name} is 'action: required' and "
+                f"your side's entry {pending.name} is 'action: required' and "
                 f"{ex.other(side)} has not answered it; the side that raises 'required' does not "
                 "mark itself done"
             )

@@ -19,13 +19,14 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time
+from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, list_dir, peek_entry, peek_state, side_dirs
 from mailslot.exchange.index import Debt, TopicView, compute_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import topic_names
 
 __all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
@@ -57,7 +58,7 @@ def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
 
 def _held_entry(d: TopicDir) -> str:
     try:
-        m = _HELD_ENTRY.search(Path(d.file(HELD_NAME)).read_text(errors="replace"))
+        m = _HELD_ENTRY.search(read_regular(d.file(HELD_NAME)).decode("utf-8", "replace"))
     except OSError:
         m = None
     return m.group(1) if m else HELD_NAME
@@ -76,10 +77,21 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
         top = d.newest() if d else None
         if d is not None and top is not None:
             newest[writer] = (top[0], top[2], peek_entry(d.file(top[2])).action)
+    holds = load_holds(ex) if any(d.held for d in pair.values()) else {}
     for side, d in pair.items():
-        if d.held and not d.archived:
+        if d.held and not d.archived and is_trusted(holds, side, name, d.file(HELD_NAME)):
             held[side] = _held_entry(d)
     view = TopicView(name, status, counts, None, newest, held)
+    for writer in ex.sides:  # each side's newest required entry the other has not answered
+        d = pair.get(ex.other(writer))
+        reply = newest.get(ex.other(writer))
+        answered = reply[0] if reply is not None else 0
+        for number, _, fname in reversed(d.entries if d is not None else ()):
+            if number <= answered or d is None:
+                break  # older entries are answered: no need to read them
+            if peek_entry(d.file(fname)).action == "required":
+                view.required[writer] = (number, fname)
+                break
     view.debts = compute_debts(ex, view)
     return view
 
@@ -112,7 +124,15 @@ class SweepResult:
 def _since(debt: Debt, pair: dict[str, TopicDir]) -> datetime | None:
     if debt.reason == "reply" and debt.entry:
         d = pair.get(debt.side)  # the other side's entries sit in the debtor's inbox
-        return peek_entry(d.file(debt.entry)).at if d else None
+        if d is None:
+            return None
+        at = peek_entry(d.file(debt.entry)).at
+        try:  # the later of 'at' and arrival (ctime): a back-dated entry is not an old debt
+            ns = os.lstat(d.file(debt.entry)).st_ctime_ns
+        except OSError:
+            return at
+        arrived = datetime.fromtimestamp(ns // 1_000_000 / 1000, UTC)
+        return max(at, arrived) if at is not None else arrived
     if debt.reason == "close":
         d = pair.get(debt.side)
         return peek_state(d.file(STATE_NAME)).updated_at if d else None

@@ -36,9 +36,11 @@ from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
 from mailslot.exchange.guard import Decision, GuardSide, decide
+from mailslot.exchange.holds import hold_sig, is_trusted, load_holds, save_holds
 from mailslot.exchange.index import TopicView, compute_debts, render_index
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.scan import Parsed, SideCopy, TopicScan, parse_cached, parse_sig, scan_tree
+from mailslot.exchange.topics import linked
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
@@ -86,6 +88,8 @@ class TickResult:
     notify_error: str | None = None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    symlinks: list[str] = field(default_factory=list)  # refused, never followed (root-relative)
+    strays: list[str] = field(default_factory=list)  # files in topics that are not entries
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -168,6 +172,9 @@ class _Tick:
         self.git_clean = bool(self.prev.get("git_clean"))
         self.git_checked = int(self.prev.get("git_checked_ns", 0))
         self.rsig: str = self.prev.get("root", "")
+        self.frozen = False
+        self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
+        self.holds_before = dict(self.holds)
 
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
@@ -189,6 +196,28 @@ class _Tick:
             mine[name] = got
         return Parsed(got[2], got[3], got[4])
 
+    def newest_required(
+        self, scan: TopicScan, inbox_side: str, answered: int
+    ) -> tuple[int, str, str] | None:
+        """The newest ``action: required`` entry in this copy numbered after ``answered`` (the
+        other side's newest entry): only those can be owed. Parsed newest first, cached."""
+        copy = scan.copies.get(inbox_side)
+        if copy is None:
+            return None
+        if not copy.req_known:
+            copy.req = None
+            for top in sorted(copy.entries, reverse=True):
+                if top[0] <= answered:
+                    break
+                got = self.parse(scan, inbox_side, top[2])
+                if got is not None and got.word == "required":
+                    copy.req = top
+                    break
+            copy.req_known = True
+        if copy.req is not None and copy.req[0] <= answered:
+            return None
+        return copy.req
+
     def guard_sides(
         self, scan: TopicScan
     ) -> tuple[dict[str, GuardSide], dict[str, tuple[int, str, str | None]], list[int]]:
@@ -201,22 +230,29 @@ class _Tick:
             copy = scan.copies.get(inbox_side)
             top = copy.newest() if copy else None
             ent = self.parse(scan, inbox_side, top[2]) if top else None
+            # arrival to the millisecond, as STATE.md times are written
+            arrived = copy.top_ctime // 1_000_000 * 1000 if copy and top else None
             if top is not None and ent is not None:
                 newest[writer] = (top[0], top[2], ent.word)
                 if ent.time_us is not None:
-                    times.append(ent.time_us)
+                    times.append(max(ent.time_us, arrived or 0))
             sides[writer] = GuardSide(
                 status=(st.word or "unknown") if st else "open",
                 updated_at=_dt(st.time_us) if st else None,
                 state_error=st.error if st and st.word == "done" else None,
                 newest=top[2] if top else None,
                 newest_at=_dt(ent.time_us) if ent else None,
+                arrived_at=_dt(arrived) if arrived else None,
             )
         return sides, newest, times
 
     # -- moving ----------------------------------------------------------------------------
     def move(self, src: Path, dst: Path) -> bool:
-        if dst.exists():
+        bad = linked(dst.parent) or linked(src.parent) or (src if os.path.islink(src) else None)
+        if bad is not None:
+            self.r.errors.append(f"cannot move {src} to {dst}: {bad} is a symlink")
+            return False
+        if os.path.lexists(dst):
             self.r.errors.append(f"cannot move {src} to {dst}: the target exists")
             return False
         try:
@@ -237,7 +273,8 @@ class _Tick:
         if any(c.held for c in scan.copies.values()):
             self.r.released.append(scan.name)
             self.lines.append(f"released hold on {scan.name}")
-        for copy in scan.copies.values():  # no HELD.md ever reaches done/
+        for side, copy in scan.copies.items():  # no HELD.md ever reaches done/
+            self.holds.pop(f"to-{side}/{scan.name}", None)
             if copy.held:
                 with contextlib.suppress(FileNotFoundError):
                     (copy.path / HELD_NAME).unlink()
@@ -246,7 +283,11 @@ class _Tick:
         ok = True
         for s, c in scan.copies.items():
             if not c.archived:
-                ex.make_dir(ex.inbox(s) / DONE, s)
+                try:
+                    ex.make_dir(ex.inbox(s) / DONE, s)
+                except MailslotError as e:
+                    self.r.errors.append(f"cannot archive {scan.name}: {e}")
+                    return False
                 ok = self.move(c.path, targets[s]) and ok
         return ok
 
@@ -286,7 +327,16 @@ class _Tick:
 
     def run(self) -> None:
         ex, r = self.ex, self.r
-        topics, archived_names = scan_tree(ex, self.prev_copies)
+        links: list[str] = []
+        topics, archived_names = scan_tree(ex, self.prev_copies, links)
+        for link in sorted(set(links)):
+            rel = os.path.relpath(link, ex.root)
+            r.symlinks.append(rel)
+            r.errors.append(
+                f"refusing symlink {rel}: the exchange tree holds no symlinks and the tick moves "
+                "nothing while one is there (remove it; recreate a real directory)"
+            )
+        self.frozen = bool(links)  # no archive or recovery move while a symlink is in the tree
         prev_topics = set(self.prev.get("topics", []))
         prev_archived = set(self.prev.get("archived", []))
         prev_status: dict[str, str] = self.prev.get("status", {})
@@ -299,8 +349,19 @@ class _Tick:
                 r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
             sides, newest, times = self.guard_sides(scan)
             decision = decide(sides, self.now) if not scan.conflict else Decision()
+            strays = None
+            if any(c.strays for c in scan.copies.values()):
+                strays = sorted(
+                    f"to-{s}/{name}/{n}" for s, c in scan.copies.items() for n in c.strays
+                )
+            if strays:  # fail safe: a file nobody can read as an entry may be an unread one
+                r.strays.extend(strays)
+                decision.archive = False
+                decision.waiting.append(f"{len(strays)} stray file(s): {', '.join(strays[:3])}")
             done = False
-            if scan.half_archived and not scan.conflict:
+            if self.frozen:
+                pass  # reported above; HELD/INDEX still computed, nothing moves
+            elif scan.half_archived and not scan.conflict:
                 if decision.archive:
                     done = self.archive(scan)
                 else:
@@ -350,22 +411,39 @@ class _Tick:
         for side in ex.sides:
             copy = scan.copies.get(side)  # HELD.md goes into the owing side's inbox
             want = side in decision.holds
-            if want and copy is not None and not copy.archived:
-                if not copy.held:  # a standing hold is never rewritten: no churn
+            if copy is None or not (want or copy.held):
+                continue  # the common case: no hold wanted, none there (no path built)
+            ck = f"to-{side}/{name}"
+            held_path = f"{copy.dir}/{HELD_NAME}"
+            trusted = copy.held and is_trusted(self.holds, side, name, held_path)
+            if copy.held and not trusted:
+                r.warnings.append(
+                    f"stray {ck}/{HELD_NAME}: not placed by the tick (not shown as a hold)"
+                )
+            if not trusted:
+                self.holds.pop(ck, None)
+            if want and not copy.archived:
+                if not trusted:  # a standing hold is never rewritten: no churn
                     text = held_text(
                         name, side, ex.other(side), decision.holds[side], decision.reasons[side]
                     )
                     try:
-                        atomic_create(copy.path / HELD_NAME, text, mode=ex.file_mode(side))
-                        copy.held = self.touched = True
+                        if copy.held:  # a planted one: replaced by the tick's own
+                            atomic_write(Path(held_path), text, mode=ex.file_mode(side))
+                        else:
+                            atomic_create(Path(held_path), text, mode=ex.file_mode(side))
+                        sig = hold_sig(held_path)
+                        if sig is not None:
+                            self.holds[ck] = sig
+                        copy.held = trusted = self.touched = True
                         copy.trusted = None
                         r.held.append(name)
                         self.lines.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
                         r.errors.append(f"cannot write HELD.md for {name}: {e}")
-            elif copy is not None and copy.held and not want:
+            elif trusted and not want:
                 try:
-                    (copy.path / HELD_NAME).unlink()
+                    os.unlink(held_path)
                     r.released.append(name)
                     self.lines.append(f"released hold on {name}")
                 except FileNotFoundError:
@@ -374,8 +452,10 @@ class _Tick:
                     r.errors.append(f"cannot remove HELD.md for {name}: {e.strerror}")
                 else:
                     copy.held, copy.trusted = False, None
+                    self.holds.pop(ck, None)
+                    trusted = False
                     self.touched = True
-            if copy is not None and copy.held and (not r.holding or r.holding[-1] != name):
+            if trusted and (not r.holding or r.holding[-1] != name):
                 r.holding.append(name)
         view = TopicView(
             name,
@@ -386,6 +466,11 @@ class _Tick:
             dict(decision.holds),
             list(decision.waiting),
         )
+        for inbox_side in scan.copies:
+            reply = newest.get(inbox_side)  # the reader's own newest entry answers what is older
+            req = self.newest_required(scan, inbox_side, reply[0] if reply else 0)
+            if req is not None:
+                view.required[ex.writer_of(inbox_side)] = (req[0], req[2])
         for w in decision.waiting:
             r.waiting.append({"topic": name, "reason": w})
         view.debts = compute_debts(ex, view)
@@ -495,6 +580,8 @@ class _Tick:
             "root": self.rsig,
             "tick_ns": time.time_ns(),
         }
+        if self.holds != self.holds_before:
+            save_holds(self.ex, self.holds)
         if any(state[k] != self.prev.get(k) for k in state if k != "tick_ns"):
             atomic_write(self.state_path, json.dumps(state, separators=(",", ":")), mode=0o600)
 

@@ -10,6 +10,7 @@ so a stray file or an in-flight temp never becomes a topic.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,15 @@ from mailslot.core.errors import Conflict, InvalidName
 from mailslot.core.names import SLUG_RE, TOPIC_RE, topic_name, validate_topic
 from mailslot.exchange.layout import DONE, Exchange
 
-__all__ = ["TopicRef", "find_topic", "list_topics", "resolve_topic", "topic_names"]
+__all__ = [
+    "TopicRef",
+    "find_topic",
+    "linked",
+    "list_topics",
+    "real_dir",
+    "resolve_topic",
+    "topic_names",
+]
 
 
 @dataclass
@@ -48,17 +57,52 @@ class TopicRef:
         return "live" if self.live else "archived"
 
 
-def topic_names(directory: Path) -> list[str]:
-    """Valid topic directory names directly in ``directory`` (none if it does not exist)."""
+def linked(directory: Path) -> Path | None:
+    """The symlink among ``directory`` and (for ``done/``) its inbox, or ``None``.
+
+    The exchange tree holds no symlinks: one planted as ``done/`` (or an inbox, or a topic) would
+    make a plain ``rename`` move a topic out of the exchange, so every reader skips it and the
+    tick and ``doctor`` report it.
+    """
+    for path in (directory, directory.parent) if directory.name == DONE else (directory,):
+        if os.path.islink(path):
+            return path
+    return None
+
+
+def real_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory itself (not a symlink to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def topic_names(directory: Path, links: list[str] | None = None) -> list[str]:
+    """Valid topic directory names directly in ``directory`` (none if it does not exist).
+
+    Symlinks (``directory`` itself, its inbox for ``done/``, or an entry) are skipped and, when
+    ``links`` is given, appended to it.
+    """
+    bad = linked(directory)
+    if bad is not None:
+        if links is not None:
+            links.append(str(bad))
+        return []
+    out = []
     try:
         with os.scandir(directory) as it:
-            return [
-                e.name
-                for e in it
-                if not e.name.startswith(".") and TOPIC_RE.fullmatch(e.name) and e.is_dir()
-            ]
+            for e in it:
+                if e.name.startswith(".") or not TOPIC_RE.fullmatch(e.name):
+                    continue
+                if e.is_symlink():
+                    if links is not None:
+                        links.append(e.path)
+                elif e.is_dir(follow_symlinks=False):
+                    out.append(e.name)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    return out
 
 
 def list_topics(ex: Exchange, *, include_archived: bool = False) -> list[TopicRef]:
@@ -87,7 +131,7 @@ def find_topic(ex: Exchange, name: str) -> TopicRef | None:
     for side in ex.sides:
         inbox = ex.inbox(side)
         for path, archived in ((inbox / DONE / name, True), (inbox / name, False)):
-            if path.is_dir():
+            if real_dir(path) and linked(path.parent) is None:
                 if side in ref.dirs:
                     ref.duplicated.append(side)
                 ref.dirs[side] = path
@@ -107,11 +151,7 @@ def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
         validate_topic(arg)
         ref = find_topic(ex, arg)
         if ref is not None:
-            if not ref.live:
-                raise Conflict(
-                    f"topic {arg} is archived; run 'mailslot exchange reopen {arg} --why ...' "
-                    "to write in it again"
-                )
+            _refuse_archived(ref)
             return arg, True
     if not SLUG_RE.fullmatch(arg):
         raise InvalidName(
@@ -122,4 +162,17 @@ def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
         return max(matches), True
     if full:
         return arg, False
-    return topic_name(arg, now()), False
+    name = topic_name(arg, now())
+    ref = find_topic(ex, name)
+    if ref is not None:  # today's topic of that slug exists, archived: a new one would clash
+        _refuse_archived(ref)
+    return name, False
+
+
+def _refuse_archived(ref: TopicRef) -> None:
+    """``Conflict`` if ``ref`` is archived: nothing is written where nobody looks."""
+    if not ref.live:
+        raise Conflict(
+            f"topic {ref.name} is archived; run 'mailslot exchange reopen {ref.name} --why ...' "
+            "to write in it again"
+        )

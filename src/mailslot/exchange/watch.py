@@ -31,9 +31,11 @@ from mailslot.core.errors import InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
 from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
-from mailslot.exchange.entries import Entry
+from mailslot.exchange.entries import Entry, check_sender
+from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
+from mailslot.exchange.safeio import read_regular
 
 __all__ = [
     "SCOPES",
@@ -61,7 +63,8 @@ def cursor_key(ex: Exchange, agent: str) -> str:
 
 @dataclass(frozen=True)
 class Delivered:
-    """One thing delivered: an ``entry`` addressed to the caller, or a ``held`` notice."""
+    """One thing delivered: an ``entry`` addressed to the caller, a ``held`` notice the tick
+    placed, or a ``stray`` file in a topic (delivered once, marked, never as an entry or hold)."""
 
     kind: str
     key: str
@@ -70,6 +73,7 @@ class Delivered:
     archived: bool = False
     entry: Entry | None = None
     text: str | None = None  # HELD.md text
+    why: str | None = None  # what is wrong with a stray file
 
     def to_json(self, root: Path) -> dict[str, Any]:
         """A JSON-ready dict (paths relative to ``root``)."""
@@ -86,6 +90,9 @@ class Delivered:
                 {
                     "number": e.number,
                     "from": e.sender,  # as in 'exchange read --json'
+                    "sender": e.shown_sender,  # from the transport
+                    "verified": e.verified,
+                    "warning": e.warning,
                     "at": format_time(e.at) if e.at else None,
                     "action": e.action,
                     "meta": {k: _plain(v) for k, v in e.meta.items()},
@@ -95,6 +102,8 @@ class Delivered:
             )
         if self.text is not None:
             out["text"] = self.text
+        if self.why is not None:
+            out["why"] = self.why
         return out
 
 
@@ -194,7 +203,7 @@ class Watcher:
 
     def _entry(self, path: Path, topic: str) -> Entry | None:
         try:
-            st = path.stat()
+            st = path.lstat()
         except FileNotFoundError:
             return None
         sig = (st.st_size, st.st_mtime_ns)
@@ -202,7 +211,7 @@ class Watcher:
         if hit is not None and hit[0] == sig:
             entry = hit[1]
         else:
-            entry = read_entry(path, self.ex.writer_of(self.side), topic)
+            entry = check_sender(self.ex, read_entry(path, self.ex.writer_of(self.side), topic))
             self._cache[path] = (sig, entry)
         if entry.error is not None and time.time() - st.st_mtime < HALF_WRITTEN_GRACE:
             again = time.monotonic() + HALF_WRITTEN_GRACE
@@ -224,12 +233,29 @@ class Watcher:
                 continue  # fyi; an unreadable action stays visible
             out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
         for d in live:
+            for name in d.strays:  # shown once, marked: never silently invisible
+                key = f"{d.topic}/{name}:stray"
+                if key not in seen.keys:
+                    why = "not an entry (NNNN-<from>.md), STATE.md or HELD.md; not parsed"
+                    out.append(Delivered("stray", key, d.topic, Path(d.file(name)), why=why))
+        holds = load_holds(self.ex) if any(d.held for d in live) else {}
+        for d in live:
             if not d.held:
                 continue
             path = Path(d.file(HELD_NAME))
+            sig = hold_sig(path)
+            if sig is None:
+                continue
+            if not is_trusted(holds, self.side, d.topic, path):
+                # not placed by the tick: a stray file, shown once as such, never as a hold
+                key = f"{d.topic}/{HELD_NAME}@{sig[1]}:stray"
+                if key not in seen.keys:
+                    why = f"{HELD_NAME} not placed by the tick (written by the other side?)"
+                    out.append(Delivered("stray", key, d.topic, path, False, why=why))
+                continue
             try:
-                key = f"{d.topic}/{HELD_NAME}@{path.stat().st_mtime_ns}"
-                text = path.read_text(errors="replace")
+                key = f"{d.topic}/{HELD_NAME}@{sig[1]}"
+                text = read_regular(path).decode("utf-8", "replace")
             except OSError:
                 continue
             if key not in seen.keys:
