@@ -372,3 +372,10 @@ def test_sweep_dates_a_back_dated_debt_by_its_arrival(ex: Exchange) -> None:
     debts = json.loads(run(root, "exchange", "sweep", "--json", agent="claude").stdout)["debts"]
     assert [d["entry"] for d in debts] == ["0002-olu.md"]
     assert not debts[0]["since"].startswith("2020")  # not an ancient debt: it just arrived
+
+
+def test_entry_names_take_ascii_digits_only() -> None:
+    from mailslot.exchange.entries import ENTRY_RE
+
+    assert ENTRY_RE.match("0001-olu.md")
+    assert not ENTRY_RE.match("\uff10\uff10\uff10\uff11-olu.md")  # fullwidth digits

@@ -45,7 +45,7 @@ __all__ = [
     "send",
 ]
 
-ENTRY_RE = re.compile(r"^(\d{4})-([a-z0-9][a-z0-9_-]{0,39})\.md$")
+ENTRY_RE = re.compile(r"^([0-9]{4})-([a-z0-9][a-z0-9_-]{0,39})\.md$")
 ACTIONS = ("required", "fyi")
 # An entry is a message, not a payload: payloads go out of band (a path). 256 KiB holds a long
 # review with room to spare and keeps a tick over 100,000 entries cheap.

@@ -47,7 +47,10 @@ __all__ = [
 # Frontmatter worth scanning by hand is a few short lines; anything longer takes the full parser.
 PEEK_BYTES = 4096
 # What parse_time accepts, checked cheaply; the full parse happens when the time is used.
-_TIME_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})$")
+_TIME_SHAPE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
+    r"(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:?[0-9]{2})$"
+)
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 

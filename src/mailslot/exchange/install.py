@@ -44,7 +44,7 @@ SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9/._@+-]*$")
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 _WORD = re.compile(r"^[A-Za-z0-9._@+-]+$")
-_EVERY = re.compile(r"^(\d+)\s*(s|sec|m|min|h|hr)$")
+_EVERY = re.compile(r"^([0-9]+)\s*(s|sec|m|min|h|hr)$")
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}
 
 

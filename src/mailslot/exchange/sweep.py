@@ -31,7 +31,7 @@ from mailslot.exchange.topics import topic_names
 
 __all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
 
-_HELD_ENTRY = re.compile(r"wrote `(\d{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
+_HELD_ENTRY = re.compile(r"wrote `([0-9]{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
 
 
 def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
