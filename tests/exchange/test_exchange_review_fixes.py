@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from exhelp import run, tick, write_by_hand
 
 from mailslot.exchange.layout import Exchange
@@ -379,3 +380,21 @@ def test_entry_names_take_ascii_digits_only() -> None:
 
     assert ENTRY_RE.match("0001-olu.md")
     assert not ENTRY_RE.match("\uff10\uff10\uff10\uff11-olu.md")  # fullwidth digits
+
+
+def test_reopen_refuses_a_live_topic_that_is_not_done(tmp_path: Path) -> None:
+    from mailslot.core.errors import Conflict
+    from mailslot.exchange.create import create_exchange
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import load_exchange
+    from mailslot.exchange.reopen import reopen
+    from mailslot.exchange.state import set_state
+
+    root = tmp_path / "ex"
+    create_exchange(root, ["claude", "olu"], git=False)
+    ex = load_exchange(root)
+    topic = send(ex, "claude", "live", "fyi", "hello\n").topic
+    with pytest.raises(Conflict, match="nothing to reopen"):
+        reopen(ex, "claude", topic, "why not")
+    set_state(ex, "claude", topic, "done")
+    assert reopen(ex, "claude", topic, "one more thing").state.state.status == "open"

@@ -17,7 +17,7 @@ from mailslot.core.errors import Conflict, MailslotError, NotFound
 from mailslot.core.limits import check_bytes
 from mailslot.exchange.entries import ACTIONS, MAX_BODY_BYTES, SendResult, send
 from mailslot.exchange.layout import Exchange
-from mailslot.exchange.state import StateResult, set_state
+from mailslot.exchange.state import StateResult, read_state, set_state
 from mailslot.exchange.topics import find_topic
 
 __all__ = ["ReopenResult", "reopen"]
@@ -47,7 +47,8 @@ class ReopenResult:
 def reopen(ex: Exchange, agent: str, topic: str, why: str, *, action: str = "fyi") -> ReopenResult:
     """Reopen ``topic`` as ``agent`` with the reason ``why``; ``NotFound``/``Conflict``/...
 
-    Refuses an empty reason, an unknown topic, and a move onto an existing live copy.
+    Refuses an empty reason, an unknown topic, a move onto an existing live copy, and a topic
+    that is neither archived nor marked done by the caller (there is nothing to reopen).
     """
     side = ex.side_of(agent)
     if not why.strip():
@@ -60,6 +61,11 @@ def reopen(ex: Exchange, agent: str, topic: str, why: str, *, action: str = "fyi
         raise NotFound(f"no topic {topic}", path=ex.root)
     if ref.duplicated:
         raise Conflict(f"topic {topic} is both live and archived on one side; settle it by hand")
+    if not any(ref.archived.values()) and read_state(ex, topic, side).status != "done":
+        raise Conflict(
+            f"topic {topic} is not archived and your side is not done: nothing to reopen "
+            "(to add to it: mailslot exchange send)"
+        )
     moved, warnings = [], []
     own_inbox_side = ex.other(side)  # the copy in the caller's outbox
     for inbox_side in sorted(ref.dirs, key=lambda s: s != own_inbox_side):
