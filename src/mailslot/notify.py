@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["AppriseNotifier", "Notifier"]
+__all__ = ["AppriseNotifier", "Notifier", "invalid_urls"]
 
 log = logging.getLogger(__name__)
 
@@ -56,3 +56,16 @@ class AppriseNotifier:
             reason = detail[-1] if detail else "a target refused or could not be reached"
             return f"notification failed: {reason}"
         return None
+
+
+def invalid_urls(urls: Sequence[str]) -> list[str]:
+    """Why each URL Apprise cannot parse is refused (``#N is not a valid Apprise URL``); empty
+    when all parse. Configuration time is the moment to say so, not every tick afterwards."""
+    if not urls:
+        return []
+    try:
+        import apprise
+    except ImportError:
+        return ["apprise is not installed (pip install 'mailslot[notify]')"]
+    ap = apprise.Apprise()
+    return [f"#{i} is not a valid Apprise URL" for i, url in enumerate(urls, 1) if not ap.add(url)]

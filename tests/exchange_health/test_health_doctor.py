@@ -236,3 +236,25 @@ def test_long_unanswered_required_entry_is_a_warning(ex) -> None:
     assert "2026-11-01-old/0001-claude.md" in checks["answers:olu"].detail
     assert "poller" in (checks["answers:olu"].fix or "")
     assert checks["answers:claude"].status == "ok"
+
+
+def test_a_tick_that_cannot_notify_is_reported(ex) -> None:
+    send(ex, "claude", "t", "fyi", "hello")
+    # a real Apprise target on a port nothing listens on: the tick runs, the notify fails
+    port = __import__("socket").socket()
+    port.bind(("127.0.0.1", 0))
+    url = f"json://127.0.0.1:{port.getsockname()[1]}/hook"
+    port.close()
+    tick(ex, notify_urls=[url])
+    r = doctor(ex)
+    notify = next(c for c in r.checks if c.name == "notify")
+    assert notify.status == "warn" and "could not notify" in notify.detail
+    assert _checks(r)["heartbeat"] == "ok"
+
+
+def test_init_refuses_a_notify_url_apprise_cannot_parse(tmp_path) -> None:
+    from mailslot.core.errors import MailslotError
+
+    with pytest.raises(MailslotError, match="not a valid Apprise URL"):
+        create_exchange(tmp_path / "x", ["claude", "olu"], git=False, notify=["notaurl"])
+    assert not (tmp_path / "x").exists()

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mailslot.core.errors import Conflict, InvalidName
+from mailslot.core.errors import Conflict, InvalidName, MailslotError
 from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
 from mailslot.exchange.convention import render_convention
@@ -26,6 +26,7 @@ from mailslot.exchange.layout import (
     _apply_mode,
     write_config,
 )
+from mailslot.notify import invalid_urls
 
 __all__ = ["create_exchange", "parse_human"]
 
@@ -64,6 +65,8 @@ def create_exchange(
     if modes not in MODES:
         raise InvalidName("modes", modes, f"one of {', '.join(MODES)}")
     people = dict(parse_human(h, (a, b)) for h in humans)
+    if bad := invalid_urls(notify):
+        raise MailslotError(f"--notify: {'; '.join(bad)}; nothing created")
     root = Path(root).absolute()
     if (root / META_DIR / CONFIG_NAME).exists():
         raise Conflict("an exchange already exists here", path=root)

@@ -17,6 +17,7 @@ is reported, and one that got *smaller* (the seed's 10,978 -> 1,546 byte overwri
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -40,7 +41,7 @@ from mailslot.exchange.boundary import (
 from mailslot.exchange.entries import ENTRY_RE, entry_names
 from mailslot.exchange.inbox import side_dirs
 from mailslot.exchange.layout import CONFIG_NAME, DONE, Exchange
-from mailslot.exchange.monitor import HEARTBEAT_STALE, heartbeat_age
+from mailslot.exchange.monitor import HEARTBEAT_NAME, HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.sweep import sweep
 from mailslot.exchange.topics import list_topics
 from mailslot.exchange.tree import audit_tree
@@ -301,6 +302,18 @@ def check_heartbeat(ex: Exchange, report: DoctorReport, max_age: timedelta) -> N
         )
     else:
         report.add("heartbeat", "ok", f"last tick {format_time(at)}, {mins:.1f} min ago")
+    # A tick that runs but cannot notify is silence of another kind: nobody hears of new work.
+    try:
+        beat_doc = json.loads((ex.meta / HEARTBEAT_NAME).read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(beat_doc, dict) and beat_doc.get("notify_error"):
+        report.add(
+            "notify",
+            "warn",
+            f"the last tick could not notify: {str(beat_doc['notify_error'])[:200]}",
+            "check the notify URLs in .mailslot/config; 'mailslot exchange tick' shows the error",
+        )
 
 
 def _git(root: Path, *args: str, stdin: str | None = None) -> str:
