@@ -165,8 +165,10 @@ def test_two_watchers_for_one_caller_never_both_take_an_entry(ex) -> None:
             p.kill()
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 3], results
-    delivered = [json.loads(out)["items"] for out, _ in results if out.strip()]
+    answers = [json.loads(out) for out, _ in results]
+    delivered = [a["items"] for a in answers if not a.get("timed_out")]
     assert len(delivered) == 1 and len(delivered[0]) == 1
+    assert [a["items"] for a in answers if a.get("timed_out")] == [[]]  # the loser got nothing
 
 
 def test_held_marker_is_delivered_once(ex) -> None:
@@ -265,3 +267,24 @@ def test_peek_then_ack_survives_a_failed_run(ex) -> None:
         ex.root, "exchange", "watch", "--ack", "2026-01-01-nope/0001-claude", agent="olu", ok=False
     )
     assert bad.exit_code == 1 and "not in to-olu/" in bad.stderr
+
+
+def test_watch_json_timeout_answers_with_no_items(ex) -> None:
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from mailslot.cli import cli
+
+    r = CliRunner().invoke(
+        cli,
+        ["--root", str(ex.root), "--as", "olu", "exchange", "watch", "--timeout", "0", "--json"],
+    )
+    assert r.exit_code == 3
+    assert _json.loads(r.stdout) == {
+        "agent": "olu",
+        "side": "olu",
+        "peek": False,
+        "items": [],
+        "timed_out": True,
+    }

@@ -297,7 +297,8 @@ class Watcher:
             if left is not None and left <= 0:
                 scope = "entry" if self.action == "any" else "action: required entry"
                 raise WaitTimeout(
-                    f"no new {scope} for {self.agent} in to-{self.side}/ within {timeout:g}s"
+                    f"no new {scope} for {self.agent} in to-{self.side}/ within {timeout:g}s",
+                    payload={"agent": self.agent, "side": self.side, "peek": peek, "items": []},
                 )
             if self.defer_until is not None:
                 grace = max(0.0, self.defer_until - time.monotonic())
