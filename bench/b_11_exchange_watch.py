@@ -19,6 +19,7 @@ from pathlib import Path
 
 from common import Result, dist, pct
 
+from mailslot.core.clock import format_time, now
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.layout import load_exchange
 from mailslot.exchange.monitor import monitor
@@ -79,9 +80,15 @@ def _wake(tmp: Path, mode: str) -> list[float]:
 
 
 def _many(tmp: Path) -> Path:
-    """10,000 live topics: a third answered, a third acknowledged by STATE, some held, some fyi."""
+    """10,000 live topics: a third answered, a third acknowledged by STATE, some held, some fyi.
+
+    The STATE files are written after every entry has arrived and dated then: an acknowledgement
+    dated before the entry it acknowledges arrived is not one (review fix C1), so a fixture with
+    back-dated STATE would measure a different exchange than the one described here.
+    """
     ex = create_exchange(tmp / "many", ["claude", "olu"], git=False)
     inbox, outbox = ex.inbox("olu"), ex.inbox("claude")
+    acks = []
     for i in range(TOPICS):
         name = f"2026-11-29-t{i:05d}"
         d = inbox / name
@@ -92,17 +99,19 @@ def _many(tmp: Path) -> Path:
             o = outbox / name
             o.mkdir()
             (o / "0002-olu.md").write_bytes(_entry("2026-11-29T10:05:00Z", "fyi", "olu"))
-            (o / "STATE.md").write_text(
-                "status: done\ntags: []\nupdated_at: 2026-11-29T10:06:00Z\nupdated_by: olu\n"
-            )
+            acks.append((o, "done"))
         elif i % 3 == 1:
             o = outbox / name
             o.mkdir()
-            (o / "STATE.md").write_text(
-                "status: in-progress\ntags: []\nupdated_at: 2026-11-29T10:01:00Z\nupdated_by: olu\n"
-            )
+            acks.append((o, "in-progress"))
         if i % 50 == 0:
             (d / "HELD.md").write_text("# HELD\n")
+    time.sleep(0.01)
+    at = format_time(now())  # after every entry arrived
+    for o, status in acks:
+        (o / "STATE.md").write_text(
+            f"status: {status}\ntags: []\nupdated_at: {at}\nupdated_by: olu\n"
+        )
     return ex.root
 
 

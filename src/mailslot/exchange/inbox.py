@@ -85,40 +85,36 @@ class TopicDir:
 
 
 def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
-    """The names in one topic directory (no stat, no read); a missing one is empty."""
-    names = []
-    odd = set()  # not regular files (FIFOs, devices, links, dirs): never opened
+    """The names in one topic directory (no stat, no read); a missing one is empty.
+
+    One pass over ``scandir`` (its file type comes free from the directory): dot-names are
+    in-flight temps and ignored; anything not a regular file is a stray, never opened, and so
+    never a hold or a STATE either.
+    """
+    entries = []
+    strays = []
+    held = has_state = False
     try:
         with os.scandir(path) as it:
             for e in it:
-                names.append(e.name)
+                name = e.name
+                if name[0] == ".":
+                    continue
                 if not e.is_file(follow_symlinks=False):
-                    odd.add(e.name)
+                    strays.append(name)
+                elif name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
+                    entries.append((int(name[:4]), m.group(2), name))
+                elif name == HELD_NAME:
+                    held = True
+                elif name == STATE_NAME:
+                    has_state = True
+                else:
+                    strays.append(name)
     except (FileNotFoundError, NotADirectoryError):
         pass
-    entries = []
-    strays = []
-    for name in names:
-        if name in odd and name[:1] != ".":
-            strays.append(name)
-            continue
-        # cheap pre-filter before the rule: NNNN-<from>.md
-        if name[4:5] == "-" and name[:1].isdigit():
-            m = ENTRY_RE.match(name)
-            if m:
-                entries.append((int(name[:4]), m.group(2), name))
-                continue
-        if name[:1] != "." and name not in (HELD_NAME, STATE_NAME):
-            strays.append(name)
     entries.sort()
     return TopicDir(
-        topic,
-        str(path),
-        archived,
-        tuple(entries),
-        HELD_NAME in names,
-        STATE_NAME in names,
-        tuple(sorted(strays)),
+        topic, str(path), archived, tuple(entries), held, has_state, tuple(sorted(strays))
     )
 
 
