@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -145,11 +144,9 @@ def main() -> int:
         say("tick", f"archived={tick['archived']} held={tick['held']} commit={tick['commit']}")
         held = next(root.glob(f"to-olu/{topic}/HELD.md"), None)
         if held:
-            say(
-                "tick",
-                "HELD.md in olu's inbox says:\n"
-                + textwrap.shorten(held.read_text(), 300, placeholder=" ..."),
-            )
+            lines = [ln for ln in held.read_text().splitlines() if ln.strip()][:4]
+            shown = [ln if len(ln) <= 96 else ln[:93] + "..." for ln in lines]
+            say("tick", "HELD.md in olu's inbox begins:\n" + "\n".join(shown))
         say("", "(seed 000's bug: archiving here would file claude's last entry unread)")
 
         step("olu's sweep shows what it owes; it reads, re-affirms done; the next tick archives")
