@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.shown import shown, shown_line
 
 __all__ = ["exchange"]
 
@@ -189,18 +190,8 @@ def topics_cmd(env: Env, include_all: bool, as_json: bool) -> None:
 
 
 def _esc(value: Any, *, keep_newlines: bool = False) -> str:
-    """``value`` with control characters escaped (newlines too unless ``keep_newlines``)."""
-    out = []
-    for c in str(value):
-        if (c == "\n" and keep_newlines) or (c == "\t" and keep_newlines):
-            out.append(c)
-        elif c in "\n\r\t":
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[c])
-        elif not c.isprintable():
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return "".join(out)
+    """``value`` with unprintable characters escaped (newlines too unless ``keep_newlines``)."""
+    return shown(value) if keep_newlines else shown_line(value)
 
 
 def _read_text(d: dict[str, Any]) -> str:

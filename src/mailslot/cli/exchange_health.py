@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.shown import shown_line
 
 __all__ = ["register"]
 
@@ -27,21 +28,9 @@ def _ex(env: Env) -> Any:
 
 
 def _one_line(value: Any) -> str:
-    """``value`` on one line with control characters escaped (``\\n``, ``\\x1b``): hostile text
-    can neither add a line that looks like another item nor drive the terminal."""
-    out = []
-    for c in str(value):
-        if c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\t":
-            out.append("\\t")
-        elif not c.isprintable():
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    return "".join(out)
+    """``value`` on one line with unprintable characters escaped (``\\n``, ``\\x1b``): hostile
+    text can neither add a line that looks like another item nor drive the terminal."""
+    return shown_line(value)
 
 
 def _watch_text(d: dict[str, Any]) -> str:

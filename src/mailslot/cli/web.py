@@ -11,13 +11,13 @@ us: plaintext, 0600), ``peer/inbox/`` and ``board/agora.db``.
 from __future__ import annotations
 
 import json
-import unicodedata
 from pathlib import Path
 from typing import Any
 
 import click
 
 from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.shown import shown
 
 __all__ = ["board", "peer"]
 
@@ -26,11 +26,8 @@ _DIR = click.Path(file_okay=False, path_type=Path)
 
 
 def _safe(text: str) -> str:
-    """Text from a message, made safe for a terminal: control characters shown as escapes."""
-    return "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else repr(ch)[1:-1]
-        for ch in text
-    )
+    """Text from a message, made safe for a terminal: unprintable characters shown as escapes."""
+    return shown(text)
 
 
 def _peers(env: Env, value: Path | None) -> Path:
