@@ -221,3 +221,21 @@ def test_kill_9_mid_write_leaves_nothing_visible(tmp_path: Path, how: str) -> No
     # The next writer is not disturbed by the leftover.
     n, p = numbered_create(inbox, "claude.md", "ok")
     assert n == 1 and p.read_text() == "ok"
+
+
+def test_read_regular_refuses_what_could_block_or_mislead(tmp_path: Path) -> None:
+    from mailslot.core.fsio import read_regular
+
+    ok = tmp_path / "0001-olu.md"
+    ok.write_bytes(b"x" * 10)
+    assert read_regular(ok, 10) == b"x" * 10
+    with pytest.raises(OSError, match="larger than 9 bytes"):
+        read_regular(ok, 9)
+    fifo = tmp_path / "0002-olu.md"
+    os.mkfifo(fifo)  # a plain open() would block here forever
+    with pytest.raises(OSError, match="not a regular file"):
+        read_regular(fifo, 100)
+    link = tmp_path / "0003-olu.md"
+    link.symlink_to(ok)
+    with pytest.raises(OSError):
+        read_regular(link, 100)

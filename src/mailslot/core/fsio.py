@@ -21,6 +21,7 @@ import fcntl
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,7 +37,9 @@ __all__ = [
     "locked_append",
     "numbered_create",
     "read_from",
+    "read_regular",
     "sweep_temps",
+    "write_all",
 ]
 
 # A temp file older than this belongs to a writer that died: a write takes milliseconds.
@@ -46,6 +49,41 @@ _TEMP_RE = re.compile(r"^\..+\.[0-9]+\.[0-9a-f]{8}\.tmp$")
 
 def _as_bytes(data: str | bytes) -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (``os.write`` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def read_regular(path: Path | str, limit: int) -> bytes:
+    """The bytes of the regular file at ``path``; ``OSError`` for a symlink, a FIFO, a device,
+    a directory, or a file over ``limit`` bytes.
+
+    For files someone else wrote: ``O_NOFOLLOW | O_NONBLOCK`` and an ``fstat`` check mean a FIFO
+    named like a message cannot block the reader, a device cannot feed it without end and a
+    symlink cannot point it anywhere; it never reads past ``limit + 1`` bytes.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+    return data
 
 
 def fsync_dir(directory: Path) -> None:
@@ -63,9 +101,7 @@ def _write_temp(
     tmp = directory / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         if sync:
             os.fsync(fd)
     except BaseException:
@@ -223,9 +259,7 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX)
         start = os.fstat(fd).st_size
         try:
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, raw)
             if fsync:
                 os.fsync(fd)
         except BaseException:

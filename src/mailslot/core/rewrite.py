@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mailslot.core.errors import Conflict
-from mailslot.core.fsio import file_lock, fsync_dir
+from mailslot.core.fsio import file_lock, fsync_dir, write_all
 
 __all__ = ["REWRITE_ATTEMPTS", "Edit", "rewrite"]
 
@@ -55,12 +55,6 @@ def _read_fd(fd: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _settle(fd: int) -> None:
@@ -96,7 +90,7 @@ def _swap(
     tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         os.fchmod(tfd, os.fstat(fd).st_mode & 0o7777)
-        _write_all(tfd, after)
+        write_all(tfd, after)
         os.fsync(tfd)
         for _ in range(CATCH_UP_ROUNDS):
             now = path.read_bytes()
@@ -106,7 +100,7 @@ def _swap(
             tail = now[len(current) :]
             if not now.startswith(current) or edit(source + tail) != after + tail:
                 return None  # not a plain append: redo the edit on the new content
-            _write_all(tfd, tail)  # someone appended: carry their lines over
+            write_all(tfd, tail)  # someone appended: carry their lines over
             os.fsync(tfd)
             source, current, after = source + tail, now, after + tail
         return None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import stat
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 from mailslot.core.clock import format_time, now, parse_time
 from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
 from mailslot.core.formats import load_json
-from mailslot.core.fsio import atomic_create, fsync_dir
+from mailslot.core.fsio import atomic_create, fsync_dir, read_regular
 from mailslot.core.limits import check_bytes, check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.web.auth import key_for
@@ -123,21 +122,12 @@ _MAX_RECORD_BYTES = 4 * PEER_BODY_CAP
 
 
 def _read_record(path: Path) -> bytes:
-    """The bytes of a regular file of sane size; ``FormatError`` for anything else (a FIFO or
-    device would block the reader, a symlink could point anywhere)."""
+    """The bytes of a stored record; ``FormatError`` for anything but a regular file of sane
+    size (a FIFO would block the reader, a symlink could point anywhere)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular(path, _MAX_RECORD_BYTES)
     except OSError as e:
-        raise FormatError(f"cannot open: {e.strerror}", path=path) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError("not a regular file", path=path)
-        if st.st_size > _MAX_RECORD_BYTES:
-            raise FormatError(f"{st.st_size} bytes, larger than any stored message", path=path)
-        return os.read(fd, _MAX_RECORD_BYTES + 1)
-    finally:
-        os.close(fd)
+        raise FormatError(e.strerror or str(e), path=path) from None
 
 
 def _load(path: Path) -> PeerMessage:
