@@ -4,10 +4,11 @@ Messages are data (DESIGN principle 5): a body or a hand-written name may carry 
 carriage return, a bidi override, or a line that looks exactly like our own delimiter. The text
 output of a read command therefore
 
-* escapes every character that is not printable (``str.isprintable``: controls, format and bidi
-  characters, line and paragraph separators, unusual spaces, unassigned code points) as
-  ``\\xNN``/``\\uNNNN``, keeping only newline and tab inside multi-line bodies, so nothing can move
-  the cursor, recolour the screen, reorder a line or start one where a newline was not seen;
+* escapes (with ``core.display``) every character that is not printable (``str.isprintable``:
+  controls, format and bidi characters, line and paragraph separators, unusual spaces,
+  unassigned code points) as ``\\xNN``/``\\uNNNN``, keeping only newline and tab inside
+  multi-line bodies, so nothing can move the cursor, recolour the screen, reorder a line or
+  start one where a newline was not seen;
 * prints a multi-line body only as a quoted block (every line starts with ``QUOTE``), so no body
   line can start at column 0 and pass for a delimiter or a status line of ours.
 
@@ -21,38 +22,12 @@ argv bytes arrive as lone surrogates and the channels refuse those before writin
 from __future__ import annotations
 
 from mailslot.cli.helpers import read_body
+from mailslot.core.display import shown, shown_line
 from mailslot.core.errors import FormatError
 
 __all__ = ["QUOTE", "quoted", "read_text", "shown", "shown_line"]
 
 QUOTE = "| "
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )
-
-
-def shown(text: object) -> str:
-    """``text`` with CR LF made LF and every unprintable character but LF and TAB escaped."""
-    text = str(text).replace("\r\n", "\n")
-    return "".join(ch if ch.isprintable() or ch in "\n\t" else _escape(ch) for ch in text)
-
-
-def shown_line(text: object) -> str:
-    """``text`` as one printable line: every unprintable character escaped, LF and TAB too."""
-    return "".join(ch if ch.isprintable() else _short_escape(ch) for ch in str(text))
-
-
-def _short_escape(ch: str) -> str:
-    # the usual three read better as \n \r \t on a line of their own
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or _escape(ch)
 
 
 def quoted(text: str) -> str:

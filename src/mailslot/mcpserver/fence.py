@@ -16,8 +16,9 @@ never from a name inside the body.
 from __future__ import annotations
 
 import secrets
-import unicodedata
 from collections.abc import Iterable
+
+from mailslot.core.display import shown
 
 __all__ = ["Fence", "safe"]
 
@@ -26,12 +27,9 @@ NONCE_BYTES = 4
 
 
 def safe(text: str) -> str:
-    """``text`` with CR LF made LF and every other control or format character escaped."""
-    text = text.replace("\r\n", "\n")
-    return "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf") else repr(ch)[1:-1]
-        for ch in text
-    )
+    """``text`` with CR LF made LF and every other unprintable character escaped
+    (``core.display.shown``: the same rule the command line uses)."""
+    return shown(text)
 
 
 class Fence:
