@@ -27,31 +27,25 @@ def _ex(env: Env) -> Any:
     return load_exchange(env.need_root())
 
 
-def _one_line(value: Any) -> str:
-    """``value`` on one line with unprintable characters escaped (``\\n``, ``\\x1b``): hostile
-    text can neither add a line that looks like another item nor drive the terminal."""
-    return shown_line(value)
-
-
 def _watch_text(d: dict[str, Any]) -> str:
     out = []
     for item in d["items"]:
-        path = _one_line(item["path"])
+        path = shown_line(item["path"])
         lines = [path + ("  [archived before you read it]" if item["archived"] else "")]
         if item["kind"] == "held":
             lines.append("  HELD: the archive waits for you to re-read this topic")
-            lines += [f"  {_one_line(line)}" for line in item["text"].splitlines()[:1]]
+            lines += [f"  {shown_line(line)}" for line in item["text"].splitlines()[:1]]
         elif item["kind"] == "stray":
-            lines.append(f"  STRAY (not delivered as an entry): {_one_line(item['why'])}")
+            lines.append(f"  STRAY (not delivered as an entry): {shown_line(item['why'])}")
         else:
             # the sender from the transport, and only the known fields, each escaped
-            lines.append(f"  from: {_one_line(item['sender'])}")
-            lines.append(f"  at: {_one_line(item['at'] or '?')}")
-            lines.append(f"  action: {_one_line(item['action'] or '?')}")
+            lines.append(f"  from: {shown_line(item['sender'])}")
+            lines.append(f"  at: {shown_line(item['at'] or '?')}")
+            lines.append(f"  action: {shown_line(item['action'] or '?')}")
             if item.get("warning"):
-                lines.append(f"  WARNING: {_one_line(item['warning'])}")
+                lines.append(f"  WARNING: {shown_line(item['warning'])}")
             if item["error"]:
-                lines.append(f"  (unreadable: {_one_line(item['error'])})")
+                lines.append(f"  (unreadable: {shown_line(item['error'])})")
         out.append("\n".join(lines))
     if d["peek"]:
         out.append("(peek: nothing marked seen)")

@@ -25,11 +25,6 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 _DIR = click.Path(file_okay=False, path_type=Path)
 
 
-def _safe(text: str) -> str:
-    """Text from a message, made safe for a terminal: unprintable characters shown as escapes."""
-    return shown(text)
-
-
 def _peers(env: Env, value: Path | None) -> Path:
     return value or env.need_root() / "peer" / "peers.json"
 
@@ -252,10 +247,10 @@ def peer_inbox(env: Env, inbox: Path | None, processed: bool, as_json: bool) -> 
 
     def text(data: dict[str, Any]) -> str:
         blocks = [
-            f"== {m['id']}\nUNREADABLE: {_safe(m['error'])}"
+            f"== {m['id']}\nUNREADABLE: {shown(m['error'])}"
             if "error" in m
             else f"== {m['id']}\nfrom: {m['from']}\nreceived_at: {m['received_at']}\n"
-            f"subject: {_safe(m['subject'] or '')}\n\n{_safe(m['body'])}"
+            f"subject: {shown(m['subject'] or '')}\n\n{shown(m['body'])}"
             for m in data["messages"]
         ]
         return "\n\n".join(blocks) or "inbox empty"
@@ -481,7 +476,7 @@ def moderate_list(env: Env, db: Path | None, limit: int, show_bans: bool, as_jso
         if "bans" in d:
             return (
                 "\n".join(
-                    f"{b['source']}\t{b['banned_at']}\t{_safe(b['reason'] or '')}"
+                    f"{b['source']}\t{b['banned_at']}\t{shown(b['reason'] or '')}"
                     for b in d["bans"]
                 )
                 or "no bans"
@@ -489,8 +484,8 @@ def moderate_list(env: Env, db: Path | None, limit: int, show_bans: bool, as_jso
         return (
             "\n".join(
                 f"{p['id']}\t{p['posted_at']}\t{p['source']}\t{'HIDDEN ' if p['hidden'] else ''}"
-                f"{_safe(p['agent'])}: {_safe(p['message'])}"
-                + (f"  <{_safe(p['link'])}>" if p["link"] else "")
+                f"{shown(p['agent'])}: {shown(p['message'])}"
+                + (f"  <{shown(p['link'])}>" if p["link"] else "")
                 for p in d["posts"]
             )
             or "no posts"
