@@ -24,7 +24,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
@@ -48,13 +48,14 @@ ROTATION = 5
 SLOT_NS = 120 * 1_000_000_000
 
 
-@dataclass
+@dataclass(slots=True)
 class SideCopy:
     """One side's directory of a topic (its inbox copy), as found."""
 
     inbox_side: str
     dir: str  # a string, not a Path: 20,000 of these are built on every tick
     archived: bool
+    key: str = ""  # ``to-<inbox_side>/<topic>``, the same while the copy sits in done/
     entries: list[tuple[int, str, str]] = field(default_factory=list)  # number, from, name
     files: dict[str, Sig] = field(default_factory=dict)  # name -> (size, mtime_ns)
     held: bool = False
@@ -118,8 +119,8 @@ class TopicScan:
         return len({c.archived for c in self.copies.values()}) == 2
 
 
-def _scan_dir(path: str, inbox_side: str, archived: bool, now_ns: int = 0) -> SideCopy:
-    copy = SideCopy(inbox_side, path, archived)
+def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int = 0) -> SideCopy:
+    copy = SideCopy(inbox_side, path, archived, key)
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
     ctimes: dict[str, int] = {}
@@ -164,7 +165,7 @@ def _stat_of(path: str) -> os.stat_result | None:
 
 
 def _trusted(
-    path: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
+    path: str, key: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
 ) -> SideCopy | None:
     """The copy rebuilt from its record when nothing can have changed, else ``None``."""
     if rec is None or len(rec) < 11 or not rec[8] or rec[2] != dir_mtime:
@@ -188,6 +189,7 @@ def _trusted(
         side,
         path,
         False,
+        key,
         files=files,
         held=bool(rec[3]),
         sig=rec[0],
@@ -225,8 +227,9 @@ def _scan_inbox(
         return []
     for name, mtime in dirs:
         path = f"{inbox}/{name}"
-        copy = _trusted(path, name, side, mtime, records.get(f"to-{side}/{name}"), now_ns)
-        out.append((name, copy or _scan_dir(path, side, False, now_ns)))
+        key = f"to-{side}/{name}"
+        copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns)
+        out.append((name, copy or _scan_dir(path, key, side, False, now_ns)))
     return out
 
 
@@ -263,14 +266,14 @@ def scan_tree(
     for name, scan in topics.items():
         for side in ex.sides:
             if side not in scan.copies and name in done[side]:
-                scan.copies[side] = _scan_dir(str(ex.inbox(side) / DONE / name), side, True)
+                where = str(ex.inbox(side) / DONE / name)
+                scan.copies[side] = _scan_dir(where, f"to-{side}/{name}", side, True)
                 scan.copies[side].dir_mtime = -1  # never trusted: it is about to move
     archived = (done[ex.sides[0]] | done[ex.sides[1]]) - set(topics)
     return topics, archived
 
 
-@dataclass(frozen=True)
-class Parsed:
+class Parsed(NamedTuple):
     """The cached reading of one file: a time (epoch microseconds), a word, an error."""
 
     time_us: int | None

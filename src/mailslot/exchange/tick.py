@@ -19,7 +19,6 @@ then fails with a clear message: a crash must never look like a quiet no-op.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import time
@@ -32,6 +31,7 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.errors import LockBusy, MailslotError
 from mailslot.core.fsio import atomic_create, atomic_write, file_lock
+from mailslot.core.gcpause import gc_paused
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
@@ -179,14 +179,15 @@ class _Tick:
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
         copy = scan.copies.get(inbox_side)
-        if copy is None or name not in copy.files:
+        sig = copy.files.get(name) if copy is not None else None
+        if copy is None or sig is None:
             return None
-        ck = f"to-{inbox_side}/{scan.name}"
-        mine = self.parsed.setdefault(ck, {})
+        mine = self.parsed.get(copy.key)
+        if mine is None:
+            mine = self.parsed[copy.key] = {}
         got = mine.get(name)
-        sig = copy.files[name]
         if got is None:
-            prev = self.prev_copies.get(ck)
+            prev = copy.trusted or self.prev_copies.get(copy.key)
             hit = prev[1].get(name) if prev is not None else None
             if hit is not None and hit[0] == sig[0] and hit[1] == sig[1]:
                 got = hit
@@ -605,19 +606,10 @@ def tick(
     result = TickResult()
     started = time.monotonic()
     with _tick_lock(ex.tick_lock, lock_wait):
-        # The tick loads its state and allocates ~100,000 small objects that all live to the end
-        # of the run: a collection mid-run (or the one the first allocation after re-enabling
-        # triggers while they are still alive) walks them all and frees nothing, a fifth of a
-        # nothing-new tick. Collection resumes once they are gone.
-        gc_was = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():  # ~100,000 objects that all live to the end of the run
             run = _Tick(ex, notifier, result)
             run.run()
-            del run
-        finally:
-            if gc_was:
-                gc.enable()
+            del run  # freed before collection resumes
         if not result.errors:
             beat = {
                 "at": format_time(now()),
