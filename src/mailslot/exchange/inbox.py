@@ -112,9 +112,16 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
                     strays.append(name)
     except (FileNotFoundError, NotADirectoryError):
         pass
-    entries.sort()
+    if len(entries) > 1:
+        entries.sort()
     return TopicDir(
-        topic, str(path), archived, tuple(entries), held, has_state, tuple(sorted(strays))
+        topic,
+        path if isinstance(path, str) else str(path),
+        archived,
+        tuple(entries),
+        held,
+        has_state,
+        tuple(sorted(strays)) if strays else (),
     )
 
 
@@ -167,17 +174,18 @@ def inbox_items(
     return out, live
 
 
-def _head(path: Path | str) -> tuple[bytes, bool]:
-    """The first ``PEEK_BYTES`` of a regular file and whether that is all of it; ``OSError``
-    for anything else (a FIFO, a device, a symlink): never blocks."""
+def _head(path: Path | str) -> tuple[bytes, bool, int]:
+    """The first ``PEEK_BYTES`` of a regular file, whether that is all of it, and its ctime (ns);
+    ``OSError`` for anything else (a FIFO, a device, a symlink): never blocks."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         raw = os.read(fd, PEEK_BYTES + 1)
     finally:
         os.close(fd)
-    return raw[:PEEK_BYTES], len(raw) <= PEEK_BYTES
+    return raw[:PEEK_BYTES], len(raw) <= PEEK_BYTES, st.st_ctime_ns
 
 
 def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
@@ -228,17 +236,25 @@ def _time(value: str | None) -> datetime | None:
 
 
 class EntryPeek:
-    """An entry's ``at`` and ``action`` (``None`` when missing or unreadable) and any error.
+    """An entry's ``at`` and ``action`` (``None`` when missing or unreadable), any error, and
+    when the file arrived (its ctime in ns, which its writer cannot set; ``None`` if unknown).
 
     ``at`` is parsed on first use: a monitor asks for it only where the caller has a STATE.md.
     """
 
+    __slots__ = ("_at", "action", "arrived_ns", "error")
+
     def __init__(
-        self, at: datetime | str | None, action: str | None, error: str | None = None
+        self,
+        at: datetime | str | None,
+        action: str | None,
+        error: str | None = None,
+        arrived_ns: int | None = None,
     ) -> None:
         self._at = at
         self.action = action
         self.error = error
+        self.arrived_ns = arrived_ns
 
     @property
     def at(self) -> datetime | None:
@@ -280,15 +296,15 @@ def read_entry(path: Path, side: str, topic: str) -> Entry:
 def peek_entry(path: Path | str) -> EntryPeek:
     """``at`` and ``action`` of an entry file; never raises (problems land in ``error``)."""
     try:
-        raw, whole = _head(path)
+        raw, whole, ctime = _head(path)
         fields = _simple_fields(raw, fenced=True)
         if (
             fields is not None
-            and {"from", "at", "action"} <= set(fields)
+            and {"from", "at", "action"} <= fields.keys()
             and fields["action"] in ACTIONS
             and _TIME_SHAPE.match(fields["at"])
         ):
-            return EntryPeek(fields["at"], fields["action"])
+            return EntryPeek(fields["at"], fields["action"], None, ctime)
         if not whole:
             raw = read_regular(path)
     except OSError as e:
@@ -299,10 +315,11 @@ def peek_entry(path: Path | str) -> EntryPeek:
         _time(raw_at) if isinstance(raw_at, str) else None,
         raw_action if isinstance(raw_action, str) and raw_action in ACTIONS else None,
         error,
+        ctime,
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StatePeek:
     """A STATE.md's status (``open`` when missing, ``unknown`` when unreadable) and time."""
 
@@ -315,7 +332,7 @@ class StatePeek:
 def peek_state(path: Path | str) -> StatePeek:
     """Status and ``updated_at`` of one STATE.md; missing is ``open``; never raises."""
     try:
-        raw, whole = _head(path)
+        raw, whole, _ = _head(path)
         if not whole:
             raw = read_regular(path)
     except FileNotFoundError:

@@ -34,6 +34,7 @@ from typing import Any
 
 from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import InvalidName
+from mailslot.core.gcpause import gc_paused
 from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
@@ -107,12 +108,13 @@ def heartbeat_age(ex: Exchange) -> tuple[datetime, timedelta] | None:
     return at, now() - at
 
 
-def _arrived(path: str) -> datetime:
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _arrived(ns: int | None) -> datetime:
     """When the file arrived (its ctime, to the millisecond); a writer cannot back-date it."""
-    try:
-        ns = os.stat(path, follow_symlinks=False).st_ctime_ns
-    except OSError:
-        return datetime.max.replace(tzinfo=UTC)  # cannot tell: never counts as acknowledged
+    if ns is None:
+        return _NEVER  # cannot tell: never counts as acknowledged
     return datetime.fromtimestamp(ns // 1_000_000 / 1000, UTC)
 
 
@@ -124,18 +126,21 @@ def _entries_waiting(
     candidates = [e for e in theirs.entries if e[0] > mine_n]
     if not candidates:
         return []
-    ack = None
-    if mine is not None and mine.has_state:
-        ack = peek_state(mine.file(STATE_NAME)).updated_at
-        if ack is not None and ack > now() + FUTURE_SKEW:
-            ack = None  # a STATE from the future acknowledges nothing (fail visible)
+    state = mine.file(STATE_NAME) if mine is not None and mine.has_state else None
+    ack: datetime | None = None  # no STATE: nothing is acknowledged
+    acked = False
     out = []
     for _, _, name in candidates:
         p = peek_entry(theirs.file(name))
-        if ack is not None and p.at is not None and max(p.at, _arrived(theirs.file(name))) <= ack:
-            continue  # dated and arrived before the caller last touched its STATE: acknowledged
         if scope == "required" and p.action == "fyi":
             continue
+        if state is not None and not acked:  # read once, only when an entry that counts needs it
+            acked = True
+            ack = peek_state(state).updated_at
+            if ack is not None and ack > now() + FUTURE_SKEW:
+                ack = None  # a STATE from the future acknowledges nothing (fail visible)
+        if ack is not None and p.at is not None and max(p.at, _arrived(p.arrived_ns)) <= ack:
+            continue  # dated and arrived before the caller last touched its STATE: acknowledged
         out.append((name, p.action))
     return out
 
@@ -151,6 +156,15 @@ def monitor(
         raise InvalidName("action scope", action, "required or any")
     side = ex.side_of(agent)
     other = ex.other(side)
+    with gc_paused():  # 20,000 listings alive until the end; freed when _awaiting returns
+        out = _awaiting(ex, side, other, action)
+    beat = heartbeat_age(ex)
+    if beat is not None and beat[1] > stale_after:
+        out.append(Awaiting("tick", None, since=format_time(beat[0])))
+    return MonitorResult(agent, side, other, action, out)
+
+
+def _awaiting(ex: Exchange, side: str, other: str, action: str) -> list[Awaiting]:
     out: list[Awaiting] = []
     holds = load_holds(ex)
     for name, pair in live_pairs(ex).items():
@@ -173,7 +187,4 @@ def monitor(
                 mine_status = peek_state(mine.file(STATE_NAME)).status
             if mine_status != "done":
                 out.append(Awaiting("close", name))
-    beat = heartbeat_age(ex)
-    if beat is not None and beat[1] > stale_after:
-        out.append(Awaiting("tick", None, since=format_time(beat[0])))
-    return MonitorResult(agent, side, other, action, out)
+    return out

@@ -37,11 +37,16 @@ _HELD_ENTRY = re.compile(r"wrote `([0-9]{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
 def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
     """Live (or half-archived) topics -> inbox side -> its directory (a ``done/`` copy if only
     that side archived it)."""
+    a, b = ex.sides
     live = {s: side_dirs(ex, s) for s in ex.sides}
-    names = set(live[ex.sides[0]]) | set(live[ex.sides[1]])
+    live_a, live_b = live[a], live[b]
     done: dict[str, set[str]] = {}
     out: dict[str, dict[str, TopicDir]] = {}
-    for name in sorted(names):
+    for name in sorted(live_a.keys() | live_b.keys()):
+        da, db = live_a.get(name), live_b.get(name)
+        if da is not None and db is not None:  # the common case: live on both sides
+            out[name] = {a: da, b: db}
+            continue
         pair = {}
         for s in ex.sides:
             d = live[s].get(name)
