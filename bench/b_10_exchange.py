@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import Result, dist
+from common import Result, dist, settle
 
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.entries import send
@@ -56,6 +56,7 @@ def run(tmp: Path) -> list[Result]:
     first = tick(ex)
     baseline = time.monotonic() - t0
     assert not first.errors, first.errors
+    settle()
     samples = []
     for _ in range(TICKS):
         t0 = time.perf_counter()

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import Result, dist, pct
+from common import Result, dist, pct, settle
 
 from mailslot.core.clock import format_time, now
 from mailslot.exchange.create import create_exchange
@@ -170,6 +170,7 @@ def run(tmp: Path) -> list[Result]:
 
     # monitor and sweep over 10,000 topics.
     many = _many(tmp)
+    settle()
     ex = load_exchange(many)
     out = monitor(ex, "olu", action="required")
     mon = _timed(lambda: monitor(ex, "olu", action="required"), 7)

@@ -6,6 +6,7 @@ in name order, prints one table and writes ``bench/results/latest.json``.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -95,3 +96,10 @@ def table(rows: Sequence[Result]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=False)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False))  # noqa: E731
     return "\n".join([line(head), line(["-" * w for w in widths]), *(line(b) for b in body)])
+
+
+def settle() -> None:
+    """Write back what building a fixture left dirty before timing anything: a tree of 100,000
+    files just written (and committed) keeps the disk busy for seconds, which would time the
+    kernel's writeback, not the code under test."""
+    os.sync()
