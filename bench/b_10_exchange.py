@@ -16,6 +16,8 @@ from mailslot.exchange.entries import send
 from mailslot.exchange.layout import load_exchange
 from mailslot.exchange.tick import tick
 
+HEAVY = True  # 100,000 files and a git repo: bench/run.py runs this module last
+
 TOPICS = 10_000
 ENTRIES_PER_TOPIC = 10  # 100,000 entries
 TICKS = 9
