@@ -109,6 +109,32 @@ def test_closeout_reports_an_unreachable_member(pair) -> None:
     assert r.exit_code == 1 and "did not reach" in r.stderr
 
 
+def test_closeout_retry_reaches_the_missed_member_without_repeating(pair, tmp_path) -> None:
+    olu, chuka = pair
+    g = dispatch([olu.root, chuka.root], "claude", "gate-review", "required", "Brief.")
+    topic = g.members[0].topic
+    away = tmp_path / "away"
+    os.rename(chuka.root, away)  # chuka's exchange is unreachable for the first run
+    first = closeout(g.group, "Fixed in 4a1c.")
+    assert [bool(r.get("error")) for r in first.results] == [False, True]
+    os.rename(away, chuka.root)
+    olu_before = len(list_entries(olu, topic))
+    r = _cli("exchange", "closeout", g.group, "Fixed in 4a1c.", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["results"]
+    assert [x.get("already", False) for x in rows] == [True, False]
+    assert rows[0]["entry"] == first.results[0]["entry"]
+    assert len(list_entries(olu, topic)) == olu_before  # not written to twice
+    assert "Fixed in 4a1c." in list_entries(chuka, topic)[-1].body
+    text = _cli("exchange", "closeout", g.group, "Fixed in 4a1c.")
+    assert text.exit_code == 0 and text.stdout.count("(already sent)") == 2
+    assert len(load_group(g.group).closeouts) == 2  # a run that sent nothing records nothing
+    again = closeout(g.group, "A second fix, in 5b2d.")  # new text: a new close-out, to all
+    assert not any(x.get("already") for x in again.results) and again.errors == []
+    for ex in (olu, chuka):
+        assert "5b2d" in list_entries(ex, topic)[-1].body
+
+
 def test_refusals_send_nothing(pair, tmp_path) -> None:
     olu, chuka = pair
     with pytest.raises(MailslotError, match="at least two"):

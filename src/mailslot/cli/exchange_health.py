@@ -394,7 +394,9 @@ def closeout_cmd(group: str, body: str | None, action: str, as_json: bool) -> No
 
     \b
     An archived topic is reopened (with the close-out as the reason) rather than
-    written where nobody looks. Exits 1 if any member could not be reached.
+    written where nobody looks. Exits 1 if any member could not be reached;
+    run the same command again to retry: members already reached are listed,
+    not written to twice. Different text is a new close-out, sent to all.
     Example:
       mailslot exchange closeout gate-review-20261129-181400 "Fixed in 4a1c; thanks: ..."
     """
@@ -405,6 +407,7 @@ def closeout_cmd(group: str, body: str | None, action: str, as_json: bool) -> No
         f"{x['root']}: "
         + (f"ERROR {x['error']}" if x.get("error") else x["entry"])
         + (" (reopened)" if x.get("reopened") else "")
+        + (" (already sent)" if x.get("already") else "")
         for x in r.results
     ]
     emit(r.to_json(), as_json, "\n".join(lines))

@@ -16,6 +16,7 @@ send that still fails part-way is recorded, so the group always says exactly who
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -262,7 +263,10 @@ def closeout(
     """Send the same close-out to every member of ``group``; an archived topic is reopened with it.
 
     ``NotFound`` for an unknown group; a member that cannot be reached is reported in the result
-    (``raise_for_errors``), never skipped silently.
+    (``raise_for_errors``), never skipped silently. Run again with the same ``body`` and
+    ``action`` (a retry after an error), it sends only to the members it has not reached yet;
+    those it reached are listed with ``already`` and the entry they got. A different body is a
+    new close-out and goes to every member.
     """
     g = load_group(group, base=base)
     if action not in ACTIONS:
@@ -275,9 +279,21 @@ def closeout(
         f"Close-out of dispatch group {g.group}: the same close-out goes to all {n} reviewers "
         "of this brief.\n\n" + body
     )
+    digest = hashlib.sha256(f"{action}\0{body}".encode()).hexdigest()
+    reached = {  # root -> the entry an earlier run of this same close-out became there
+        r["root"]: r["entry"]
+        for c in g.closeouts
+        if c.get("digest") == digest
+        for r in c.get("results", [])
+        if r.get("entry") and not r.get("error")
+    }
     results: list[dict[str, Any]] = []
     for m in g.members:
         row: dict[str, Any] = {"root": m.root, "topic": m.topic}
+        if m.root in reached:
+            row.update(entry=reached[m.root], already=True)
+            results.append(row)
+            continue
         try:
             ex = load_exchange(Path(m.root))
             ref = find_topic(ex, m.topic)
@@ -293,8 +309,11 @@ def closeout(
         except (MailslotError, OSError) as e:
             row["error"] = str(e)
         results.append(row)
-    g.closeouts.append({"at": format_time(now()), "action": action, "results": results})
-    _save(g, base)
+    if not all(r.get("already") for r in results):
+        g.closeouts.append(
+            {"at": format_time(now()), "action": action, "digest": digest, "results": results}
+        )
+        _save(g, base)
     return CloseoutResult(g.group, results)
 
 
