@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from exhelp import run
+from exhelp import run, tick
 
 from mailslot.exchange import load_exchange
 
@@ -282,3 +282,32 @@ def test_tick_text_output_through_the_console_command(tmp_path, run_cli) -> None
 def test_not_an_exchange(tmp_path) -> None:
     r = run(tmp_path, "exchange", "topics", ok=False)
     assert r.exit_code == 1 and "not inside an exchange" in r.stderr
+
+
+def test_read_state_reopen_take_the_slug_send_took(tmp_path) -> None:
+    root = init(tmp_path)
+    run(root, "exchange", "send", "--topic", "gate", "--action", "fyi", "q", agent="claude")
+    older = root / "to-olu" / "2026-01-05-gate"  # an older topic with the same slug, by hand
+    older.mkdir()
+    (older / "0001-claude.md").write_text(
+        "---\nfrom: claude\nat: 2026-01-05T10:00:00Z\naction: fyi\n---\nold\n"
+    )
+    topic = json.loads(run(root, "exchange", "read", "gate", "--json").stdout)["topic"]
+    assert topic.endswith("-gate") and topic != "2026-01-05-gate"  # the newest live one
+    r = run(root, "exchange", "state", "gate", "done", "--json", agent="claude")
+    assert json.loads(r.stdout)["topic"] == topic
+    run(root, "exchange", "state", "gate", "done", agent="olu")
+    assert topic in tick(root)["archived"]
+    # archived now: the slug names the newest live one left, then archived ones
+    assert json.loads(run(root, "exchange", "read", "gate", "--json").stdout)["topic"] == (
+        "2026-01-05-gate"
+    )
+    shutil.rmtree(older)
+    assert json.loads(run(root, "exchange", "read", "gate", "--json").stdout)["topic"] == topic
+    r = run(root, "exchange", "reopen", "gate", "--why", "regressed", "--json", agent="olu")
+    assert json.loads(r.stdout)["topic"] == topic
+    assert (root / "to-olu" / topic).is_dir()
+    r = run(root, "exchange", "read", "nope", ok=False)
+    assert r.exit_code == 1 and "no topic with the slug nope" in r.stderr
+    r = run(root, "exchange", "state", "Not_A_Slug", "done", agent="olu", ok=False)
+    assert r.exit_code == 1 and "slug" in r.stderr

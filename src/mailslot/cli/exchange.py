@@ -144,6 +144,8 @@ def state_cmd(
     """Set your side's status for TOPIC (writes only your own STATE.md).
 
     \b
+    TOPIC is a full name (2026-11-29-gate-bug) or its slug (gate-bug: the
+    newest topic with it).
     STATUS is one of open, in-progress, blocked, done (anything else: exit 1,
     nothing written).
     'done' is refused while your side's newest entry is 'action: required' and
@@ -230,6 +232,8 @@ def read_cmd(env: Env, topic: str, as_json: bool) -> None:
     """Show every entry of TOPIC from both sides, in order, with both statuses.
 
     \b
+    TOPIC is a full name or its slug (the newest live topic with it, else the
+    newest archived one).
     Example:
       mailslot exchange read 2026-11-29-gate-bug --json
     """
@@ -251,6 +255,8 @@ def reopen_cmd(env: Env, topic: str, why: str, action: str, as_json: bool) -> No
     """Move TOPIC back out of done/ on both sides, set your side open, say why.
 
     \b
+    TOPIC is a full name or its slug (a live topic with the same slug wins:
+    give the full name to reopen an older one).
     Example:
       mailslot --as claude exchange reopen 2026-11-29-gate-bug --why "the fix regressed"
     """

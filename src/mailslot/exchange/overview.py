@@ -17,7 +17,7 @@ from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state, read_state_file
-from mailslot.exchange.topics import find_topic, list_topics
+from mailslot.exchange.topics import find_topic, list_topics, named_topic
 
 __all__ = ["TopicDetail", "TopicSummary", "read_topic", "topic_summaries"]
 
@@ -97,7 +97,9 @@ class TopicDetail:
 
 
 def read_topic(ex: Exchange, topic: str) -> TopicDetail:
-    """Everything in ``topic`` (live or archived); ``NotFound`` or ``InvalidName``."""
+    """Everything in ``topic`` (live or archived; a slug names the newest with it, as
+    ``named_topic`` says); ``NotFound`` or ``InvalidName``."""
+    topic = named_topic(ex, topic)
     ref = find_topic(ex, topic)
     if ref is None:
         raise NotFound(f"no topic {topic}", path=ex.root)

@@ -18,7 +18,7 @@ from mailslot.core.limits import check_bytes
 from mailslot.exchange.entries import ACTIONS, MAX_BODY_BYTES, SendResult, send
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.state import StateResult, read_state, set_state
-from mailslot.exchange.topics import find_topic
+from mailslot.exchange.topics import find_topic, named_topic
 
 __all__ = ["ReopenResult", "reopen"]
 
@@ -56,6 +56,7 @@ def reopen(ex: Exchange, agent: str, topic: str, why: str, *, action: str = "fyi
     if action not in ACTIONS:
         raise MailslotError(f"action must be one of {', '.join(ACTIONS)}")
     check_bytes("reason", why, MAX_BODY_BYTES - 1024)
+    topic = named_topic(ex, topic)
     ref = find_topic(ex, topic)
     if ref is None:
         raise NotFound(f"no topic {topic}", path=ex.root)

@@ -26,7 +26,7 @@ from mailslot.core.fsio import atomic_write
 from mailslot.exchange.entries import Entry, list_entries
 from mailslot.exchange.layout import STATE_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
-from mailslot.exchange.topics import find_topic
+from mailslot.exchange.topics import find_topic, named_topic
 
 __all__ = [
     "STATUSES",
@@ -184,6 +184,7 @@ def set_state(
     side = ex.side_of(agent)
     if status not in STATUSES:
         raise InvalidName("status", status, f"one of {', '.join(STATUSES)}")
+    topic = named_topic(ex, topic)  # a slug names the newest topic with it
     ref = find_topic(ex, topic)
     if ref is None:
         raise NotFound(f"no topic {topic}", path=ex.root)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mailslot.core.clock import now
-from mailslot.core.errors import Conflict, InvalidName
+from mailslot.core.errors import Conflict, InvalidName, NotFound
 from mailslot.core.names import SLUG_RE, TOPIC_RE, topic_name, validate_topic
 from mailslot.exchange.layout import DONE, Exchange
 
@@ -24,6 +24,7 @@ __all__ = [
     "find_topic",
     "linked",
     "list_topics",
+    "named_topic",
     "real_dir",
     "resolve_topic",
     "topic_names",
@@ -137,6 +138,26 @@ def find_topic(ex: Exchange, name: str) -> TopicRef | None:
                 ref.dirs[side] = path
                 ref.archived[side] = archived
     return ref if ref.dirs else None
+
+
+def named_topic(ex: Exchange, arg: str) -> str:
+    """The topic ``arg`` names, for commands that act on an existing topic (read, state, reopen).
+
+    A full ``YYYY-MM-DD-slug`` name is returned as given (the caller reports a missing one). A bare
+    slug, as ``send --topic`` takes, names the newest live topic with that slug, else the newest
+    archived one; ``NotFound`` if none has it, ``InvalidName`` if it is neither a name nor a slug.
+    """
+    if TOPIC_RE.fullmatch(arg):
+        return arg
+    if not SLUG_RE.fullmatch(arg):
+        raise InvalidName(
+            "topic", arg, "a topic YYYY-MM-DD-<slug> or the slug of one ([a-z0-9][a-z0-9-]{0,63})"
+        )
+    matches = [r for r in list_topics(ex, include_archived=True) if r.name[11:] == arg]
+    live = [r.name for r in matches if r.live]
+    if live or matches:
+        return max(live or [r.name for r in matches])
+    raise NotFound(f"no topic with the slug {arg} (mailslot exchange topics --all lists them)")
 
 
 def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:

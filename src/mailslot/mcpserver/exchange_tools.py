@@ -166,7 +166,7 @@ def exchange_tools(ex: Any, agent: str) -> list[ToolSpec]:
     """The exchange tools for ``agent`` in ``ex``, described with its live sides and folders."""
     side = ex.side_of(agent)
     other = ex.other(side)
-    topic = prop("string", "Full topic name YYYY-MM-DD-slug.")
+    topic = prop("string", "Topic: full name YYYY-MM-DD-slug, or a slug (the newest with it).")
     return [
         ToolSpec(
             "exchange_send",
