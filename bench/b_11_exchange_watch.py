@@ -23,6 +23,7 @@ from mailslot.core.clock import format_time, now
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.layout import load_exchange
 from mailslot.exchange.monitor import monitor
+from mailslot.exchange.overview import topic_summaries
 from mailslot.exchange.sweep import sweep
 from mailslot.exchange.watch import mark_all_seen
 
@@ -196,6 +197,8 @@ def run(tmp: Path) -> list[Result]:
             note="for reference: Python start and imports included",
         )
     )
+    tl = _timed(lambda: topic_summaries(ex), 5)
+    rows.append(dist(f"exchange topics, {TOPICS:,} topics (API)", tl, "ms", note="for reference"))
     sw = _timed(lambda: sweep(ex, "olu"), 3)
     rows.append(dist(f"exchange sweep, {TOPICS:,} topics (API)", sw, "ms", note="for reference"))
     return rows
