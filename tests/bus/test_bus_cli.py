@@ -95,6 +95,7 @@ def test_outbox_flow(root: Path, tmp_path: Path) -> None:
     assert r.exit_code == 3 and r.stderr.startswith("mailslot: empty: nothing to take")
     r = run(root, "outbox", "list", "--taken")
     assert "taken by beacon" in r.stdout
+    assert run(root, "outbox", "list").stdout.strip() == "outbox/ is empty"
 
 
 def test_tasks_flow(root: Path) -> None:
@@ -108,6 +109,7 @@ def test_tasks_flow(root: Path) -> None:
     assert r.exit_code == 0 and "[x]" in r.stdout
     r = run(root, "tasks", "list", "--open", "--json")
     assert json.loads(r.stdout)["tasks"] == []
+    assert run(root, "tasks", "list", "--open").stdout.strip() == "no open tasks"
     r = run(root, "tasks", "done", "ffffffff")
     assert r.exit_code == 1 and "no task with id" in r.stderr
 

@@ -175,7 +175,12 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
       mailslot outbox list --json
     """
     items = [i.to_json() for i in busoutbox.list_items(env.need_root(), taken=taken)]
-    emit({"items": items}, as_json, lambda r: "\n".join(_item_line(i) for i in r["items"]))
+    empty = "nothing taken yet (outbox/taken/ is empty)" if taken else "outbox/ is empty"
+    emit(
+        {"items": items},
+        as_json,
+        lambda r: "\n".join(_item_line(i) for i in r["items"]) or empty,
+    )
 
 
 @outbox.command("take")
@@ -243,7 +248,12 @@ def tasks_list(env: Env, owner: str | None, only_open: bool, as_json: bool) -> N
     found = [t.to_json() for t in bustasks.list_tasks(env.need_root(), owner)]
     if only_open:
         found = [t for t in found if not t["done"]]
-    emit({"tasks": found}, as_json, lambda r: "\n".join(_task_line(t) for t in r["tasks"]))
+    empty = "no open tasks" if only_open else "no tasks"
+    emit(
+        {"tasks": found},
+        as_json,
+        lambda r: "\n".join(_task_line(t) for t in r["tasks"]) or empty,
+    )
 
 
 @tasks.command("done")
