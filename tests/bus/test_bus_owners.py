@@ -240,6 +240,18 @@ def test_show_warns_about_likely_mistakes(root: Path) -> None:
     assert any("nobody may take" in w for w in shown["warnings"])
 
 
+def test_show_warns_about_a_path_on_two_rows(root: Path) -> None:
+    (root / "DIVISION-OF-WORK.md").write_text(
+        "| path | writer |\n|---|---|\n| docs/ | lantern |\n| outbox/taken/ | beacon |\n"
+        "| docs/ | beacon |\n| outbox/taken/ | beacon |\n"
+    )
+    warnings = owners.show(root)["warnings"]
+    assert "lines 3 and 5 both own 'docs/', for lantern and beacon" in warnings[0]
+    assert warnings[1] == "line 6 repeats line 4 ('outbox/taken/')"
+    with pytest.raises(MailslotError, match="owned equally"):  # what the warning foretells
+        owners.check(root, "lantern", ["docs/guide.md"])
+
+
 def test_a_symlink_does_not_launder_a_write_into_an_owned_path(root: Path) -> None:
     (root / "docs").mkdir()
     (root / "other").mkdir()

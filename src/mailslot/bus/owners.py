@@ -297,7 +297,8 @@ def show(root: Path) -> dict[str, Any]:
     """The charter's rows plus warnings about likely mistakes; ``FormatError``, ``NotFound``.
 
     Warned: an exact row naming an existing directory (``src`` owns only that name; ``src/``
-    would own everything below it), and the outbox without a consumer.
+    would own everything below it), a path on two rows (for two writers, nobody may write it),
+    and the outbox without a consumer.
     """
     layout = Layout.at(root)
     charter = load(root)
@@ -307,6 +308,18 @@ def show(root: Path) -> dict[str, Any]:
         for r in charter.rules
         if not r.is_dir and r.specificity()[1] == 1 and (layout.root / r.pattern).is_dir()
     ]
+    first: dict[str, Rule] = {}
+    for r in charter.rules:
+        was = first.setdefault(r.pattern, r)
+        if was is r:
+            continue
+        if was.writer != r.writer:
+            warnings.append(
+                f"lines {was.lineno} and {r.lineno} both own {r.pattern!r}, for {was.writer} and "
+                f"{r.writer}: every write there is refused until one row goes"
+            )
+        else:
+            warnings.append(f"line {r.lineno} repeats line {was.lineno} ({r.pattern!r})")
     if consumer(charter) is None:
         warnings.append(f"no writer of {TAKEN}/: nobody may take from the outbox")
     return {**charter.to_json(), "warnings": warnings}
