@@ -78,6 +78,11 @@ def test_fast_listing_matches_the_full_parsers(tmp_path: Path) -> None:
     hand_entry(root, "claude", "2026-11-01-badtime", 2, "olu", "yesterday")
     hand_entry(root, "claude", "2026-11-01-badaction", 1, "olu", "2026-11-01T09:00:00Z", "maybe")
     hand_state(root, "olu", "2026-11-01-badaction", "finished", "2026-11-01T09:00:00Z")
+    # a header the quick scanner must leave to YAML (which refuses it): unknown, not done
+    hand_entry(root, "olu", "2026-11-01-yamlish", 1, "claude", "2026-11-01T09:00:00Z")
+    (root / "to-olu" / "2026-11-01-yamlish" / STATE_NAME).write_text(
+        "status: done\ntags: [a, b\nupdated_at: 2026-11-01T10:00:00Z\n"
+    )
     # a header only the full parser can read, and one nobody can
     odd = root / "to-olu" / "2026-11-02-odd"
     odd.mkdir()
@@ -112,7 +117,8 @@ def test_fast_listing_matches_the_full_parsers(tmp_path: Path) -> None:
         fast, slow = _fast(ex, include_archived), _oracle(ex, include_archived)
         assert fast == slow
     rows = {r["topic"]: r for r in _fast(ex, True)}
-    assert len(rows) == 10  # the check above covered every kind of topic
+    assert len(rows) == 11  # the check above covered every kind of topic
+    assert rows["2026-11-01-yamlish"]["status"]["claude"] == "unknown"
     assert rows["2026-11-03-weird"]["status"]["olu"] == "unknown"  # STATE.md is a directory
     assert rows["2026-11-03-weird"]["held"] == []  # planted, not placed by the tick
     assert rows[plain]["held"] == ["olu"]

@@ -25,6 +25,34 @@ ENTRIES = [
     "no frontmatter at all\n",
     "---\nfrom: claude\nat: 2026-11-29 18:14:00Z\naction: 'fyi'\n---\nspace T\n",
 ]
+# Lines YAML refuses or reads as something other than their text (found by review): each is
+# added to an otherwise plain header, which the scanner must then leave to the parser.
+ODD_LINES = [
+    "tags: [a, b",
+    "on: x",
+    "null: x",
+    "note: a\x07b",
+    "# \x01",
+    "note: a:",
+    'note: "abc',
+    "note: ]",
+    "note: - a",
+    "note: a\u2028b",
+    "note: a\x85b",
+    "note: 'it''s'",
+    'note: "a\\tb"',
+    "from: null",
+    "from: 7",
+    "from: yes",
+    "extra: 0x1F",
+    "extra: .5",
+    "extra: ~",
+    "extra:",
+]
+ENTRIES += [
+    f"---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\n{line}\n---\nx\n"
+    for line in ODD_LINES
+]
 
 
 @pytest.mark.parametrize("text", ENTRIES)
@@ -33,11 +61,12 @@ def test_read_and_peek_entry_agree_with_the_parser(tmp_path: Path, text: str) ->
     p.write_bytes(text.encode())
     full = parse_entry(p, "claude", "t")
     fast = read_entry(p, "claude", "t")
-    assert (fast.at, fast.action, fast.body, fast.error is None) == (
+    assert (fast.at, fast.action, fast.body, fast.error is None, fast.meta) == (
         full.at,
         full.action,
         full.body,
         full.error is None,
+        full.meta,
     )
     peek = peek_entry(p)
     assert (peek.at, peek.action) == (full.at, full.action)
@@ -51,6 +80,7 @@ STATES = [
     "status: done\n",
     "status: done\nstatus: open\nupdated_at: 2026-11-29T18:20:00Z\n",
     "status: [done\n",
+    *(f"status: done\ntags: []\nupdated_at: 2026-11-29T18:20:00Z\n{line}\n" for line in ODD_LINES),
 ]
 
 
@@ -99,6 +129,7 @@ _LINES = st.sampled_from(
         "tags: [a, b]",
         "key with space: 1",
         "---",
+        *ODD_LINES,
     ]
 )
 
@@ -117,7 +148,12 @@ def test_scanner_never_disagrees_with_the_parser(tmp_path: Path, header, body, c
     p.write_bytes(text.encode())
     full = parse_entry(p, "claude", "t")
     fast = read_entry(p, "claude", "t")
-    assert (fast.at, fast.action, fast.body) == (full.at, full.action, full.body)
+    assert (fast.at, fast.action, fast.body, fast.meta) == (
+        full.at,
+        full.action,
+        full.body,
+        full.meta,
+    )
     assert (fast.error is None) == (full.error is None)
     peek = peek_entry(p)
     assert (peek.at, peek.action) == (full.at, full.action)
@@ -144,6 +180,7 @@ _STATE_LINES = st.sampled_from(
         "# comment",
         "",
         "---",
+        *ODD_LINES,
     ]
 )
 

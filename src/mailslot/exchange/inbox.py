@@ -52,6 +52,19 @@ _TIME_SHAPE = re.compile(
     r"(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:?[0-9]{2})$"
 )
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# Words YAML 1.1 reads as a boolean or null, not a string (as a key, the strict loader refuses
+# them; as a value, they are not the text they look like).
+_NOT_STRINGS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n", "~"})
+_NUMBER_START = frozenset("0123456789+-.")
+# A plain scalar cannot start with these (an empty value is not a string either).
+_INDICATORS = frozenset("-?:,[]{}#&*!|>%@`") | {""}
+_DQUOTED = re.compile(r'"[^"\\]*"')
+_SQUOTED = re.compile(r"'[^']*'")
+_FLOW_WORDS = re.compile(r"\[ *(?:[A-Za-z0-9_.-]+(?: *, *[A-Za-z0-9_.-]+)*)? *\]")
+# Outside YAML's printable set, or a line break to YAML (NEL, LS, PS, a lone CR), or a BOM.
+_UNSAFE = re.compile(
+    "[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
 
 
 @dataclass(slots=True)
@@ -211,14 +224,16 @@ def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
         block = text[first + 1 : end]
     else:
         block = text
+    if _UNSAFE.search(block):
+        return None  # a character YAML refuses or reads as a line break, even in a comment
     out: dict[str, str] = {}
     for line in block.split("\n"):
         key, sep, value = line.partition(":")
         if sep and value[:1] == " " and "\t" not in value and _KEY.fullmatch(key):
             value = value.strip(" ")
-            if key in out or value[:1] in "|>&*!{%@`#" or " #" in value or ": " in value:
+            if key in out or key.lower() in _NOT_STRINGS or not _plain_value(value, not fenced):
                 return None
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            if value[:1] in "\"'":
                 value = value[1:-1]
             out[key] = value
         elif not line.strip() or line.lstrip()[:1] == "#":
@@ -226,6 +241,29 @@ def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
         else:  # indented or list lines continue something: the parser's to judge
             return None
     return out
+
+
+def _plain_value(value: str, lists: bool) -> bool:
+    """Whether YAML reads ``value`` (after ``key: ``) as exactly this text, quotes aside: a
+    quoted string without escapes, a plain scalar that is no boolean, null or number, starts
+    with no indicator and has no comment or mapping inside, or a flat flow list of plain words
+    (``tags: [a, b]`` in a STATE.md, when ``lists``: nobody reads its items from here)."""
+    first = value[:1]
+    if first == '"':
+        return _DQUOTED.fullmatch(value) is not None
+    if first == "'":
+        return _SQUOTED.fullmatch(value) is not None
+    if first == "[":
+        return lists and _FLOW_WORDS.fullmatch(value) is not None
+    if first in _NUMBER_START and not _TIME_SHAPE.match(value):
+        return False  # YAML may read it as a number (times stay strings in the strict loader)
+    return (
+        first not in _INDICATORS
+        and value.lower() not in _NOT_STRINGS
+        and " #" not in value
+        and ": " not in value
+        and value[-1:] != ":"
+    )
 
 
 def _time(value: str | None) -> datetime | None:
