@@ -135,6 +135,46 @@ def test_closeout_retry_reaches_the_missed_member_without_repeating(pair, tmp_pa
         assert "5b2d" in list_entries(ex, topic)[-1].body
 
 
+RACER = """
+import sys, time
+from pathlib import Path
+from mailslot.exchange.dispatch import closeout
+go = Path(sys.argv[2])
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+closeout(sys.argv[1], "Fixed in 4a1c.")
+"""
+
+
+def test_concurrent_closeout_retries_reach_each_member_once(pair, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    olu, chuka = pair
+    g = dispatch([olu.root, chuka.root], "claude", "gate-review", "required", "Brief.")
+    topic = g.members[0].topic
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, g.group, str(go)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    go.touch()
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
+    for ex in (olu, chuka):
+        copies = [e for e in list_entries(ex, topic) if "Fixed in 4a1c." in e.body]
+        assert len(copies) == 1, [e.name for e in copies]
+    assert len(load_group(g.group).closeouts) == 1  # three runs found everyone reached
+    forced = closeout(g.group, "Fixed in 4a1c.", again=True)
+    assert not any(r.get("already") for r in forced.results)
+    for ex in (olu, chuka):
+        assert sum("Fixed in 4a1c." in e.body for e in list_entries(ex, topic)) == 2
+
+
 def test_refusals_send_nothing(pair, tmp_path) -> None:
     olu, chuka = pair
     with pytest.raises(MailslotError, match="at least two"):

@@ -388,8 +388,11 @@ def dispatch_cmd(
 @click.argument("group")
 @click.argument("body", required=False)
 @click.option("--action", default="fyi", show_default=True, metavar="required|fyi")
+@click.option(
+    "--again", is_flag=True, help="Send even to members this same close-out already reached."
+)
 @json_option
-def closeout_cmd(group: str, body: str | None, action: str, as_json: bool) -> None:
+def closeout_cmd(group: str, body: str | None, action: str, again: bool, as_json: bool) -> None:
     """Send the same close-out to every exchange a dispatched brief went to.
 
     \b
@@ -402,7 +405,7 @@ def closeout_cmd(group: str, body: str | None, action: str, as_json: bool) -> No
     """
     from mailslot.exchange.dispatch import closeout
 
-    r = closeout(group, read_body(body), action=action)
+    r = closeout(group, read_body(body), action=action, again=again)
     lines = [
         f"{x['root']}: "
         + (f"ERROR {x['error']}" if x.get("error") else x["entry"])

@@ -26,7 +26,7 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import state_dir
 from mailslot.core.errors import Conflict, InvalidName, MailslotError, NotFound
-from mailslot.core.fsio import atomic_create, atomic_write
+from mailslot.core.fsio import atomic_create, atomic_write, file_lock
 from mailslot.core.limits import check_bytes
 from mailslot.core.names import validate_slug
 from mailslot.exchange.entries import ACTIONS, ENTRY_RE, MAX_BODY_BYTES, list_entries, send
@@ -258,22 +258,35 @@ class CloseoutResult:
 
 
 def closeout(
-    group: str, body: str, *, action: str = "fyi", base: Path | None = None
+    group: str,
+    body: str,
+    *,
+    action: str = "fyi",
+    again: bool = False,
+    base: Path | None = None,
 ) -> CloseoutResult:
     """Send the same close-out to every member of ``group``; an archived topic is reopened with it.
 
     ``NotFound`` for an unknown group; a member that cannot be reached is reported in the result
     (``raise_for_errors``), never skipped silently. Run again with the same ``body`` and
     ``action`` (a retry after an error), it sends only to the members it has not reached yet;
-    those it reached are listed with ``already`` and the entry they got. A different body is a
-    new close-out and goes to every member.
+    those it reached are listed with ``already`` and the entry they got (``again`` sends to them
+    anyway). A different body is a new close-out and goes to every member. Runs for one group
+    take turns (a lock beside the group file), and each member reached is saved at once, so
+    neither a concurrent retry nor an interrupted run sends anyone the same close-out twice.
     """
-    g = load_group(group, base=base)
     if action not in ACTIONS:
         raise MailslotError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if not body.strip():
         raise MailslotError("the close-out is empty")
     check_bytes("close-out", body, MAX_BODY_BYTES - NOTE_BYTES)
+    load_group(group, base=base)  # NotFound before any lock file is made
+    with file_lock(_path(group, base).with_name(f".{group}.lock")):
+        g = load_group(group, base=base)
+        return _closeout(g, body, action, again, base)
+
+
+def _closeout(g: Group, body: str, action: str, again: bool, base: Path | None) -> CloseoutResult:
     n = len(g.members)
     text = (
         f"Close-out of dispatch group {g.group}: the same close-out goes to all {n} reviewers "
@@ -283,16 +296,17 @@ def closeout(
     reached = {  # root -> the entry an earlier run of this same close-out became there
         r["root"]: r["entry"]
         for c in g.closeouts
-        if c.get("digest") == digest
+        if c.get("digest") == digest and not again
         for r in c.get("results", [])
-        if r.get("entry") and not r.get("error")
+        if r.get("entry") and not r.get("already") and not r.get("error")
     }
     results: list[dict[str, Any]] = []
+    record = {"at": format_time(now()), "action": action, "digest": digest, "results": results}
     for m in g.members:
         row: dict[str, Any] = {"root": m.root, "topic": m.topic}
+        results.append(row)
         if m.root in reached:
             row.update(entry=reached[m.root], already=True)
-            results.append(row)
             continue
         try:
             ex = load_exchange(Path(m.root))
@@ -308,12 +322,9 @@ def closeout(
                 row["reopened"] = True
         except (MailslotError, OSError) as e:
             row["error"] = str(e)
-        results.append(row)
-    if not all(r.get("already") for r in results):
-        g.closeouts.append(
-            {"at": format_time(now()), "action": action, "digest": digest, "results": results}
-        )
-        _save(g, base)
+        if not g.closeouts or g.closeouts[-1] is not record:
+            g.closeouts.append(record)
+        _save(g, base)  # at once: an interrupted run still knows whom it reached
     return CloseoutResult(g.group, results)
 
 
