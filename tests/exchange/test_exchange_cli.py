@@ -292,8 +292,10 @@ def test_read_state_reopen_take_the_slug_send_took(tmp_path) -> None:
     (older / "0001-claude.md").write_text(
         "---\nfrom: claude\nat: 2026-01-05T10:00:00Z\naction: fyi\n---\nold\n"
     )
+    (root / "to-claude" / "2026-99-99-gate").mkdir()  # a hand-made name with no real date
     topic = json.loads(run(root, "exchange", "read", "gate", "--json").stdout)["topic"]
     assert topic.endswith("-gate") and topic != "2026-01-05-gate"  # the newest live one
+    (root / "to-claude" / "2026-99-99-gate").rmdir()
     r = run(root, "exchange", "state", "gate", "done", "--json", agent="claude")
     assert json.loads(r.stdout)["topic"] == topic
     run(root, "exchange", "state", "gate", "done", agent="olu")

@@ -140,6 +140,15 @@ def find_topic(ex: Exchange, name: str) -> TopicRef | None:
     return ref if ref.dirs else None
 
 
+def _dated(name: str) -> bool:
+    """Whether ``name``'s date is a real one (a hand-made ``2026-99-99-x`` names nothing)."""
+    try:
+        validate_topic(name)
+    except InvalidName:
+        return False
+    return True
+
+
 def named_topic(ex: Exchange, arg: str) -> str:
     """The topic ``arg`` names, for commands that act on an existing topic (read, state, reopen).
 
@@ -153,7 +162,9 @@ def named_topic(ex: Exchange, arg: str) -> str:
         raise InvalidName(
             "topic", arg, "a topic YYYY-MM-DD-<slug> or the slug of one ([a-z0-9][a-z0-9-]{0,63})"
         )
-    matches = [r for r in list_topics(ex, include_archived=True) if r.name[11:] == arg]
+    matches = [
+        r for r in list_topics(ex, include_archived=True) if r.name[11:] == arg and _dated(r.name)
+    ]
     live = [r.name for r in matches if r.live]
     if live or matches:
         return max(live or [r.name for r in matches])
@@ -178,7 +189,7 @@ def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
         raise InvalidName(
             "topic", arg, "a slug ([a-z0-9][a-z0-9-]{0,63}) or a topic YYYY-MM-DD-<slug>"
         )
-    matches = [r.name for r in list_topics(ex) if r.name[11:] == arg]
+    matches = [r.name for r in list_topics(ex) if r.name[11:] == arg and _dated(r.name)]
     if matches:
         return max(matches), True
     if full:
