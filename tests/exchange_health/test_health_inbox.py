@@ -25,8 +25,9 @@ ENTRIES = [
     "no frontmatter at all\n",
     "---\nfrom: claude\nat: 2026-11-29 18:14:00Z\naction: 'fyi'\n---\nspace T\n",
 ]
-# Lines YAML refuses or reads as something other than their text (found by review): each is
-# added to an otherwise plain header, which the scanner must then leave to the parser.
+# Lines YAML refuses or reads as something other than their text (found by review), which the
+# scanner must leave to the parser, and (EDGE_LINES) plain lines at the edge of its one-match
+# path: each is added to an otherwise plain header, read exactly as the parser reads it.
 ODD_LINES = [
     "tags: [a, b",
     "on: x",
@@ -49,6 +50,23 @@ ODD_LINES = [
     "extra: ~",
     "extra:",
 ]
+# Plain lines at the edge of the one-match fast path (it must agree with the line loop and YAML).
+EDGE_LINES = [
+    "from: claude.bot",
+    "from: a@b/c",
+    "from: _x-1",
+    "from: Yes",
+    "from: n",
+    "from: yesterday",
+    "nope: x",
+    "ON: x",
+    "at: 2026-11-29T18:14:00+0100",
+    "at: 2026-11-29T18:14:00.123456789Z",
+    "tags: []",
+    "tags: [ ]",
+    "updated_at: 2026-11-29T18:20:00Z",
+]
+ODD_LINES += EDGE_LINES
 ENTRIES += [
     f"---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\n{line}\n---\nx\n"
     for line in ODD_LINES

@@ -61,6 +61,18 @@ _INDICATORS = frozenset("-?:,[]{}#&*!|>%@`") | {""}
 _DQUOTED = re.compile(r'"[^"\\]*"')
 _SQUOTED = re.compile(r"'[^']*'")
 _FLOW_WORDS = re.compile(r"\[ *(?:[A-Za-z0-9_.-]+(?: *, *[A-Za-z0-9_.-]+)*)? *\]")
+# The common header in one match: every line ``key: word`` or ``key: <time>`` (and ``tags: []``
+# in a STATE.md), none of them a YAML boolean or null; anything else takes the line loop.
+_WORD = r"[A-Za-z_][A-Za-z0-9_.@/-]*"
+_TIME_VALUE = (
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})"
+)
+_BOOL_OR_NULL = "(?i:yes|no|true|false|on|off|null|y|n)"  # _NOT_STRINGS, "~" aside
+_PLAIN_KEY = rf"(?!{_BOOL_OR_NULL}:)[A-Za-z_][A-Za-z0-9_-]*: (?!{_BOOL_OR_NULL}\n)"
+_PLAIN_HEADER = re.compile(rf"(?:{_PLAIN_KEY}(?:{_TIME_VALUE}|{_WORD})\n)*")
+_PLAIN_STATE = re.compile(rf"(?:{_PLAIN_KEY}(?:{_TIME_VALUE}|\[\]|{_WORD})\n)*")
+_PAIR = re.compile(r"([^:\n]+): ([^\n]*)\n")
 # Outside YAML's printable set, or a line break to YAML (NEL, LS, PS, a lone CR), or a BOM.
 _UNSAFE = re.compile(
     "[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
@@ -224,6 +236,12 @@ def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
         block = text[first + 1 : end]
     else:
         block = text
+    whole = block if block[-1:] == "\n" else block + "\n"
+    if (_PLAIN_STATE if not fenced else _PLAIN_HEADER).fullmatch(whole):
+        pairs: list[tuple[str, str]] = _PAIR.findall(whole)
+        found = dict(pairs)
+        if len(found) == len(pairs):  # a key given twice is the parser's to refuse
+            return found  # what the loop below would return, found in one pass
     if _UNSAFE.search(block):
         return None  # a character YAML refuses or reads as a line break, even in a comment
     out: dict[str, str] = {}
