@@ -59,12 +59,41 @@ def test_an_edit_inside_an_archived_topic_is_committed_by_the_periodic_check(ex)
     hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
     assert tick(root)["archived"] == [T]
     (root / "to-claude" / "done" / T / "0001-olu.md").write_text("tampered\n")
-    state_path = root / ".mailslot" / "tick-state.json"
-    state = json.loads(state_path.read_text())
-    state["git_checked_ns"] = 0  # the last full git check was long ago
-    state_path.write_text(json.dumps(state))
+    git_path = root / ".mailslot" / "tick-git.json"
+    checked = json.loads(git_path.read_text())
+    assert checked["git_clean"] and checked["git_checked_ns"] > 0
+    git_path.write_text(json.dumps({**checked, "git_checked_ns": 0}))  # checked long ago
     assert tick(root)["commit"]
     assert "tampered" in git(root, "show", f"HEAD:to-claude/done/{T}/0001-olu.md")
+
+
+def test_the_periodic_git_check_of_a_quiet_exchange_leaves_the_records_alone(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    tick(root)
+    records = root / ".mailslot" / "tick-state.json"
+    git_path = root / ".mailslot" / "tick-git.json"
+    before = records.stat().st_mtime_ns, records.read_bytes()
+    git_path.write_text(json.dumps({**json.loads(git_path.read_text()), "git_checked_ns": 0}))
+    out = tick(root)
+    assert out["commit"] is None and not out["new_entries"]
+    assert (records.stat().st_mtime_ns, records.read_bytes()) == before
+    assert json.loads(git_path.read_text())["git_checked_ns"] > 0  # the check ran and is kept
+
+
+def test_git_check_times_kept_by_an_older_tick_move_to_their_own_file(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    tick(root)
+    records = root / ".mailslot" / "tick-state.json"
+    git_path = root / ".mailslot" / "tick-git.json"
+    old = {**json.loads(records.read_text()), **json.loads(git_path.read_text())}
+    records.write_text(json.dumps(old))  # as the tick before this change kept them
+    git_path.unlink()
+    out = tick(root)
+    assert out["commit"] is None and not out["new_entries"]  # nothing mistaken for new
+    assert "git_checked_ns" not in json.loads(records.read_text())
+    assert json.loads(git_path.read_text())["git_checked_ns"] == old["git_checked_ns"]
 
 
 def test_corrupt_tick_state_reports_everything_as_new(ex) -> None:

@@ -43,9 +43,13 @@ from mailslot.exchange.scan import Parsed, SideCopy, TopicScan, parse_cached, pa
 from mailslot.exchange.topics import linked
 from mailslot.notify import AppriseNotifier, Notifier
 
-__all__ = ["HEARTBEAT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
+__all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
 
 TICK_STATE = "tick-state.json"
+# When git was last checked and found clean, kept apart from TICK_STATE (megabytes over 10,000
+# topics) so the periodic git check of a quiet exchange rewrites a few bytes, not the records.
+TICK_GIT = "tick-git.json"
+_GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 HEARTBEAT = "heartbeat"
 # How long a tick waits for a previous one to finish before giving up loudly; a tick takes well
 # under a second, so a lock held this long means a stuck run someone must look at.
@@ -151,6 +155,18 @@ def _load_state(path: Path, result: TickResult) -> dict[str, Any]:
         return {}
 
 
+def _load_git(path: Path, prev: dict[str, Any]) -> dict[str, Any]:
+    """The last git check (``_GIT_KEYS``); from an older tick state if there is no file yet;
+    empty (so git is checked now) if it cannot be read."""
+    try:
+        data = json.loads(path.read_bytes())
+        return data if isinstance(data, dict) else {}
+    except FileNotFoundError:
+        return {k: prev[k] for k in _GIT_KEYS if k in prev}
+    except (ValueError, OSError):
+        return {}
+
+
 def _dt(us: int | None) -> datetime | None:
     return datetime.fromtimestamp(us / 1_000_000, UTC) if us is not None else None
 
@@ -169,9 +185,11 @@ class _Tick:
         self.lines: list[str] = []
         self.touched = False  # this tick changed something on disk (git must look)
         self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
-        self.git_clean = bool(self.prev.get("git_clean"))
-        self.git_checked = int(self.prev.get("git_checked_ns", 0))
-        self.rsig: str = self.prev.get("root", "")
+        self.git_path = ex.meta / TICK_GIT
+        self.git_prev = _load_git(self.git_path, self.prev)
+        self.git_clean = bool(self.git_prev.get("git_clean"))
+        self.git_checked = int(self.git_prev.get("git_checked_ns", 0))
+        self.rsig: str = str(self.git_prev.get("root", ""))
         self.frozen = False
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
@@ -511,7 +529,8 @@ class _Tick:
             return
         self.rsig = self.root_sig()
         stale = time.time_ns() - self.git_checked > GIT_FULL_CHECK_NS
-        if not (self.touched or stale or not self.git_clean or self.rsig != self.prev.get("root")):
+        same_root = self.rsig == self.git_prev.get("root")
+        if not (self.touched or stale or not self.git_clean or not same_root):
             return  # nothing changed anywhere the tick looks, and git was clean last time
         parts = []
         for label, items in (
@@ -576,14 +595,15 @@ class _Tick:
             "topics": topics,
             "archived": sorted(archived),
             "pending": pending if self.notifier is not None else [],
-            "git_clean": self.git_clean,
-            "git_checked_ns": self.git_checked,
-            "root": self.rsig,
             "tick_ns": time.time_ns(),
         }
+        git = {"git_clean": self.git_clean, "git_checked_ns": self.git_checked, "root": self.rsig}
         if self.holds != self.holds_before:
             save_holds(self.ex, self.holds)
-        if any(state[k] != self.prev.get(k) for k in state if k != "tick_ns"):
+        moved = any(k in self.prev for k in _GIT_KEYS)  # kept there by an older tick: move once
+        if git != self.git_prev or moved:
+            atomic_write(self.git_path, json.dumps(git) + "\n", mode=0o600)
+        if moved or any(state[k] != self.prev.get(k) for k in state if k != "tick_ns"):
             atomic_write(self.state_path, json.dumps(state, separators=(",", ":")), mode=0o600)
 
 
