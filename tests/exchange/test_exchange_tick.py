@@ -96,6 +96,36 @@ def test_git_check_times_kept_by_an_older_tick_move_to_their_own_file(ex) -> Non
     assert json.loads(git_path.read_text())["git_checked_ns"] == old["git_checked_ns"]
 
 
+def test_an_older_ticks_word_on_git_wins_over_the_git_file(ex) -> None:
+    # An old install's tick ran after ours and could not commit (git_clean false in the tick
+    # state, where it keeps that); our tick-git.json still says clean and recent.
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
+    assert tick(root)["archived"] == [T]
+    (root / "to-claude" / "done" / T / "0001-olu.md").write_text("edited later\n")
+    records = root / ".mailslot" / "tick-state.json"
+    state = json.loads(records.read_text())
+    checked = json.loads((root / ".mailslot" / "tick-git.json").read_text())
+    records.write_text(json.dumps({**state, **checked, "git_clean": False}))
+    assert tick(root)["commit"]
+    assert git(root, "status", "--porcelain") == ""
+
+
+def test_a_git_file_with_wrong_types_means_check_git_now(ex) -> None:
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
+    assert tick(root)["archived"] == [T]
+    (root / "to-claude" / "done" / T / "0001-olu.md").write_text("edited later\n")
+    git_path = root / ".mailslot" / "tick-git.json"
+    git_path.write_text('{"git_clean": true, "git_checked_ns": null, "root": ""}')
+    assert tick(root)["commit"]  # not a crash, and not a skipped check
+    assert json.loads(git_path.read_text())["git_checked_ns"] > 0
+
+
 def test_corrupt_tick_state_reports_everything_as_new(ex) -> None:
     root = ex.root
     hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")

@@ -156,15 +156,26 @@ def _load_state(path: Path, result: TickResult) -> dict[str, Any]:
 
 
 def _load_git(path: Path, prev: dict[str, Any]) -> dict[str, Any]:
-    """The last git check (``_GIT_KEYS``); from an older tick state if there is no file yet;
-    empty (so git is checked now) if it cannot be read."""
-    try:
-        data = json.loads(path.read_bytes())
-        return data if isinstance(data, dict) else {}
-    except FileNotFoundError:
-        return {k: prev[k] for k in _GIT_KEYS if k in prev}
-    except (ValueError, OSError):
+    """The last git check (``_GIT_KEYS``); empty (so git is checked now) if it cannot be read.
+
+    Git fields in the tick state come first: only a tick from before ``TICK_GIT`` writes them
+    there (an upgrade, or an old install still on a timer), so they are the newest word.
+    """
+    if any(k in prev for k in _GIT_KEYS):
+        data: Any = {k: prev[k] for k in _GIT_KEYS if k in prev}
+    else:
+        try:
+            data = json.loads(path.read_bytes())
+        except (ValueError, OSError):
+            return {}
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("git_clean"), bool)
+        and isinstance(data.get("git_checked_ns"), int)
+        and isinstance(data.get("root"), str)
+    ):
         return {}
+    return data
 
 
 def _dt(us: int | None) -> datetime | None:
