@@ -111,6 +111,21 @@ def test_peek_state_agrees_with_the_parser(tmp_path: Path, text: str) -> None:
     assert (fast.status, fast.updated_at) == (full.status, full.updated_at)
 
 
+def test_a_fence_cut_by_the_4096_byte_head_is_no_fence(tmp_path: Path) -> None:
+    from mailslot.exchange.inbox import PEEK_BYTES
+
+    start = "---\nfrom: claude\nat: 2026-11-29T18:14:00Z\naction: fyi\npad: "
+    pad = "a" * (PEEK_BYTES - 3 - len(start) - 1)  # '---' of the next line ends the head
+    text = start + pad + "\n---x: y\naction: required\n---\nbody\n"
+    assert text.encode()[PEEK_BYTES - 3 : PEEK_BYTES] == b"---"
+    p = tmp_path / "0001-claude.md"
+    p.write_text(text)
+    full = parse_entry(p, "claude", "t")
+    assert full.error is not None and full.action is None  # 'action' twice: no reading
+    peek = peek_entry(p)
+    assert (peek.at, peek.action) == (full.at, full.action)
+
+
 def test_missing_state_is_open(tmp_path: Path) -> None:
     assert peek_state(tmp_path / "STATE.md").status == "open"
 

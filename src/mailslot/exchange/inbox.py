@@ -353,7 +353,8 @@ def peek_entry(path: Path | str) -> EntryPeek:
     """``at`` and ``action`` of an entry file; never raises (problems land in ``error``)."""
     try:
         raw, whole, ctime = _head(path)
-        fields = _simple_fields(raw, fenced=True)
+        # a cut head ends at its last whole line: a '---' cut out of '---x: y' is no fence
+        fields = _simple_fields(raw if whole else raw[: raw.rfind(b"\n") + 1], fenced=True)
         if (
             fields is not None
             and {"from", "at", "action"} <= fields.keys()
