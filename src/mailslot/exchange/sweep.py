@@ -34,15 +34,20 @@ __all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
 _HELD_ENTRY = re.compile(r"wrote `([0-9]{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
 
 
-def live_pairs(ex: Exchange) -> dict[str, dict[str, TopicDir]]:
+def live_pairs(ex: Exchange, *, include_archived: bool = False) -> dict[str, dict[str, TopicDir]]:
     """Live (or half-archived) topics -> inbox side -> its directory (a ``done/`` copy if only
-    that side archived it)."""
+    that side archived it); with ``include_archived``, archived topics too. A live copy wins
+    over a stale one in ``done/`` on the same side. Sorted by topic."""
     a, b = ex.sides
     live = {s: side_dirs(ex, s) for s in ex.sides}
     live_a, live_b = live[a], live[b]
     done: dict[str, set[str]] = {}
+    names = live_a.keys() | live_b.keys()
+    if include_archived:
+        done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
+        names |= done[a] | done[b]
     out: dict[str, dict[str, TopicDir]] = {}
-    for name in sorted(live_a.keys() | live_b.keys()):
+    for name in sorted(names):
         da, db = live_a.get(name), live_b.get(name)
         if da is not None and db is not None:  # the common case: live on both sides
             out[name] = {a: da, b: db}
