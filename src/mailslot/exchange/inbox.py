@@ -47,11 +47,11 @@ __all__ = [
 # Frontmatter worth scanning by hand is a few short lines; anything longer takes the full parser.
 PEEK_BYTES = 4096
 # What parse_time accepts, checked cheaply; the full parse happens when the time is used.
-_TIME_SHAPE = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}"
-    r"(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:?[0-9]{2})$"
-)
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_CLOCK = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
+_TIME_SHAPE = re.compile(rf"{_DATE}[T ]{_CLOCK}$")
+_KEY_TEXT = r"[A-Za-z_][A-Za-z0-9_-]*"
+_KEY = re.compile(_KEY_TEXT)
 # Words YAML 1.1 reads as a boolean or null, not a string (as a key, the strict loader refuses
 # them; as a value, they are not the text they look like).
 _NOT_STRINGS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n", "~"})
@@ -64,12 +64,9 @@ _FLOW_WORDS = re.compile(r"\[ *(?:[A-Za-z0-9_.-]+(?: *, *[A-Za-z0-9_.-]+)*)? *\]
 # The common header in one match: every line ``key: word`` or ``key: <time>`` (and ``tags: []``
 # in a STATE.md), none of them a YAML boolean or null; anything else takes the line loop.
 _WORD = r"[A-Za-z_][A-Za-z0-9_.@/-]*"
-_TIME_VALUE = (
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?"
-    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})"
-)
-_BOOL_OR_NULL = "(?i:yes|no|true|false|on|off|null|y|n)"  # _NOT_STRINGS, "~" aside
-_PLAIN_KEY = rf"(?!{_BOOL_OR_NULL}:)[A-Za-z_][A-Za-z0-9_-]*: (?!{_BOOL_OR_NULL}\n)"
+_TIME_VALUE = rf"{_DATE}T{_CLOCK}"
+_BOOL_OR_NULL = "(?i:" + "|".join(sorted(w for w in _NOT_STRINGS if w.isalpha())) + ")"
+_PLAIN_KEY = rf"(?!{_BOOL_OR_NULL}:){_KEY_TEXT}: (?!{_BOOL_OR_NULL}\n)"
 _PLAIN_HEADER = re.compile(rf"(?:{_PLAIN_KEY}(?:{_TIME_VALUE}|{_WORD})\n)*")
 _PLAIN_STATE = re.compile(rf"(?:{_PLAIN_KEY}(?:{_TIME_VALUE}|\[\]|{_WORD})\n)*")
 _PAIR = re.compile(r"([^:\n]+): ([^\n]*)\n")
