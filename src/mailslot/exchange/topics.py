@@ -149,6 +149,18 @@ def _dated(name: str) -> bool:
     return True
 
 
+def _newest_with_slug(ex: Exchange, slug: str, *, archived_too: bool) -> str | None:
+    """The newest live topic whose slug is ``slug``; with ``archived_too`` and none live, the
+    newest archived one; ``None`` if there is none."""
+    refs = [
+        r
+        for r in list_topics(ex, include_archived=archived_too)
+        if r.name[11:] == slug and _dated(r.name)
+    ]
+    live = [r.name for r in refs if r.live]
+    return max(live or [r.name for r in refs], default=None)
+
+
 def named_topic(ex: Exchange, arg: str) -> str:
     """The topic ``arg`` names, for commands that act on an existing topic (read, state, reopen).
 
@@ -162,12 +174,9 @@ def named_topic(ex: Exchange, arg: str) -> str:
         raise InvalidName(
             "topic", arg, "a topic YYYY-MM-DD-<slug> or the slug of one ([a-z0-9][a-z0-9-]{0,63})"
         )
-    matches = [
-        r for r in list_topics(ex, include_archived=True) if r.name[11:] == arg and _dated(r.name)
-    ]
-    live = [r.name for r in matches if r.live]
-    if live or matches:
-        return max(live or [r.name for r in matches])
+    name = _newest_with_slug(ex, arg, archived_too=True)
+    if name is not None:
+        return name
     raise NotFound(f"no topic with the slug {arg} (mailslot exchange topics --all lists them)")
 
 
@@ -189,9 +198,9 @@ def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
         raise InvalidName(
             "topic", arg, "a slug ([a-z0-9][a-z0-9-]{0,63}) or a topic YYYY-MM-DD-<slug>"
         )
-    matches = [r.name for r in list_topics(ex) if r.name[11:] == arg and _dated(r.name)]
-    if matches:
-        return max(matches), True
+    newest = _newest_with_slug(ex, arg, archived_too=False)
+    if newest is not None:
+        return newest, True
     if full:
         return arg, False
     name = topic_name(arg, now())
