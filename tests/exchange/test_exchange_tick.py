@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from exhelp import hand_entry, hand_state, run, tick
@@ -52,13 +53,18 @@ def test_a_hand_edit_outside_topics_is_committed(ex) -> None:
     assert out["commit"] and git(root, "status", "--porcelain") == ""
 
 
-def test_an_edit_inside_an_archived_topic_is_committed_by_the_periodic_check(ex) -> None:
-    root = ex.root
+def _archive_then_edit(root: Path, text: str) -> None:
+    """Archive topic T by the tick, then change its entry where the tick does not scan."""
     hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
     hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
     assert tick(root)["archived"] == [T]
-    (root / "to-claude" / "done" / T / "0001-olu.md").write_text("tampered\n")
+    (root / "to-claude" / "done" / T / "0001-olu.md").write_text(text)
+
+
+def test_an_edit_inside_an_archived_topic_is_committed_by_the_periodic_check(ex) -> None:
+    root = ex.root
+    _archive_then_edit(root, "tampered\n")
     git_path = root / ".mailslot" / "tick-git.json"
     checked = json.loads(git_path.read_text())
     assert checked["git_clean"] and checked["git_checked_ns"] > 0
@@ -100,11 +106,7 @@ def test_an_older_ticks_word_on_git_wins_over_the_git_file(ex) -> None:
     # An old install's tick ran after ours and could not commit (git_clean false in the tick
     # state, where it keeps that); our tick-git.json still says clean and recent.
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
-    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
-    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
-    assert tick(root)["archived"] == [T]
-    (root / "to-claude" / "done" / T / "0001-olu.md").write_text("edited later\n")
+    _archive_then_edit(root, "edited later\n")
     records = root / ".mailslot" / "tick-state.json"
     state = json.loads(records.read_text())
     checked = json.loads((root / ".mailslot" / "tick-git.json").read_text())
@@ -115,11 +117,7 @@ def test_an_older_ticks_word_on_git_wins_over_the_git_file(ex) -> None:
 
 def test_a_git_file_with_wrong_types_means_check_git_now(ex) -> None:
     root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
-    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
-    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
-    assert tick(root)["archived"] == [T]
-    (root / "to-claude" / "done" / T / "0001-olu.md").write_text("edited later\n")
+    _archive_then_edit(root, "edited later\n")
     git_path = root / ".mailslot" / "tick-git.json"
     git_path.write_text('{"git_clean": true, "git_checked_ns": null, "root": ""}')
     assert tick(root)["commit"]  # not a crash, and not a skipped check
