@@ -339,12 +339,15 @@ def peer_install(
         unit_dir=unit_dir,
         dry_run=dry_run,
     )
+    _installed(text, path, "mailslot-peer")
+
+
+def _installed(text: str, path: Path | None, unit: str) -> None:
+    """Print the unit (a dry run) or where it was written and how to start it."""
     if path is None:
         click.echo(text, nl=False)
     else:
-        click.echo(
-            f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now mailslot-peer"
-        )
+        click.echo(f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now {unit}")
 
 
 @peer.command("openapi")
@@ -570,9 +573,4 @@ def board_install(
         card_file=card_file,
         public_url=public_url,
     )
-    if path is None:
-        click.echo(text, nl=False)
-    else:
-        click.echo(
-            f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now mailslot-board"
-        )
+    _installed(text, path, "mailslot-board")
