@@ -7,13 +7,17 @@ line that passes for another turn or a status line of ours. ``--json`` is raw.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mailslot.cli.helpers import Env, emit, json_option, pass_env
 from mailslot.cli.shown import read_text, shown_line
+
+if TYPE_CHECKING:
+    from mailslot.relay.lines import Unreadable
 
 __all__ = ["relay"]
 
@@ -60,6 +64,22 @@ def init_cmd(directory: str, worker: str, manager: str, as_json: bool) -> None:
     emit(data, as_json, f"{r.root}\nworker: {r.worker}  manager: {r.manager}")
 
 
+def _loud() -> tuple[list[dict[str, Any]], Callable[[Unreadable], None]]:
+    """A reporter for lines in the caller's inbox that are not turns: one warning line on stderr
+    each, and the list for the ``unreadable`` field of ``--json``."""
+    found: list[dict[str, Any]] = []
+
+    def report(u: Unreadable) -> None:
+        found.append(u.to_json())
+        click.echo(f"mailslot: warning: {shown_line(u.describe())}; not read as a turn", err=True)
+
+    return found, report
+
+
+def _with_unreadable(data: dict[str, Any], found: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**data, "unreadable": found} if found else data
+
+
 def _delivery_text(d: dict[str, Any]) -> str:
     return shown_line(str(d["say"])) + ("\n(RECOVERED)" if d["recovered"] else "")
 
@@ -96,6 +116,7 @@ def ask_cmd(
     """
     from mailslot.relay import ask
 
+    found, report = _loud()
     result = ask(
         env.need_root(),
         env.need_agent(),
@@ -104,8 +125,9 @@ def ask_cmd(
         kind=kind,
         to=to,
         wait=not no_wait,
+        on_unreadable=report,
     )
-    data = result.to_json()
+    data = _with_unreadable(result.to_json(), found)
     emit(data, as_json, _delivery_text if "reply_id" in data else f"sent {data['id']}")
 
 
@@ -163,8 +185,9 @@ def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     """
     from mailslot.relay import serve
 
-    t = serve(env.need_root(), env.need_agent(), timeout=timeout)
-    emit(t.to_json(), as_json, f"{t.id} {shown_line(t.say or '')}")
+    found, report = _loud()
+    t = serve(env.need_root(), env.need_agent(), timeout=timeout, on_unreadable=report)
+    emit(_with_unreadable(t.to_json(), found), as_json, f"{t.id} {shown_line(t.say or '')}")
 
 
 relay.add_command(serve_cmd, "watch")  # the same command under the name seed 003's manager uses
@@ -183,8 +206,9 @@ def recover_cmd(env: Env, timeout: float, as_json: bool) -> None:
     """
     from mailslot.relay import recover
 
-    d = recover(env.need_root(), env.need_agent(), timeout=timeout)
-    emit(d.to_json(), as_json, _delivery_text)
+    found, report = _loud()
+    d = recover(env.need_root(), env.need_agent(), timeout=timeout, on_unreadable=report)
+    emit(_with_unreadable(d.to_json(), found), as_json, _delivery_text)
 
 
 @relay.command("note")

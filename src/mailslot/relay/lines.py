@@ -7,18 +7,36 @@ Every message is one physical line::
     - [14:02] (w1) ack=R03 T0=... T1=... T2=1722868961460            (delivery record)
     - [14:02] (manager) STOP at=1722868999000 say=<closing words>
 
-Grammar: ``- [HH:MM] (<name>) `` then space-separated tokens, then optionally ``say=`` and the
-rest of the line. A token is ``KEY=VALUE`` for a known key, a flag (``RECOVERED``, ``STOP``), or
-the bare id label seed-003 workers put before ``id=`` (``C03 id=C03``). Seed-003 worker lines
-(``... T0=... — Human says: <text>``) parse too. The id is a positional field, never found by
-substring, so ``say=... id=R09 ...`` cannot be mistaken for reply R09.
+Grammar: ``- [<bracket>] (<name>) `` then space-separated tokens, then optionally ``say=`` and
+the rest of the line. A token is ``KEY=VALUE`` for a known key, a flag (``RECOVERED``, ``STOP``),
+or the bare id label hand-written worker lines put before ``id=`` (``C03 id=C03``).
 
-A line that does not parse is not a turn: readers skip it (it is never selected, whatever its
-position) and writers refuse it (``FormatError``), so diagnostics cannot enter an inbox.
+Lines agents write by hand from the templates they are given parse as those templates produce
+them, because a turn skipped for its punctuation is a turn lost:
+
+* the bracket is free text (``[HH:MM]`` left as written, ``[9:05]``, ``[14:02:33]``): the epoch
+  stamps carry the time, the bracket is only for people;
+* ``... T0=... — Human says: <text>`` (an em dash, an en dash or an ASCII ``-``/``--``) is
+  ``say=<text>``;
+* an id's number may lose its zero (``C2`` is ``C02``): ids are kept in one canonical form
+  (``turn_id``), so ``C2`` and ``C02`` are one turn and a reply ``R2`` answers an ask ``C02``;
+* an interview turn (Q or A) may carry ``T0`` or ``T1`` (a worker answering with its C pattern
+  stamps ``T0``);
+* a worker's delivery record is any worker line with ``T2=<ms>`` and one id, naming the reply or
+  its ask (``ack=R03``, ``id=R03``, ``R03`` or ``C03``), with free words around it and an
+  optional ``RECOVERED`` in any case: ``- [HH:MM] (w1) C03 delivered R03 T2=<ms>``.
+
+The id is a positional field, never found by substring, so ``say=... id=R09 ...`` cannot be
+mistaken for reply R09.
+
+A line that does not parse is not a turn: readers never select it, whatever its position, and
+report it (``read_inbox`` says which line and why) so it is never lost silently; writers refuse
+it (``FormatError``), so diagnostics cannot enter an inbox.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,29 +48,54 @@ from mailslot.core.limits import check_utf8
 __all__ = [
     "ACK_ID_RE",
     "TURN_ID_RE",
+    "InboxRead",
     "TurnLine",
+    "Unreadable",
+    "canonical_id",
     "check_utf8",
     "format_line",
     "parse_inbox",
     "parse_line",
+    "read_inbox",
     "turn_id",
 ]
 
-TURN_ID_RE = re.compile(r"[CRQA][0-9]{2,}")
-ACK_ID_RE = re.compile(r"[RA][0-9]{2,}")
+# Up to 9 digits: a turn number is a count of spoken turns, never a big integer to parse.
+TURN_ID_RE = re.compile(r"[CRQA][0-9]{1,9}")
+ACK_ID_RE = re.compile(r"[RA][0-9]{1,9}")
+# The bracket is for people (the stamps carry the time); bounded so it stays a label.
+BRACKET_MAX = 32
 _PREFIX_RE = re.compile(
-    r"- \[(?P<hhmm>[0-9]{2}:[0-9]{2})\] \((?P<author>[a-z0-9][a-z0-9_-]{0,39})\) "
+    rf"- \[(?P<hhmm>[^\]\n]{{0,{BRACKET_MAX}}})\] \((?P<author>[a-z0-9][a-z0-9_-]{{0,39}})\) "
 )
 _KEYS = {"id", "ack", "seen", "T0", "T1", "T2", "at"}
 _FLAGS = {"RECOVERED", "STOP"}
-_SEED_SAY = "— Human says: "
-# Which timestamp each kind of turn carries (seed 003: the asker stamps T0, the replier T1).
-_STAMP = {"C": "T0", "Q": "T0", "R": "T1", "A": "T1"}
+# The worker template's "— Human says: <text>", with the dash an agent may type instead.
+_SEED_SAY_RE = re.compile("(?:(?:\u2014|\u2013|--?) )?[Hh]uman says: ?")
+# Which timestamp each kind of turn carries: the asker stamps T0, the replier T1; an interview
+# turn may carry either (the worker answers a Q with the pattern it uses for C turns).
+_STAMPS = {"C": ("T0",), "R": ("T1",), "Q": ("T0", "T1"), "A": ("T1", "T0")}
+# A delivery record names the reply or the turn it answered: C03 and R03 are the same turn.
+_DELIVERED = {"C": "R", "R": "R", "Q": "A", "A": "A"}
+# What an unreadable line shows of itself in a report.
+EXCERPT_CHARS = 80
 
 
 def turn_id(prefix: str, number: int) -> str:
     """``C`` + 3 -> ``C03`` (two digits at least, as in the seed)."""
     return f"{prefix}{number:02d}"
+
+
+def canonical_id(token: str) -> str:
+    """``C2``, ``C02`` and ``C002`` -> ``C02``: one turn, one id (``token`` matches
+    ``TURN_ID_RE``)."""
+    return turn_id(token[0], int(token[1:]))
+
+
+def _label(word: str) -> str | None:
+    """The canonical id a free word names (``R03``, ``(C3)``, ``R03:``), else ``None``."""
+    bare = word.strip("()[]{}:;,.!")
+    return canonical_id(bare) if TURN_ID_RE.fullmatch(bare) else None
 
 
 @dataclass(frozen=True)
@@ -67,6 +110,7 @@ class TurnLine:
     flags: frozenset[str] = frozenset()
     say: str | None = None
     offset: int = 0
+    label: str = ""  # the id as written (``C2``); ``id`` is canonical (``C02``)
 
     @property
     def prefix(self) -> str:
@@ -82,6 +126,14 @@ class TurnLine:
         """A ``T0``/``T1``/``T2``/``at`` field as epoch milliseconds, ``None`` if absent/bad."""
         value = self.fields.get(key)
         return int(value) if value is not None and value.isdigit() else None
+
+    @property
+    def stamp(self) -> int | None:
+        """When a turn was written: its ``T0`` (asks) or ``T1`` (replies), either for Q/A."""
+        for key in _STAMPS.get(self.prefix, ()):
+            if (value := self.ms(key)) is not None:
+                return value
+        return None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of the line."""
@@ -110,13 +162,14 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
     fields: dict[str, str] = {}
     flags: set[str] = set()
     labels: list[str] = []
+    words: list[str] = []
     say: str | None = None
     while rest:
         if rest.startswith("say="):
             say = rest[4:]
             break
-        if rest.startswith(_SEED_SAY):
-            say = rest[len(_SEED_SAY) :]
+        if seed_say := _SEED_SAY_RE.match(rest):
+            say = rest[seed_say.end() :]
             break
         token, _, rest = rest.partition(" ")
         key, eq, value = token.partition("=")
@@ -127,39 +180,89 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
         elif token in _FLAGS:
             flags.add(token)
         elif TURN_ID_RE.fullmatch(token):
-            labels.append(token)
-        else:
-            raise FormatError(f"unexpected token {token!r}", field="line")
+            labels.append(canonical_id(token))
+        elif token:
+            words.append(token)
+    if "T2" in fields and not {"seen", "at"} & fields.keys() and "STOP" not in flags:
+        return _delivery(m, fields, flags, labels, words, say, offset)
+    if words:
+        raise FormatError(f"unexpected token {words[0]!r}", field="line")
     heads = [k for k in ("id", "ack", "seen") if k in fields] + (
         ["stop"] if "STOP" in flags else []
     )
     if len(heads) != 1:
         raise FormatError("a line carries exactly one of id=, ack=, seen= or STOP", field="line")
     kind = {"id": "turn", "ack": "ack", "seen": "seen", "stop": "stop"}[heads[0]]
-    ident = fields.get(heads[0], "STOP")
-    if kind == "turn":
+    ident = label = fields.get(heads[0], "STOP")
+    if kind in ("turn", "ack", "seen"):
         if not TURN_ID_RE.fullmatch(ident):
-            raise FormatError(f"bad turn id {ident!r} (C01, R01, Q01, A01)", field="id")
+            raise FormatError(f"bad id {ident!r} (C01, R01, Q01, A01)", field=heads[0])
+        ident = canonical_id(ident)
+    if kind == "turn":
         if any(label != ident for label in labels):
             raise FormatError(f"label {labels[0]} does not match id={ident}", field="id")
-        stamp = _STAMP[ident[0]]
-        if not fields.get(stamp, "").isdigit():
-            raise FormatError(f"{ident[0]} turns carry {stamp}=<epoch ms>", field=stamp)
+        stamps = _STAMPS[ident[0]]
+        if not any(fields.get(stamp, "").isdigit() for stamp in stamps):
+            raise FormatError(
+                f"{ident[0]} turns carry {' or '.join(stamps)}=<epoch ms>", field=stamps[0]
+            )
         if say is None or not say.strip():
             raise FormatError("a turn needs say=<text>", field="say")
     elif labels:
         raise FormatError(f"unexpected token {labels[0]!r}", field="line")
-    elif kind in ("ack", "seen") and not TURN_ID_RE.fullmatch(ident):
-        raise FormatError(f"bad id {ident!r}", field=kind)
-    for key in ("T0", "T1", "T2", "at"):
-        if key in fields and not fields[key].isdigit():
-            raise FormatError(f"{key} must be epoch milliseconds", field=key)
+    _check_stamps(fields)
     return TurnLine(
         m.group("hhmm"),
         m.group("author"),
         kind,
         ident,
         {k: v for k, v in fields.items() if k not in ("id", "ack", "seen")},
+        frozenset(flags),
+        say,
+        offset,
+        label,
+    )
+
+
+def _check_stamps(fields: Mapping[str, str]) -> None:
+    for key in ("T0", "T1", "T2", "at"):
+        if key in fields and not fields[key].isdigit():
+            raise FormatError(f"{key} must be epoch milliseconds", field=key)
+
+
+def _delivery(
+    m: re.Match[str],
+    fields: dict[str, str],
+    flags: set[str],
+    labels: list[str],
+    words: list[str],
+    say: str | None,
+    offset: int,
+) -> TurnLine:
+    """A delivery record in the writer's own words: ``T2=`` plus exactly one turn it names."""
+    named = set(labels)
+    for key in ("id", "ack"):
+        if key in fields:
+            if not TURN_ID_RE.fullmatch(fields[key]):
+                raise FormatError(f"bad id {fields[key]!r} (R01, C01)", field=key)
+            named.add(canonical_id(fields[key]))
+    named |= {label for word in words if (label := _label(word))}
+    turns = {_DELIVERED[i[0]] + i[1:] for i in named}
+    if len(turns) != 1:
+        raise FormatError(
+            "a delivery record (T2=) names exactly one turn (ack=R01, R01 or C01)"
+            + (f"; this one names {', '.join(sorted(named))}" if named else ""),
+            field="ack",
+        )
+    _check_stamps(fields)
+    if any(word.strip("()[].,:;!").upper() == "RECOVERED" for word in words):
+        flags = {*flags, "RECOVERED"}
+    return TurnLine(
+        m.group("hhmm"),
+        m.group("author"),
+        "ack",
+        turns.pop(),
+        {k: v for k, v in fields.items() if k not in ("id", "ack")},
         frozenset(flags),
         say,
         offset,
@@ -184,21 +287,71 @@ def format_line(
     return line
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A complete line in an inbox that is not a turn: which file, which line, and why."""
+
+    file: str
+    line: int
+    offset: int
+    reason: str
+    text: str
+
+    def describe(self) -> str:
+        """``to-w1.md line 3: <why> (<start of the line>)`` for a one-line report."""
+        return f"{self.file} line {self.line}: {self.reason} ({self.text!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        """``file, line, offset, reason, text``."""
+        return {
+            "file": self.file,
+            "line": self.line,
+            "offset": self.offset,
+            "reason": self.reason,
+            "text": self.text,
+        }
+
+
+@dataclass
+class InboxRead:
+    """What ``read_inbox`` found: the turn lines and every other complete line."""
+
+    lines: list[TurnLine] = field(default_factory=list)
+    unreadable: list[Unreadable] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    first_line: int = 1
+
+    def line_number(self, offset: int) -> int:
+        """The line number of the complete line starting at ``offset``."""
+        return bisect.bisect_right(self.starts, offset) - 1 + self.first_line
+
+
+def read_inbox(data: bytes, *, file: str = "", base: int = 0, first_line: int = 1) -> InboxRead:
+    """Parse the complete lines of ``data`` (bytes of ``file`` from offset ``base``, whose first
+    line is ``first_line``): turn lines, and an ``Unreadable`` for each other non-blank line.
+
+    The last piece, when it does not end in a newline, is a line still being written: it waits.
+    """
+    out = InboxRead(first_line=first_line)
+    pos = base
+    for number, raw in enumerate(data.split(b"\n")[:-1], start=first_line):
+        out.starts.append(pos)
+        text = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if text.strip():
+            try:
+                out.lines.append(parse_line(text, offset=pos))
+            except FormatError as e:
+                shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+                out.unreadable.append(Unreadable(file, number, pos, e.message, shown))
+        pos += len(raw) + 1
+    return out
+
+
 def parse_inbox(data: bytes, base: int = 0) -> tuple[list[TurnLine], int]:
     """Well-formed lines of ``data`` (from offset ``base``) and the count of other lines.
 
     Only complete lines count; anything that is not a turn line (a stray diagnostic, a heading)
-    is counted and skipped, never selected.
+    is counted and skipped, never selected. ``read_inbox`` says which lines and why.
     """
-    lines: list[TurnLine] = []
-    bad = 0
-    pos = base
-    for raw in data.split(b"\n")[:-1]:  # the last piece is empty or a line still being written
-        text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        if text.strip():
-            try:
-                lines.append(parse_line(text, offset=pos))
-            except FormatError:
-                bad += 1
-        pos += len(raw) + 1
-    return lines, bad
+    found = read_inbox(data, base=base)
+    return found.lines, len(found.unreadable)

@@ -22,12 +22,17 @@ Every seed-003 bug is closed by code, not by a rule to remember:
   hand-made ``post`` all check these rules against both inboxes under relay.lock.
 * A stop from either side is honoured at once: it ends held waits and refuses every later turn.
   Appends cannot be recalled: lines already written stay; a stop only prevents future sends.
+* Never silently skip a message: a line in a reader's inbox that is not a turn (or is signed by
+  the wrong side) is reported to that reader by ``serve``, ``ask`` and ``recover`` through
+  ``on_unreadable``, naming the file, the line number and why, once per reader (a mark in the
+  reader's state dir), not on every poll.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,11 +48,15 @@ from mailslot.core.limits import check_chars, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
 from mailslot.relay.lines import (
+    TURN_ID_RE,
     TurnLine,
+    Unreadable,
+    canonical_id,
     check_utf8,
     format_line,
     parse_inbox,
     parse_line,
+    read_inbox,
     turn_id,
 )
 
@@ -132,7 +141,12 @@ class Conversation:
     turns: dict[str, TurnLine] = field(default_factory=dict)
     acks: dict[str, TurnLine] = field(default_factory=dict)
     stopped: TurnLine | None = None
-    malformed: int = 0
+    unreadable: list[Unreadable] = field(default_factory=list)
+
+    @property
+    def malformed(self) -> int:
+        """How many complete lines in the two inboxes are not turns of their writer."""
+        return len(self.unreadable)
 
     @property
     def open_turn(self) -> TurnLine | None:
@@ -154,6 +168,7 @@ class Conversation:
             "stopped": self.stopped.to_json() if self.stopped else None,
             "turns": len(self.turns),
             "malformed_lines": self.malformed,
+            "unreadable": [u.to_json() for u in self.unreadable],
         }
 
 
@@ -247,11 +262,20 @@ def scan(relay: Relay) -> Conversation:
     conv = Conversation()
     for reader in (relay.worker, relay.manager):
         writer = relay.other(reader)
-        lines, bad = parse_inbox(_read(relay.inbox(reader)))
-        conv.malformed += bad
-        for line in lines:
+        name = relay.inbox(reader).name
+        found = read_inbox(_read(relay.inbox(reader)), file=name)
+        conv.unreadable += found.unreadable
+        for line in found.lines:
             if line.author != writer:
-                conv.malformed += 1
+                conv.unreadable.append(
+                    Unreadable(
+                        name,
+                        found.line_number(line.offset),
+                        line.offset,
+                        f"signed ({line.author}), but only {writer} writes {name}",
+                        f"({line.author}) {line.kind} {line.id}",
+                    )
+                )
             elif line.kind == "turn":
                 conv.turns.setdefault(line.id, line)
             elif line.kind == "ack":
@@ -382,6 +406,42 @@ def _note_line(relay: Relay, name: str, line: str) -> None:
     locked_append(notes, line + "\n")
 
 
+Report = Callable[[Unreadable], None]
+
+
+class _Reporter:
+    """Hands each unreadable line of the reader's own inbox to ``report`` once per reader: the
+    offset reported through is kept in the reader's state dir (per inode), so a later ``serve``
+    or ``ask`` does not repeat it and a poll loop never does."""
+
+    def __init__(self, relay: Relay, name: str, report: Report | None, state: Path | None):
+        self.report = report
+        self.inbox = relay.inbox(name)
+        self.store = _store(state)
+        self.key = _key(relay, name) + "\0unreadable"
+
+    def __call__(self, conv: Conversation) -> None:
+        if self.report is None:
+            return
+        mine = [u for u in conv.unreadable if u.file == self.inbox.name]
+        if not mine:
+            return
+        try:
+            inode = os.stat(self.inbox).st_ino
+        except FileNotFoundError:
+            return
+        mark = self.store.load(self.key) or {}
+        through = int(mark.get("through", 0)) if mark.get("inode") == inode else 0
+        fresh = [u for u in mine if u.offset >= through]
+        if not fresh:
+            return
+        for u in fresh:
+            self.report(u)
+        self.store.save(  # loss only repeats a report
+            self.key, {"inode": inode, "through": fresh[-1].offset + 1}, durable=False
+        )
+
+
 def _await(
     relay: Relay,
     name: str,
@@ -391,6 +451,7 @@ def _await(
     *,
     recovered: bool,
     state: Path | None,
+    on_unreadable: Report | None = None,
 ) -> Delivery:
     """Scan every line since the saved cursor for the matching reply; deliver and record T2."""
     ask_id = str(pending["pending"])
@@ -399,14 +460,16 @@ def _await(
     inbox = relay.inbox(name)
     offset = int(pending["offset"])
     deadline = None if timeout is None else time.monotonic() + timeout
+    report = _Reporter(relay, name, on_unreadable, state)
     while True:
+        conv = scan(relay)
+        report(conv)
         lines, _ = parse_inbox(_read(inbox, offset), offset)
         found = next(
             (t for t in lines if t.kind == "turn" and t.author == other and t.id == want), None
         )
         if found is not None:
             break
-        conv = scan(relay)
         if conv.stopped is not None:
             s = conv.stopped
             raise Gone(
@@ -423,7 +486,7 @@ def _await(
         watch.wait(left)
     t2 = epoch_ms()
     t0 = pending.get("T0")
-    t1 = found.ms("T1")
+    t1 = found.stamp
     stamps: dict[str, int | str] = {k: v for k, v in (("T0", t0), ("T1", t1)) if v is not None}
     stamps["T2"] = t2
     flags = ("RECOVERED",) if recovered else ()
@@ -448,12 +511,14 @@ def ask(
     wait: bool = True,
     on_sent: Callable[[str], None] | None = None,
     state: Path | None = None,
+    on_unreadable: Report | None = None,
 ) -> Delivery | TurnLine:
     """Open the next turn (worker: ``C<N>``, manager: ``Q<N>``) and wait for its reply.
 
     Arms the watch and saves the cursor BEFORE appending, then selects the reply by id from
     everything since the cursor. ``on_sent(id)`` runs after the line is on disk and before the
     wait (tests land a reply in that gap). With ``wait=False`` returns the written line.
+    ``on_unreadable`` hears of each line in the caller's inbox that is not a turn (once).
     Raises ``RelayStopped``/``Conflict`` (stopped; a turn still open; wrong kind or recipient),
     ``LimitExceeded``, ``WaitTimeout`` (exit 3; recover later), ``Gone`` (stopped while waiting).
     """
@@ -501,16 +566,31 @@ def ask(
             on_sent(ask_id)
         if not wait:
             return line
-        return _await(relay, name, pending, watch, timeout, recovered=False, state=state)
+        return _await(
+            relay,
+            name,
+            pending,
+            watch,
+            timeout,
+            recovered=False,
+            state=state,
+            on_unreadable=on_unreadable,
+        )
 
 
 def recover(
-    root: Path | str, name: str, *, timeout: float | None = 0, state: Path | None = None
+    root: Path | str,
+    name: str,
+    *,
+    timeout: float | None = 0,
+    state: Path | None = None,
+    on_unreadable: Report | None = None,
 ) -> Delivery:
     """Finish a turn whose held wait timed out: read from the saved cursor, mark it RECOVERED.
 
     Raises ``NotFound`` when no turn of the caller is pending, ``WaitTimeout`` when its reply is
     still not there after ``timeout`` seconds, ``Gone`` when the relay was stopped.
+    ``on_unreadable`` hears of each line in the caller's inbox that is not a turn (once).
     """
     relay = open_relay(root)
     relay.role(name)
@@ -518,7 +598,16 @@ def recover(
     if not pending or not pending.get("pending"):
         raise NotFound(f"{name} has no pending turn to recover", path=relay.root)
     with Watch([relay.inbox(name), relay.inbox(relay.other(name))]) as watch:
-        return _await(relay, name, pending, watch, timeout, recovered=True, state=state)
+        return _await(
+            relay,
+            name,
+            pending,
+            watch,
+            timeout,
+            recovered=True,
+            state=state,
+            on_unreadable=on_unreadable,
+        )
 
 
 def reply(root: Path | str, name: str, ask_id: str, text: str) -> TurnLine:
@@ -532,8 +621,9 @@ def reply(root: Path | str, name: str, ask_id: str, text: str) -> TurnLine:
     role = relay.role(name)
     ask_id = ask_id.strip().upper()
     expected = "C" if role == "manager" else "Q"
-    if not ask_id[:1] == expected or not ask_id[1:].isdigit():
+    if not ask_id[:1] == expected or not TURN_ID_RE.fullmatch(ask_id):
         raise Conflict(f"the {role} replies to {expected} turns (e.g. {expected}01), not {ask_id}")
+    ask_id = canonical_id(ask_id)
     text = text.strip()
     _check_say(relay, name, text)
     want = _reply_id(ask_id)
@@ -545,7 +635,9 @@ def reply(root: Path | str, name: str, ask_id: str, text: str) -> TurnLine:
             raise Conflict(f"no turn {ask_id} was asked; nothing to reply to")
         if want in conv.turns:
             raise Conflict(f"{ask_id} was already answered ({want}); one request, one reply")
-        line = format_line(_hhmm(), name, f"id={want}", {"T1": epoch_ms()}, say=text)
+        # The reply mirrors the ask's own spelling (C2 -> R2): a hand-run asker waits for it.
+        label = _reply_id(asked.label or asked.id)
+        line = format_line(_hhmm(), name, f"id={label}", {"T1": epoch_ms()}, say=text)
         return _append(relay, name, line, conv)
 
 
@@ -555,20 +647,24 @@ def serve(
     *,
     timeout: float | None = DEFAULT_WAIT_SECONDS,
     state: Path | None = None,
+    on_unreadable: Report | None = None,
 ) -> TurnLine:
     """Block until a turn the caller owes a reply to is open (manager: C, worker: Q); return it.
 
     The first time a turn is served, a ``seen=<id> at=<ms>`` line goes to the caller's notes
-    (for ``stats``). Raises ``WaitTimeout`` (exit 3), ``Gone`` (exit 4) when stopped.
+    (for ``stats``). ``on_unreadable`` hears of each line in the caller's inbox that is not a
+    turn (once). Raises ``WaitTimeout`` (exit 3), ``Gone`` (exit 4) when stopped.
     """
     relay = open_relay(root)
     owed = "C" if relay.role(name) == "manager" else "Q"
     store = _store(state)
     key = _key(relay, name) + "\0served"
     deadline = None if timeout is None else time.monotonic() + timeout
+    report = _Reporter(relay, name, on_unreadable, state)
     with Watch([relay.inbox(name), relay.inbox(relay.other(name))]) as watch:
         while True:
             conv = scan(relay)
+            report(conv)
             if conv.stopped is not None:
                 s = conv.stopped
                 raise Gone(f"the relay was stopped by {s.author} at {s.hhmm}", path=relay.root)

@@ -89,7 +89,7 @@ def stats(root: Any) -> Stats:
         rid = {"C": "R", "Q": "A"}[ask.prefix] + tid[1:]
         rep = conv.turns.get(rid)
         ack = acks.get(rid)
-        t0, t1 = ask.ms("T0"), rep.ms("T1") if rep else None
+        t0, t1 = ask.stamp, rep.stamp if rep else None
         t2 = ack.ms("T2") if ack else None
         woke = seen.get(tid)
         recovered = bool(ack and "RECOVERED" in ack.flags)
