@@ -106,7 +106,7 @@ def test_equal_rows_with_different_writers_do_not_resolve(root: Path) -> None:
         ("| path | writer |\n|---|---|\n| src/ | beacon, lantern |\n", "one writer"),
         ("| path | writer |\n|---|---|\n| ../up/ | beacon |\n", r"line 3.*'\.\.'"),
         ("| path | writer |\n|---|---|\n| src/ | Not Valid! |\n", "line 3"),
-        ("| path | owner |\n|---|---|\n| src/ | beacon |\n", "no table"),
+        ("| path | who |\n|---|---|\n| src/ | beacon |\n", "needs a writer"),
         ("just prose\n", "no table"),
     ],
 )

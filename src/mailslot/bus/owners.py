@@ -1,13 +1,18 @@
 """The ownership charter ``DIVISION-OF-WORK.md``: which agent is the sole writer of which path.
 
-The charter is a markdown table with a ``path`` and a ``writer`` column (header names
-case-insensitive, other columns allowed, several tables allowed)::
+The charter is a markdown table with a path column (``path``, ``file``) and a writer column
+(``writer``, ``sole writer``, ``owner``), header names case-insensitive, other columns allowed,
+several tables allowed; or lines ``path → writer`` (``->`` too, a list bullet allowed, a comment
+after the writer in parentheses or after a dash)::
 
-    | path          | writer  | why                      |
-    |---------------|---------|--------------------------|
-    | src/          | beacon  | the build agent          |
-    | docs/*.md     | lantern |                          |
-    | outbox/taken/ | beacon  | the outbox consumer      |
+    | Path          | Sole writer | why                      |
+    |---------------|-------------|--------------------------|
+    | src/          | beacon      | the build agent          |
+    | docs/*.md     | lantern     |                          |
+    | outbox/taken/ | beacon      | the outbox consumer      |
+
+    - shared/LOG.md → beacon
+    - shared/tasks-lantern.md -> lantern (the coordinator writes it)
 
 Rules, each enforced here and nowhere else:
 
@@ -19,9 +24,15 @@ Rules, each enforced here and nowhere else:
   unresolved check refuses (fail safe).
 * A path no row matches is free to all.
 * Paths are relative to the bus root: ``./`` and ``//`` are normalised; ``..`` and paths outside
-  the root are refused, in the charter and on the command line alike.
-* A charter that cannot be read exactly (no table with both columns, two writers in one cell,
-  a bad name) is a ``FormatError``: a misread charter must stop a commit, not wave it through.
+  the root are refused, in the charter and on the command line alike. A row that starts with the
+  bus folder's own name (``shared/LOG.md`` in a bus called ``shared``, as people write the
+  charter) means the path inside it; if the bus also holds a folder of that name, the row is
+  ambiguous and refused.
+* A charter that cannot be read exactly (no table with both columns, a table with only one of
+  them, an arrow line that is not ``path → one writer``, two writers in one cell, a bad name) is
+  a ``FormatError``: a misread charter must stop a commit, not wave it through. Lines inside
+  code fences are examples, not rows.
+* ``show`` warns about rows that match nothing on disk: a typo there owns nothing, silently.
 
 The git pre-commit hook runs ``mailslot owners pre-commit``: the committer's identity comes from
 ``git config mailslot.agent`` in that checkout, never from the commit message, and file names
@@ -64,6 +75,11 @@ __all__ = [
 
 HOOK_MARK = "# mailslot owners hook"
 GIT_TIMEOUT = 60  # seconds; a git plumbing call on a local repo takes milliseconds
+# Header words people use for the two columns (and for the two sides of an arrow line).
+PATH_WORDS = frozenset({"path", "paths", "file", "files", "file or folder", "folder"})
+WRITER_WORDS = frozenset({"writer", "sole writer", "owner", "sole owner", "owned by", "written by"})
+# ``show`` looks for a match of each row among at most this many names (a bus is small).
+SHOW_SCAN_MAX = 20_000
 
 
 def normalise(path: str, *, where: str = "path") -> str:
@@ -224,17 +240,108 @@ def _clean(cell: str) -> str:
 
 
 _SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+# ``→`` or ``->`` (not the ``-->`` that closes an HTML comment).
+_ARROW_RE = re.compile(r"\s*(?:\u2192|(?<!-)->(?!>))\s*")
+_BULLET_RE = re.compile(r"^(?:#+|[-*+]|[0-9]+[.)])\s+")
+# The writer of an arrow line, then nothing or a comment: ``(why)``, ``— why``, ``# why``.
+_ARROW_WRITER_RE = re.compile(
+    r"^[`*_]*(?P<writer>[^\s`*_()]+)[`*_]*\s*(?:\(.*\)|[\u2014\u2013]\s.*|-\s.*|#.*|:\s.*)?$"
+)
 
 
-def parse(text: str, path: Path | None = None) -> Charter:
-    """Parse charter markdown; ``FormatError`` naming the line for anything it cannot read."""
+def _pattern(raw: str, lineno: int, path: Path | None, root: Path | None) -> str:
+    """A charter path as a normalised pattern relative to the root; ``FormatError``."""
+    raw = raw.strip()
+    try:
+        if root is not None and raw.startswith("/"):
+            for base in {str(root), os.path.realpath(root)}:
+                if raw == base or raw.startswith(base.rstrip("/") + "/"):
+                    raw = raw[len(base.rstrip("/")) :].lstrip("/") or "/"
+        pattern = normalise(raw.removeprefix("/"), where="charter path")
+        name = root.name if root is not None else ""
+        head, _, rest = pattern.partition("/")
+        if name and head == name and not any(c in name for c in "*?["):
+            if (root / name).exists() if root is not None else False:
+                raise MailslotError(
+                    f"{raw!r} starts with {name}/, the bus folder's own name, and the bus also "
+                    f"holds a {name!r} of its own: which one is meant? rename one of them"
+                )
+            if not rest:
+                raise MailslotError(
+                    f"{raw!r} names the bus folder itself; name the paths inside it"
+                )
+            pattern = normalise(rest, where="charter path")
+    except MailslotError as e:
+        raise FormatError(f"line {lineno}: {e.message}", path=path) from None
+    return pattern
+
+
+def _writer(raw: str, lineno: int, path: Path | None) -> str:
+    writer = raw.strip().lower()
+    if re.search(r"[,;&\s]", writer):
+        raise FormatError(
+            f"line {lineno}: {raw!r}: one writer per path (the charter names a sole writer)",
+            path=path,
+        )
+    try:
+        return validate_agent(writer, "writer")
+    except MailslotError as e:
+        raise FormatError(f"line {lineno}: {e.message}", path=path) from None
+
+
+def _column(header: list[str], words: frozenset[str]) -> int | None:
+    return next((i for i, cell in enumerate(header) if cell in words), None)
+
+
+def _arrow_row(line: str, lineno: int, path: Path | None, root: Path | None) -> Rule | None:
+    """The rule of a ``path → writer`` line; ``None`` for the header ``path → sole writer`` (alone
+    or ending a sentence); ``FormatError`` for an arrow line that is not one path, one writer."""
+    body = _BULLET_RE.sub("", line.strip(), count=1)
+    parts = _ARROW_RE.split(body)
+    if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+        raise FormatError(
+            f"line {lineno}: {line.strip()!r} is not 'path → writer' (one arrow, one path, "
+            "one writer); an arrow line is a charter row",
+            path=path,
+        )
+    left, right = _clean(parts[0]), parts[1].strip()
+    last = left.split()[-1].strip("`*_:").lower() if left.split() else ""
+    if last in PATH_WORDS and _clean(right.rstrip(".;:")).lower() in WRITER_WORDS:
+        return None  # the header "path → sole writer", alone or ending a sentence
+    m = _ARROW_WRITER_RE.match(right)
+    if m is None:
+        raise FormatError(
+            f"line {lineno}: {right!r}: one writer per path (the charter names a sole writer); "
+            "a comment goes in parentheses or after a dash",
+            path=path,
+        )
+    return Rule(_pattern(left, lineno, path, root), _writer(m["writer"], lineno, path), lineno)
+
+
+def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> Charter:
+    """Parse charter markdown; ``FormatError`` naming the line for anything it cannot read.
+
+    ``root`` is the bus directory: a row starting with its name means the path inside it.
+    """
     lines = text.replace("\r\n", "\n").split("\n")
     rules: list[Rule] = []
     tables = 0
     usable = 0
+    fenced = False
     i = 0
     while i < len(lines):
-        if not lines[i].strip().startswith("|"):
+        stripped = lines[i].strip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+        if fenced or stripped.startswith("```") or stripped.startswith("~~~"):
+            i += 1
+            continue
+        if not stripped.startswith("|"):
+            if _ARROW_RE.search(stripped) and not stripped.startswith(">"):
+                rule = _arrow_row(stripped, i + 1, path, root)
+                usable += 1
+                if rule is not None:
+                    rules.append(rule)
             i += 1
             continue
         start = i
@@ -245,10 +352,21 @@ def parse(text: str, path: Path | None = None) -> Charter:
         if len(block) < 2 or not _SEPARATOR_RE.match(block[1]):
             continue  # not a table, just a line starting with a pipe
         header = [_clean(c).lower() for c in _cells(block[0])]
-        if "path" not in header or "writer" not in header:
-            continue
+        pcol, wcol = _column(header, PATH_WORDS), _column(header, WRITER_WORDS)
+        if pcol is None and wcol is None:
+            continue  # another table (who is who, a schedule): not the charter's
+        if pcol is None or wcol is None:
+            have, missing = (
+                (header[pcol], "writer (writer, sole writer, owner)")
+                if pcol is not None
+                else (header[wcol or 0], "path")
+            )
+            raise FormatError(
+                f"line {start + 1}: a table with a {have!r} column needs a {missing} column "
+                "too; its rows would own nothing",
+                path=path,
+            )
         usable += 1
-        pcol, wcol = header.index("path"), header.index("writer")
         for offset, row in enumerate(block[2:], start=start + 3):
             cells = _cells(row)
             if len(cells) <= max(pcol, wcol):
@@ -256,26 +374,12 @@ def parse(text: str, path: Path | None = None) -> Charter:
             raw_path, raw_writer = _clean(cells[pcol]), _clean(cells[wcol])
             if not raw_path and not raw_writer:
                 continue
-            try:
-                pattern = normalise(raw_path.removeprefix("/"), where="charter path")
-            except MailslotError as e:
-                raise FormatError(f"line {offset}: {e.message}", path=path) from None
-            writer = raw_writer.lower()
-            if re.search(r"[,;&\s]", writer):
-                raise FormatError(
-                    f"line {offset}: {raw_writer!r}: one writer per path (the charter names a "
-                    "sole writer)",
-                    path=path,
-                )
-            try:
-                validate_agent(writer, "writer")
-            except MailslotError as e:
-                raise FormatError(f"line {offset}: {e.message}", path=path) from None
-            rules.append(Rule(pattern, writer, offset))
+            pattern = _pattern(raw_path, offset, path, root)
+            rules.append(Rule(pattern, _writer(raw_writer, offset, path), offset))
     if usable == 0:
         raise FormatError(
-            f"no table with a 'path' and a 'writer' column ({tables} table(s) seen); "
-            "an unreadable charter protects nothing",
+            f"no table with a 'path' and a 'writer' column ({tables} table(s) seen) and no "
+            "'path → writer' line; an unreadable charter protects nothing",
             path=path,
         )
     return Charter(rules, path)
@@ -290,7 +394,20 @@ def load(root: Path) -> Charter:
         return Charter([], None)
     except UnicodeDecodeError as e:
         raise FormatError(f"not UTF-8 ({e.reason})", path=layout.charter) from None
-    return parse(text, layout.charter)
+    return parse(text, layout.charter, root=layout.root)
+
+
+def _names(layout: Layout) -> list[str] | None:
+    """Every file and folder under the root (relative), ``None`` when there are too many."""
+    names: list[str] = []
+    for top, dirs, files in os.walk(layout.root):
+        dirs[:] = [d for d in dirs if d not in (".git", ".mailslot")]
+        rel = Path(top).relative_to(layout.root).as_posix()
+        for name in (*dirs, *files):
+            names.append(name if rel == "." else f"{rel}/{name}")
+        if len(names) > SHOW_SCAN_MAX:
+            return None
+    return names
 
 
 def show(root: Path) -> dict[str, Any]:
@@ -298,7 +415,8 @@ def show(root: Path) -> dict[str, Any]:
 
     Warned: an exact row naming an existing directory (``src`` owns only that name; ``src/``
     would own everything below it), a path on two rows (for two writers, nobody may write it),
-    and the outbox without a consumer.
+    the outbox without a consumer, and a row that matches no file or folder (a typo owns
+    nothing).
     """
     layout = Layout.at(root)
     charter = load(root)
@@ -322,6 +440,14 @@ def show(root: Path) -> dict[str, Any]:
             warnings.append(f"line {r.lineno} repeats line {was.lineno} ({r.pattern!r})")
     if consumer(charter) is None:
         warnings.append(f"no writer of {TAKEN}/: nobody may take from the outbox")
+    names = _names(layout)
+    if names is not None:
+        warnings += [
+            f"line {r.lineno}: {r.pattern!r} matches no file or folder in the bus "
+            f"({layout.root}); it protects nothing until one exists"
+            for r in charter.rules
+            if not any(r.matches(n) for n in names)
+        ]
     return {**charter.to_json(), "warnings": warnings}
 
 
