@@ -2,13 +2,19 @@
 
 Invariants:
 
-* An item is never half-visible: ``put`` copies the file into a dot-named temp in ``outbox/``,
-  fsyncs it and links it into place (``atomic_create``). Its record ``outbox/records/<item>.json``
-  (who, when, for whom, note, sha256, size) is created first, so a visible item always has one.
-* Items are named ``NNNNNN-<name>``: the number is the next one free across ``outbox/`` and
-  ``outbox/taken/``, claimed under ``.mailslot/locks/outbox.lock``, so no name is ever reused and a
-  taken item never lands on an older one. Files dropped by hand (any non-dot regular file) are
-  items too; their record is simply missing.
+* An item is never half-visible: ``put`` streams the file (or a pipe) into a dot-named temp in
+  ``outbox/``, hashing it on the way, fsyncs it, and only then claims a number. Under the lock
+  the record ``outbox/records/<item>.json`` (who, when, for whom, note, sha256, size) is created
+  first and the temp is linked into place after it, so a visible item always has its record.
+* A put killed mid-copy has claimed nothing: it leaves only its dot-named temp, which no reader
+  sees and ``sweep_temps`` removes once stale (every put and take sweeps). A put killed between
+  its record and its link leaves a record without an item: never delivered (only items are),
+  and its number stays claimed.
+* Items are named ``NNNNNN-<name>``: the number is the next one free across ``outbox/``,
+  ``outbox/taken/`` and both records folders, claimed under ``.mailslot/locks/outbox.lock``, so no
+  name is ever reused (not even one a half-done put claimed) and a taken item never lands on an
+  older one. Files dropped by hand (any non-dot regular file) are items too; their record is
+  simply missing.
 * Taking is a claim by ``rename`` into ``outbox/taken/``: of two consumers racing for one item
   exactly one rename succeeds and the other moves on, so no item is taken twice. The taker's
   record (``taken_by``, ``taken_at``) goes to ``outbox/taken/records/``.
@@ -25,24 +31,35 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mailslot.bus import owners
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
 from mailslot.core.clock import format_time
 from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound, WaitTimeout
-from mailslot.core.fsio import atomic_create, atomic_write, file_lock, fsync_dir, highest_number
+from mailslot.core.fsio import (
+    atomic_create,
+    atomic_write,
+    file_lock,
+    fsync_dir,
+    highest_number,
+    publish_temp,
+    stream_to_temp,
+    sweep_temps,
+)
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
 
 __all__ = ["ITEM_MAX_BYTES", "NOTE_MAX", "Item", "OutboxEmpty", "list_items", "put", "take"]
 
-# A deliverable is a file an agent produced (a card, a draft, a build); bigger belongs elsewhere,
-# and the copy is held in memory once while it is hashed and written.
+# A deliverable is a file an agent produced (a card, a draft, a build); bigger belongs elsewhere.
+# The copy is streamed (hashed as it is written), never held in memory whole.
 ITEM_MAX_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 1 << 20
 # A note says what the item is in a sentence; the item is the payload.
 NOTE_MAX = 500
 WIDTH = 6
@@ -134,6 +151,23 @@ def _item(layout: Layout, path: Path, record: dict[str, Any] | None) -> Item:
     )
 
 
+def _copy(stream: BinaryIO, digest: Any, size: list[int]) -> Iterator[bytes]:
+    """The chunks of ``stream``, hashed and counted; ``LimitExceeded`` past ``ITEM_MAX_BYTES``."""
+    while chunk := stream.read(CHUNK_BYTES):
+        size[0] += len(chunk)
+        if size[0] > ITEM_MAX_BYTES:
+            raise LimitExceeded("outbox item", ITEM_MAX_BYTES, size[0], "bytes (or more)")
+        digest.update(chunk)
+        yield chunk
+
+
+def _sweep(layout: Layout) -> None:
+    """Remove the stale temps of dead writers (a put killed mid-copy) from the outbox folders."""
+    for directory in (layout.outbox, layout.records, layout.taken_records):
+        with contextlib.suppress(FileNotFoundError):
+            sweep_temps(directory)
+
+
 def put(
     root: Path,
     agent: str,
@@ -141,12 +175,15 @@ def put(
     *,
     recipient: str | None = None,
     note: str | None = None,
+    stream: BinaryIO | None = None,
 ) -> Item:
     """Copy ``source`` into ``outbox/`` atomically with its record; return the new item.
 
-    Raises ``NotFound`` for a missing source, ``LimitExceeded`` for one over ``ITEM_MAX_BYTES``
-    or an over-long note, ``Conflict`` when the charter forbids ``agent`` the outbox or
-    ``recipient`` is not the consumer it names, ``InvalidName`` for bad names.
+    With ``stream`` (a pipe, standard input), the bytes come from it and ``source`` only names
+    the item. Raises ``NotFound`` for a missing source, ``LimitExceeded`` for one over
+    ``ITEM_MAX_BYTES`` or an over-long note, ``Conflict`` when the charter forbids ``agent`` the
+    outbox or ``recipient`` is not the consumer it names, ``InvalidName`` for bad names,
+    ``MailslotError`` for a source that is not a file or a pipe.
     """
     validate_agent(agent)
     if recipient is not None:
@@ -155,14 +192,32 @@ def put(
         _check_note(note)
     layout = Layout.at(root)
     source = Path(source)
+    if stream is not None:
+        return _put(layout, agent, stream, source.name, recipient, note)
     try:
-        st = os.stat(source)
+        f = source.open("rb")  # a FIFO opens when its writer does, like `cat` would
     except FileNotFoundError:
         raise NotFound("no such file to put", path=source) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise MailslotError("not a regular file; put one file at a time", path=source)
-    if st.st_size > ITEM_MAX_BYTES:
-        raise LimitExceeded("outbox item", ITEM_MAX_BYTES, st.st_size, "bytes")
+    except IsADirectoryError:
+        raise MailslotError("not a regular file; put one file at a time", path=source) from None
+    with f:
+        st = os.fstat(f.fileno())
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise MailslotError("not a regular file; put one file at a time", path=source)
+        if st.st_size > ITEM_MAX_BYTES:
+            raise LimitExceeded("outbox item", ITEM_MAX_BYTES, st.st_size, "bytes")
+        return _put(layout, agent, f, source.name, recipient, note)
+
+
+def _put(
+    layout: Layout,
+    agent: str,
+    stream: BinaryIO,
+    source_name: str,
+    recipient: str | None,
+    note: str | None,
+) -> Item:
+    root = layout.root
     charter = owners.load(root)
     taker = owners.consumer(charter)
     if recipient is not None and recipient != taker:
@@ -170,29 +225,54 @@ def put(
             f"{recipient} can never take this: the charter names "
             f"{taker or 'no consumer'} as the writer of {TAKEN}/ ({CHARTER})"
         )
-    with source.open("rb") as f:
-        data = f.read(ITEM_MAX_BYTES + 1)
-    if len(data) > ITEM_MAX_BYTES:
-        raise LimitExceeded("outbox item", ITEM_MAX_BYTES, len(data), "bytes")
-    name = _safe_name(source.name)
-    record = {
-        "from": agent,
-        "for": recipient,
-        "note": note,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "bytes": len(data),
-        "source": source.name,
-    }
+    name = _safe_name(source_name)
     layout.outbox.mkdir(exist_ok=True)
     layout.records.mkdir(exist_ok=True)
+    _sweep(layout)
+    provisional = f"outbox/{highest_number([layout.outbox], WIDTH) + 1:0{WIDTH}d}-{name}"
+    error = owners.denied_error(
+        owners.check(root, agent, [provisional], charter), "put into outbox/"
+    )
+    if error is not None:  # refuse before a long copy; the real name is checked again below
+        raise error
+    digest = hashlib.sha256()
+    size = [0]
+    tmp = stream_to_temp(layout.outbox, f"new-{name}", _copy(stream, digest, size))
+    try:
+        record = {
+            "from": agent,
+            "for": recipient,
+            "note": note,
+            "sha256": digest.hexdigest(),
+            "bytes": size[0],
+            "source": source_name,
+        }
+        return _claim_number(layout, agent, charter, name, record, tmp)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # gone already when published; removed when the put gave up
+
+
+def _claim_number(
+    layout: Layout,
+    agent: str,
+    charter: owners.Charter,
+    name: str,
+    record: dict[str, Any],
+    tmp: Path,
+) -> Item:
+    """Under the outbox lock: the next free number, its record, then the item (the temp)."""
+    counted = [layout.outbox, layout.taken, layout.records, layout.taken_records]
     with file_lock(layout.lock("outbox")):
         # outbox/ before taken/: a take renames outbox/ -> taken/ without this lock, so an item
-        # moving meanwhile is seen in one of the two listings, never missed by both.
-        number = highest_number([layout.outbox, layout.taken], WIDTH) + 1
+        # moving meanwhile is seen in one of the two listings, never missed by both. Records
+        # count too: a put killed after writing its record has claimed that number.
+        number = highest_number(counted, WIDTH) + 1
         while True:
             item_name = f"{number:0{WIDTH}d}-{name}"
             error = owners.denied_error(
-                owners.check(root, agent, [f"outbox/{item_name}"], charter), "put into outbox/"
+                owners.check(layout.root, agent, [f"outbox/{item_name}"], charter),
+                "put into outbox/",
             )
             if error is not None:
                 raise error
@@ -204,7 +284,7 @@ def put(
                 number += 1  # a leftover record of a name someone claimed by hand
                 continue
             try:
-                atomic_create(layout.outbox / item_name, data)
+                publish_temp(tmp, layout.outbox / item_name)
             except Conflict:
                 with contextlib.suppress(FileNotFoundError):
                     rec_path.unlink()
@@ -306,6 +386,7 @@ def take(root: Path, agent: str, *, wait: float = 0) -> Item:
     layout.taken.mkdir(parents=True, exist_ok=True)
     layout.taken_records.mkdir(exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
+    _sweep(layout)
     if wait > 0:
         try:
             return wait_until(

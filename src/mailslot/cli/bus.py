@@ -5,6 +5,7 @@ Each command parses, makes one call into :mod:`mailslot.bus` and prints text or 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -138,21 +139,32 @@ def outbox() -> None:
 
 
 @outbox.command("put")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--for", "recipient", metavar="CONSUMER", help="Who should take it.")
 @click.option("--note", metavar="TEXT", help="One line: what it is.")
+@click.option("--name", metavar="NAME", help="The item's name when FILE is '-' (stdin).")
 @json_option
 @pass_env
 def outbox_put(
-    env: Env, file: Path, recipient: str | None, note: str | None, as_json: bool
+    env: Env, file: Path, recipient: str | None, note: str | None, name: str | None, as_json: bool
 ) -> None:
-    """Copy FILE into outbox/ atomically, with a record; prints the item's path.
+    """Copy FILE (or '-' for standard input) into outbox/ atomically, with a record; prints the
+    item's path. Nothing is visible until the whole copy is on disk.
 
     \b
     Example:
       mailslot outbox put --as lantern og-card.png --for beacon --note "OG card, 1200x630"
+      render-card | mailslot outbox put --as lantern - --name og-card.png
     """
-    item = busoutbox.put(env.need_root(), env.need_agent(), file, recipient=recipient, note=note)
+    stdin = sys.stdin.buffer if str(file) == "-" else None
+    item = busoutbox.put(
+        env.need_root(),
+        env.need_agent(),
+        Path(name or "stdin") if stdin else file,
+        recipient=recipient,
+        note=note,
+        stream=stdin,
+    )
     emit(item.to_json(), as_json, item.path)
 
 

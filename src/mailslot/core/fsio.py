@@ -7,6 +7,9 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   directory is fsync'd. Readers ignore dot-names, so a writer killed mid-write leaves nothing a
   reader can see. ``sweep_temps`` removes such leftovers.
 * A created file never overwrites: an existing name is ``Conflict``, always.
+* A payload too big to hold in memory is streamed into the same kind of temp
+  (``stream_to_temp``) and published by ``publish_temp``: a writer killed mid-copy leaves only a
+  dot-named temp, which no reader sees and ``sweep_temps`` removes once it is stale.
 * Numbered names are claimed, not guessed: under an optional lock the next number is computed over
   every sibling directory, and the ``link`` still refuses a name someone took without the lock.
 * Appends to a shared log hold ``flock``, write the whole record at the end, and cut the file back
@@ -36,8 +39,10 @@ __all__ = [
     "highest_number",
     "locked_append",
     "numbered_create",
+    "publish_temp",
     "read_from",
     "read_regular",
+    "stream_to_temp",
     "sweep_temps",
     "write_all",
 ]
@@ -98,10 +103,28 @@ def fsync_dir(directory: Path) -> None:
 def _write_temp(
     directory: Path, final_name: str, data: bytes, mode: int, *, sync: bool = True
 ) -> Path:
-    tmp = directory / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    return stream_to_temp(directory, final_name, (data,), mode=mode, sync=sync)
+
+
+def stream_to_temp(
+    directory: Path,
+    final_name: str,
+    chunks: Iterable[bytes],
+    *,
+    mode: int = 0o666,
+    sync: bool = True,
+) -> Path:
+    """Write ``chunks`` to a new dot-named temp in ``directory`` (named for ``final_name``, in
+    the form ``sweep_temps`` removes), fsync'd; return its path.
+
+    Readers ignore dot-names, so the temp is never taken for a message. If anything raises (the
+    disk, or the caller's iterator refusing a limit) the temp is removed and the error raised.
+    """
+    tmp = Path(directory) / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        write_all(fd, data)
+        for chunk in chunks:
+            write_all(fd, chunk)
         if sync:
             os.fsync(fd)
     except BaseException:
@@ -111,6 +134,17 @@ def _write_temp(
         raise
     os.close(fd)
     return tmp
+
+
+def publish_temp(tmp: Path, final: Path) -> Path:
+    """Give the fsync'd temp ``tmp`` the name ``final`` (same directory), never replacing one.
+
+    ``Conflict`` if ``final`` exists: the temp is kept, so the caller may try another name (and
+    removes it when it gives up). On success the temp name is gone and the directory fsync'd.
+    """
+    _link_into_place(Path(tmp), Path(final))
+    fsync_dir(Path(final).parent)
+    return Path(final)
 
 
 def _link_into_place(tmp: Path, final: Path) -> None:

@@ -1,0 +1,105 @@
+"""A producer killed in the middle of `outbox put`: nothing half-done is ever taken, no number is
+used twice, and the temp it left is swept once stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mailslot.bus import outbox
+from mailslot.core.fsio import STALE_TEMP_SECONDS
+
+
+def dot_names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def age(path: Path) -> None:
+    old = time.time() - 2 * STALE_TEMP_SECONDS
+    os.utime(path, (old, old))
+
+
+def test_a_put_killed_mid_copy_leaves_nothing_a_taker_sees(root: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "MAILSLOT_ROOT": str(root)}
+    put = [sys.executable, "-m", "mailslot", "outbox", "put", "--as", "lantern"]
+    producer = subprocess.Popen(
+        [*put, "-", "--name", "build.tar", "--note", "the nightly build"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert producer.stdin is not None
+    try:
+        producer.stdin.write(b"x" * (3 << 20))  # a slow producer: part of the build, then quiet
+        producer.stdin.flush()
+    except BrokenPipeError:
+        pass
+    temps: list[str] = []
+    for _ in range(1200):  # until the copy is under way (bounded; not a timing assertion)
+        temps = dot_names(root / "outbox")
+        if temps and (root / "outbox" / temps[0]).stat().st_size >= 1 << 20:
+            break
+        if producer.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert producer.poll() is None, producer.communicate()[1]
+    os.kill(producer.pid, signal.SIGKILL)  # killed mid-copy
+    producer.wait(timeout=30)
+    producer.stdin.close()
+
+    assert len(temps) == 1 and temps[0].endswith(".tmp")  # invisible to readers
+    assert outbox.list_items(root) == []
+    assert os.listdir(root / "outbox" / "records") == []  # no orphan record
+
+    age(root / "outbox" / temps[0])
+    card = tmp_path / "og-card.png"
+    card.write_bytes(b"card bytes")
+    r = subprocess.run([*put, str(card)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "outbox/000001-og-card.png"
+    take = [sys.executable, "-m", "mailslot", "outbox", "take", "--as", "beacon", "--json"]
+    r = subprocess.run(take, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["item"], got["has_record"], got["sha256_ok"]) == ("000001-og-card.png", True, True)
+    r = subprocess.run(take, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 3  # nothing else: the killed put left nothing to take
+    for folder in ("outbox", "outbox/records", "outbox/taken", "outbox/taken/records"):
+        assert dot_names(root / folder) == [], folder  # the stale temp was swept
+
+
+def test_a_number_a_half_done_put_claimed_is_never_reused(root: Path, tmp_path: Path) -> None:
+    """What a put killed after its record and before its item leaves behind."""
+    records = root / "outbox" / "records"
+    orphan = {"item": "000001-draft.md", "from": "lantern", "for": None, "note": "a draft"}
+    (records / "000001-draft.md.json").write_text(json.dumps(orphan))
+    temp = root / "outbox" / f".000001-draft.md.{os.getpid()}.0badf00d.tmp"
+    temp.write_bytes(b"half a dra")
+    src = tmp_path / "guide.md"
+    src.write_text("the guide")
+    item = outbox.put(root, "tidal", src)
+    assert item.name == "000002-guide.md"  # 000001 was claimed by the half-done put
+    assert temp.exists()  # fresh: its writer may still be alive
+    taken = outbox.take(root, "beacon")
+    assert (taken.name, taken.sha256_ok) == ("000002-guide.md", True)
+    assert outbox.list_items(root) == []  # the orphan record is never an item
+    age(temp)
+    outbox.put(root, "tidal", src)
+    assert not temp.exists()
+    assert [i.name for i in outbox.list_items(root)] == ["000003-guide.md"]
+
+
+def test_a_put_from_a_pipe_is_whole_or_nothing(root: Path, run_cli) -> None:
+    env = {"MAILSLOT_ROOT": str(root)}
+    data = "line\n" * 100_000
+    r = run_cli("outbox", "put", "--as", "lantern", "-", "--name", "log.txt", input=data, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (root / r.stdout.strip()).read_text() == data
+    [item] = outbox.list_items(root)
+    assert item.size == len(data) and item.source == "log.txt"
