@@ -148,8 +148,9 @@ def outbox() -> None:
 def outbox_put(
     env: Env, file: Path, recipient: str | None, note: str | None, name: str | None, as_json: bool
 ) -> None:
-    """Copy FILE (or '-' for standard input) into outbox/ atomically, with a record; prints the
-    item's path. Nothing is visible until the whole copy is on disk.
+    """Copy FILE (or '-': stdin) into outbox/ atomically, with a record; print its path.
+
+    Nothing is visible until the whole copy is on disk; a put killed mid-copy leaves nothing.
 
     \b
     Example:
