@@ -3,6 +3,7 @@ used twice, and the temp it left is swept once stale."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -11,7 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mailslot.bus import outbox
+from mailslot.core.errors import LimitExceeded
 from mailslot.core.fsio import STALE_TEMP_SECONDS
 
 
@@ -103,3 +107,13 @@ def test_a_put_from_a_pipe_is_whole_or_nothing(root: Path, run_cli) -> None:
     assert (root / r.stdout.strip()).read_text() == data
     [item] = outbox.list_items(root)
     assert item.size == len(data) and item.source == "log.txt"
+
+
+def test_a_pipe_over_the_limit_is_refused_and_leaves_nothing(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outbox, "ITEM_MAX_BYTES", 1000)
+    with pytest.raises(LimitExceeded, match="outbox item"):
+        outbox.put(root, "lantern", Path("big.bin"), stream=io.BytesIO(b"x" * 1001))
+    assert dot_names(root / "outbox") == [] and outbox.list_items(root) == []
+    assert os.listdir(root / "outbox" / "records") == []

@@ -86,6 +86,13 @@ def test_a_hand_written_reply_r2_answers_the_ask_c02(mb: Path) -> None:
         relay.reply(mb, "manager", "C02", "a second reply to the same turn")
 
 
+def test_a_reply_with_a_stray_t2_is_still_the_reply() -> None:
+    t = parse_line("- [HH:MM] (manager) id=R01 T1=5 T2=6 say=Friday.")
+    assert (t.kind, t.id, t.say) == ("turn", "R01", "Friday.")
+    t = parse_line("- [HH:MM] (w1) id=R01 T1=5 T2=6")  # no text: the worker's delivery record
+    assert (t.kind, t.id) == ("ack", "R01")
+
+
 def test_c2_and_c02_are_one_turn_and_ids_do_not_collide() -> None:
     assert parse_line("- [9:05] (w1) C2 id=C02 T0=1 say=x").id == "C02"
     assert parse_line("- [9:05] (w1) id=C002 T0=1 say=x").id == "C02"

@@ -258,10 +258,11 @@ def _pattern(raw: str, lineno: int, path: Path | None, root: Path | None) -> str
                 if raw == base or raw.startswith(base.rstrip("/") + "/"):
                     raw = raw[len(base.rstrip("/")) :].lstrip("/") or "/"
         pattern = normalise(raw.removeprefix("/"), where="charter path")
-        name = root.name if root is not None else ""
+        names = {root.name, Path(os.path.realpath(root)).name} if root is not None else set()
         head, _, rest = pattern.partition("/")
-        if name and head == name and not any(c in name for c in "*?["):
-            if (root / name).exists() if root is not None else False:
+        name = head if head in names and not any(c in head for c in "*?[") else ""
+        if name and root is not None:
+            if os.path.lexists(root / name):
                 raise MailslotError(
                     f"{raw!r} starts with {name}/, the bus folder's own name, and the bus also "
                     f"holds a {name!r} of its own: which one is meant? rename one of them"

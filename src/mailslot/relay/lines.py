@@ -183,7 +183,8 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
             labels.append(canonical_id(token))
         elif token:
             words.append(token)
-    if "T2" in fields and not {"seen", "at"} & fields.keys() and "STOP" not in flags:
+    delivery = "T2" in fields and not {"seen", "at"} & fields.keys() and "STOP" not in flags
+    if delivery and not _is_turn(fields, say):  # a turn with a stray T2 stays a turn
         return _delivery(m, fields, flags, labels, words, say, offset)
     if words:
         raise FormatError(f"unexpected token {words[0]!r}", field="line")
@@ -222,6 +223,14 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
         offset,
         label,
     )
+
+
+def _is_turn(fields: Mapping[str, str], say: str | None) -> bool:
+    """Whether ``fields`` and ``say`` make a whole turn: ``id=``, its stamp and some text."""
+    ident = fields.get("id", "")
+    if not TURN_ID_RE.fullmatch(ident) or say is None or not say.strip():
+        return False
+    return any(fields.get(stamp, "").isdigit() for stamp in _STAMPS[ident[0]])
 
 
 def _check_stamps(fields: Mapping[str, str]) -> None:

@@ -432,7 +432,7 @@ class _Reporter:
             return
         mark = self.store.load(self.key) or {}
         through = int(mark.get("through", 0)) if mark.get("inode") == inode else 0
-        fresh = [u for u in mine if u.offset >= through]
+        fresh = sorted((u for u in mine if u.offset >= through), key=lambda u: u.offset)
         if not fresh:
             return
         for u in fresh:
