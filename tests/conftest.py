@@ -48,3 +48,78 @@ def run_cli() -> Iterator[object]:
         )
 
     yield run
+
+
+# A real process killed by SIGKILL inside its first large write(): it writes the first half of the
+# bytes, then the kernel kills it -- what a kill landing mid-write leaves on disk.
+_KILL_IN_WRITE = """
+import os, signal, sys
+_write = os.write
+def _half_then_die(fd, data):
+    if len(data) >= int(os.environ["KILL_AT_WRITE_BYTES"]):
+        _write(fd, bytes(data[: len(data) // 2]))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _write(fd, data)
+os.write = _half_then_die
+"""
+_CLI = """
+sys.argv[0] = "mailslot"
+from mailslot.cli import main
+main()
+"""
+
+
+@pytest.fixture
+def killed_in_write() -> Iterator[object]:
+    """Run ``mailslot ARGS`` (or Python ``code`` with ARGS in ``sys.argv[1:]``) in a process that
+    SIGKILLs itself in its first write of at least ``at_bytes`` bytes, after writing half of
+    them; asserts it died that way."""
+
+    def run(*args: str, at_bytes: int, cwd: Path | None = None, code: str = _CLI) -> None:
+        proc = subprocess.run(
+            [sys.executable, "-c", _KILL_IN_WRITE + code, *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KILL_AT_WRITE_BYTES": str(at_bytes)},
+            cwd=cwd,
+            timeout=60,
+        )
+        assert proc.returncode == -9, (proc.returncode, proc.stderr)
+
+    yield run
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A fresh 64 KB tmpfs mounted at ``tmp_path/disk`` (needs root; skipped otherwise)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def _fill_disk(disk: Path, leave_pages: int = 0) -> Path:
+    """Fill ``disk`` to the last byte, then free ``leave_pages`` pages; returns the filler file."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    size = filler.stat().st_size
+    os.truncate(filler, max(0, size - size % 4096 - leave_pages * 4096))
+    return filler
+
+
+@pytest.fixture
+def fill_disk() -> object:
+    """``fill_disk(disk, leave_pages=0)``: fill a small disk, leaving that many pages free."""
+    return _fill_disk

@@ -13,7 +13,23 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
 * Numbered names are claimed, not guessed: under an optional lock the next number is computed over
   every sibling directory, and the ``link`` still refuses a name someone took without the lock.
 * Appends to a shared log hold ``flock``, write the whole record at the end, and cut the file back
-  to where it was if the write fails, so no torn record survives. Readers take the shared lock.
+  to where it was if the write or the fsync fails, so a failed append leaves nothing. Readers take
+  the shared lock.
+* A writer killed inside its append never leaves a record a reader takes as whole. Before the
+  bytes go out it records its intent -- start offset, length, CRC of the record -- in a small
+  dot-named sidecar beside the file (``.<name>.intent``: one fixed-size line with its own CRC, so
+  a sidecar torn by the same kill is recognisably invalid and cuts nothing), and removes it once
+  the record is written (and fsync'd, when asked). The writer holds the exclusive ``flock`` for the
+  sidecar's whole life, so anyone who holds the lock and still finds a valid sidecar knows its
+  writer is gone -- no pids involved. A reader (shared lock) then delivers nothing at or past the
+  intent's start unless the record there is whole (its CRC matches); the next appender (exclusive
+  lock) repairs: it moves the fragment, and anything written after it without the lock, into
+  ``<name>.torn`` and cuts the file back to the intent's start. ``torn_of`` reports that file.
+  What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
+  records no intent, so its own torn write stays undetectable.
+* Files someone else may have named are read bounded: ``read_regular`` and ``read_from`` refuse a
+  FIFO, a device or a directory without blocking, and refuse (never truncate) more than their
+  byte limit.
 """
 
 from __future__ import annotations
@@ -26,12 +42,24 @@ import re
 import secrets
 import stat
 import time
+import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from mailslot.core.errors import Conflict, LockBusy, MailslotError, NotFound
+from mailslot.core.errors import (
+    Conflict,
+    FormatError,
+    LimitExceeded,
+    LockBusy,
+    MailslotError,
+    NotFound,
+)
 
 __all__ = [
+    "READ_FROM_MAX",
+    "Staged",
+    "Torn",
     "atomic_create",
     "atomic_write",
     "file_lock",
@@ -42,14 +70,19 @@ __all__ = [
     "publish_temp",
     "read_from",
     "read_regular",
+    "stage_write",
     "stream_to_temp",
     "sweep_temps",
+    "torn_of",
     "write_all",
 ]
 
 # A temp file older than this belongs to a writer that died: a write takes milliseconds.
 STALE_TEMP_SECONDS = 3600
 _TEMP_RE = re.compile(r"^\..+\.[0-9]+\.[0-9a-f]{8}\.tmp$")
+# The most ``read_from`` returns in one call: a chat, LOG.md or relay inbox this big is no longer
+# a conversation, and a file named like one (a 3 GB log, a sparse file) must not be read whole.
+READ_FROM_MAX = 64 << 20
 
 
 def _as_bytes(data: str | bytes) -> bytes:
@@ -201,6 +234,34 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: b
     return path
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A replacement for ``final`` written and fsync'd aside, not yet in place (``stage_write``)."""
+
+    tmp: Path
+    final: Path
+
+    def commit(self) -> None:
+        """Put it in place, durably (a rename: needs no free space)."""
+        os.replace(self.tmp, self.final)
+        fsync_dir(self.final.parent)
+
+    def discard(self) -> None:
+        """Remove it; ``final`` stays as it was."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
+
+
+def stage_write(path: Path, data: str | bytes, *, mode: int = 0o666) -> Staged:
+    """Write ``data`` aside for ``path`` so that it can replace it later with ``commit``.
+
+    For state that must change together with an append: stage the state first (where a full disk
+    fails, nothing is written yet), append, then commit -- or discard if the append failed.
+    """
+    path = Path(path)
+    return Staged(_write_temp(path.parent, path.name, _as_bytes(data), mode), path)
+
+
 def highest_number(directories: Iterable[Path], width: int = 4) -> int:
     """The highest ``N`` of any ``N-...`` name (``width`` digits) in ``directories``; 0 if none."""
     pattern = re.compile(rf"^([0-9]{{{width}}})-")
@@ -281,41 +342,220 @@ def numbered_create(
     return number, final
 
 
+@dataclass(frozen=True)
+class Torn:
+    """The ``<name>.torn`` file beside an append-only file: fragments of killed appends."""
+
+    path: Path
+    size: int
+
+    def to_json(self) -> dict[str, object]:
+        """``{"path", "size"}``."""
+        return {"path": str(self.path), "size": self.size}
+
+
+def _intent_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.intent")
+
+
+def _torn_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.torn")
+
+
+def torn_of(path: Path) -> Torn | None:
+    """The fragments file of ``path`` (bytes of appends whose writer was killed), or ``None``."""
+    torn = _torn_path(Path(path))
+    try:
+        st = os.lstat(torn)
+    except FileNotFoundError:
+        return None
+    return Torn(torn, st.st_size)
+
+
+@dataclass(frozen=True)
+class _Intent:
+    """What an appender is about to write: ``length`` bytes at ``start`` with CRC ``crc``."""
+
+    start: int
+    length: int
+    crc: int
+
+    def encode(self) -> bytes:
+        body = b"mailslot-intent %016x %016x %08x" % (self.start, self.length, self.crc)
+        return body + b" %08x\n" % zlib.crc32(body)
+
+
+_INTENT_SIZE = len(_Intent(0, 0, 0).encode())
+_INTENT_RE = re.compile(
+    rb"^(mailslot-intent ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{8})) ([0-9a-f]{8})\n$"
+)
+
+
+def _read_intent(sidecar: Path) -> _Intent | bool | None:
+    """The intent in ``sidecar``; ``None`` when there is none; ``False`` when it is invalid (a
+    sidecar torn by a kill before its record's first byte, or something else under its name)."""
+    try:
+        raw = read_regular(sidecar, _INTENT_SIZE)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
+    m = _INTENT_RE.match(raw)
+    if m is None or zlib.crc32(m[1]) != int(m[5], 16):
+        return False
+    return _Intent(int(m[2], 16), int(m[3], 16), int(m[4], 16))
+
+
+def _record_whole(fd: int, intent: _Intent, size: int) -> bool:
+    """Whether the bytes at the intent's place are the record it announced, all of them."""
+    if size < intent.start + intent.length:
+        return False
+    crc = 0
+    pos, left = intent.start, intent.length
+    while left > 0:
+        chunk = os.pread(fd, min(left, 1 << 20), pos)
+        if not chunk:
+            return False
+        crc = zlib.crc32(chunk, crc)
+        pos += len(chunk)
+        left -= len(chunk)
+    return crc == intent.crc
+
+
+def _visible_end(path: Path, fd: int, size: int) -> int:
+    """Where what a reader may take ends: ``size``, or the start of a dead writer's torn record.
+
+    Called under a lock: while anyone holds one, no live mailslot writer owns the sidecar.
+    """
+    intent = _read_intent(_intent_path(path))
+    if not isinstance(intent, _Intent) or intent.start >= size:
+        return size
+    return size if _record_whole(fd, intent, size) else intent.start
+
+
+def _repair(path: Path, fd: int) -> None:
+    """Under the exclusive lock: settle what a killed appender left (see the module docstring)."""
+    sidecar = _intent_path(path)
+    intent = _read_intent(sidecar)
+    if intent is None:
+        return
+    if isinstance(intent, _Intent):
+        size = os.fstat(fd).st_size
+        if intent.start < size and not _record_whole(fd, intent, size):
+            _keep_fragment(path, fd, intent.start, size)
+            os.ftruncate(fd, intent.start)
+            os.fsync(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sidecar)
+
+
+def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
+    """Append bytes ``start..end`` of ``path`` to ``<name>.torn`` with a header, durably."""
+    header = f"--- torn append: bytes {start}..{end} of {path.name}, cut at {time.time():.3f}\n"
+    out = os.open(
+        _torn_path(path),
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        0o666,
+    )
+    try:
+        write_all(out, header.encode())
+        pos = start
+        while pos < end:
+            chunk = os.pread(fd, min(end - pos, 1 << 20), pos)
+            if not chunk:
+                break
+            write_all(out, chunk)
+            pos += len(chunk)
+        write_all(out, b"\n")
+        os.fsync(out)
+    finally:
+        os.close(out)
+
+
+def _write_intent(sidecar: Path, intent: _Intent) -> None:
+    fd = os.open(
+        sidecar,
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        0o666,
+    )
+    try:
+        write_all(fd, intent.encode())
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(sidecar)
+        raise
+    os.close(fd)
+
+
+def _require_regular(fd: int, path: Path) -> os.stat_result:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise FormatError(
+            "not a regular file (a FIFO, device or directory); nothing read", path=path
+        )
+    return st
+
+
 def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     """Append one whole record to ``path`` under ``flock``; return the offset it starts at.
 
-    If the write fails part-way the file is cut back to its old length, so a reader (who takes
-    the shared lock) sees the record entirely or not at all.
+    The record's intent is in the sidecar while its bytes go out, so a writer killed part-way
+    leaves nothing a reader delivers and the next append cuts the fragment out into
+    ``<name>.torn``. If the write or the fsync fails the file is cut back to its old length:
+    an ``OSError`` (a full disk) means nothing was appended. ``FormatError`` if ``path`` is not a
+    regular file.
     """
+    path = Path(path)
     raw = _as_bytes(data)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
     try:
+        _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_EX)
+        _repair(path, fd)
         start = os.fstat(fd).st_size
+        sidecar = _intent_path(path)
+        _write_intent(sidecar, _Intent(start, len(raw), zlib.crc32(raw)))
         try:
             write_all(fd, raw)
             if fsync:
                 os.fsync(fd)
         except BaseException:
             os.ftruncate(fd, start)
+            os.unlink(sidecar)  # only once the cut succeeded: else the next append repairs
             raise
+        os.unlink(sidecar)
         return start
     finally:
         os.close(fd)
 
 
-def read_from(path: Path, offset: int = 0) -> bytes:
-    """The bytes of ``path`` from ``offset`` on, read under the shared lock; ``NotFound``."""
+def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> bytes:
+    """The bytes of ``path`` from ``offset`` on, read under the shared lock.
+
+    Never blocks on a FIFO and never reads more than ``limit`` bytes; never returns bytes of an
+    append whose writer was killed part-way. ``NotFound``; ``FormatError`` for something that is
+    not a regular file; ``LimitExceeded`` when more than ``limit`` bytes follow ``offset``.
+    """
+    path = Path(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise NotFound("no such file", path=path) from None
     try:
+        _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_SH)
-        os.lseek(fd, offset, os.SEEK_SET)
+        end = _visible_end(path, fd, os.fstat(fd).st_size)
+        if end - offset > limit:
+            raise LimitExceeded(f"{path} from byte {offset}", limit, end - offset, "bytes")
         chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        pos = offset
+        while pos < end:
+            chunk = os.pread(fd, min(end - pos, 1 << 20), pos)
+            if not chunk:
+                break
             chunks.append(chunk)
+            pos += len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -1,0 +1,138 @@
+"""Appends against damage: a writer SIGKILLed mid-append, a full disk, hostile file types.
+
+A killed writer never leaves bytes a reader takes as a record, and the next append moves its
+fragment into ``<name>.torn``; a failed append (full disk, failed fsync) leaves nothing; a FIFO
+or a huge sparse file named like a log is refused at once, never waited on or read whole.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from mailslot.core.errors import FormatError, LimitExceeded
+from mailslot.core.fsio import READ_FROM_MAX, locked_append, read_from, torn_of
+
+APPEND = """
+from pathlib import Path
+from mailslot.core.fsio import locked_append
+locked_append(Path(sys.argv[1]), sys.argv[2], fsync=True)
+"""
+RECORD = "r" * 5000 + "\n"
+
+
+def _sidecars(directory: Path) -> list[str]:
+    return [n for n in os.listdir(directory) if n.endswith(".intent")]
+
+
+def test_a_record_torn_by_a_kill_is_hidden_then_cut_out(tmp_path: Path, killed_in_write) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    assert log.stat().st_size == len("first\n") + len(RECORD) // 2
+    assert read_from(log) == b"first\n"
+    assert read_from(log, 3) == b"st\n"
+    with log.open("a") as f:  # a shell's `>>`, no lock, no intent: completes the fragment's line
+        f.write("by hand\n")
+    assert read_from(log) == b"first\n"  # still nothing past the torn record's start
+
+    assert locked_append(log, "second\n") == len("first\n")
+    assert log.read_text() == "first\nsecond\n"
+    torn = torn_of(log)
+    assert torn is not None and torn.path == tmp_path / "LOG.md.torn"
+    kept = torn.path.read_text()
+    assert RECORD[:2500] + "by hand\n" in kept and torn.size == len(kept.encode())
+    assert _sidecars(tmp_path) == []
+
+
+def test_a_kill_inside_the_intent_write_cuts_nothing(tmp_path: Path, killed_in_write) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), "x" * 200 + "\n", at_bytes=60, code=APPEND)
+    assert log.read_text() == "first\n"  # the kill came before any byte of the record
+    assert locked_append(log, "second\n") == len("first\n")
+    assert read_from(log) == b"first\nsecond\n"
+    assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+def test_a_kill_after_the_whole_record_keeps_it(tmp_path: Path, killed_in_write) -> None:
+    log = tmp_path / "LOG.md"
+    die_before_cleanup = """
+import signal
+_unlink = os.unlink
+def _die(path, *a, **k):
+    if str(path).endswith(".intent"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _unlink(path, *a, **k)
+os.unlink = _die
+"""
+    killed_in_write(str(log), RECORD, at_bytes=1 << 30, code=die_before_cleanup + APPEND)
+    assert _sidecars(tmp_path) == [".LOG.md.intent"]
+    assert read_from(log) == RECORD.encode()  # whole, so delivered
+    locked_append(log, "next\n")
+    assert log.read_text() == RECORD + "next\n"
+    assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+def test_a_failed_fsync_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+
+    def eio(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", eio)
+    with pytest.raises(OSError, match="Input/output"):
+        locked_append(log, "second\n", fsync=True)
+    monkeypatch.undo()
+    assert log.read_text() == "first\n" and _sidecars(tmp_path) == []
+
+
+@pytest.mark.parametrize("free_pages", [0, 1])
+def test_a_full_disk_appends_nothing(small_disk: Path, fill_disk, free_pages: int) -> None:
+    log = small_disk / "LOG.md"
+    locked_append(log, "x" * 4095 + "\n")  # a whole page: the next record needs a new one
+    fill_disk(small_disk, free_pages)  # 0: no room for the intent; 1: none for the record
+    with pytest.raises(OSError, match="No space"):
+        locked_append(log, "second\n", fsync=True)
+    assert log.read_bytes() == b"x" * 4095 + b"\n"
+    assert _sidecars(small_disk) == [] and torn_of(log) is None
+
+
+def _refused_at_once(call) -> BaseException:
+    box: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "blocked on the file instead of refusing it"
+    assert box, "read a file it should have refused"
+    return box[0]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "LOG.md"
+    os.mkfifo(fifo)
+    e = _refused_at_once(lambda: read_from(fifo))
+    assert isinstance(e, FormatError) and "not a regular file" in str(e)
+    e = _refused_at_once(lambda: locked_append(fifo, "line\n"))
+    assert isinstance(e, OSError | FormatError)
+
+
+def test_a_huge_file_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    huge = tmp_path / "LOG.md"
+    with huge.open("wb") as f:
+        f.truncate(3 << 30)  # sparse: 3 GB that cost nothing
+    e = _refused_at_once(lambda: read_from(huge))
+    assert isinstance(e, LimitExceeded) and e.limit == READ_FROM_MAX
+    assert f"at most {READ_FROM_MAX} bytes" in str(e)
+    assert read_from(huge, (3 << 30) - 10) == b"\0" * 10  # a bounded slice is still fine
