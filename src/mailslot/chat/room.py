@@ -18,6 +18,11 @@ Invariants and why:
   so a waiting reader sees it the moment it is whole and the sender returns only once it is on
   disk.
 * A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat.
+* A writer killed inside its append leaves nothing a reader takes as a message: ``read_from``
+  stops before its fragment and the next ``say`` moves the fragment into ``<file>.torn``, which
+  ``status`` reports. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
+  intent, so its own torn write is not detected. Every read is bounded (``read_from``): a FIFO or
+  a huge file named like a chat is refused, never waited on or read whole.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
 from mailslot.core.errors import Conflict, FormatError, Gone, LockBusy, NotFound, WaitTimeout
-from mailslot.core.fsio import atomic_create, locked_append, read_from
+from mailslot.core.fsio import atomic_create, locked_append, read_from, torn_of
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
@@ -134,6 +139,7 @@ class ChatStatus:
     last_rejection: dict[str, Any] | None = None
     human_checks: list[dict[str, Any]] = field(default_factory=list)
     messages: int = 0
+    torn: dict[str, Any] | None = None  # ``<file>.torn``: fragments of appends killed mid-write
 
     @property
     def human_check(self) -> dict[str, Any] | None:
@@ -152,6 +158,7 @@ class ChatStatus:
             "last_rejection": self.last_rejection,
             "topic": self.topic,
             "messages": self.messages,
+            "torn": self.torn,
         }
 
 
@@ -506,8 +513,13 @@ def wait(
 
 
 def status(path: Path | str) -> ChatStatus:
-    """The conversation's status from the whole file; ``NotFound`` if it is missing."""
-    return compute_status(_all(_chat_path(path))[0])
+    """The conversation's status from the whole file, and its ``.torn`` file if one exists;
+    ``NotFound`` if it is missing."""
+    path = _chat_path(path)
+    st = compute_status(_all(path)[0])
+    torn = torn_of(path)
+    st.torn = torn.to_json() if torn is not None else None
+    return st
 
 
 def end(

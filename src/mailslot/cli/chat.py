@@ -66,6 +66,12 @@ def _status_text(st: dict[str, Any]) -> str:
             f"HUMAN CHECK open by {_name(c['from'])} at {shown_line(c['time'])}:\n"
             f"{quoted(c['text'])}"
         )
+    torn = st.get("torn")
+    if torn:
+        lines.append(
+            f"TORN: {torn['size']} bytes of appends killed mid-write were cut out into "
+            f"{shown_line(torn['path'])} (not messages; inspect, then remove it)"
+        )
     return "\n".join(lines)
 
 

@@ -1,0 +1,55 @@
+"""A writer SIGKILLed inside its append leaves no message: the fragment is cut out, not delivered.
+
+The kill is real: a ``mailslot chat say`` process dies by SIGKILL in the middle of writing its
+block, leaving half of it in the file (and seed 002's ``FILE.lock`` directory behind, which the
+human removes as the lock error says).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from mailslot import chat
+
+BIG = "the long plan, " * 2000  # a 30 KB message: its write is the first large one
+
+
+def test_a_message_torn_by_a_kill_is_never_delivered(
+    chat_file: Path, killed_in_write, run_cli
+) -> None:
+    chat.join(chat_file, "bob")
+    before = chat_file.stat().st_size
+    killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
+    assert chat_file.stat().st_size > before  # half of alice's block is in the file
+    os.rmdir(f"{chat_file}.lock")  # the dead writer's seed lock; the lock error says to remove it
+
+    # meanwhile readers see the chat as it was before the torn block
+    assert [m.sender for m in chat.read(chat_file).messages] == ["alice", "bob"]
+
+    # the next writer's block follows the fragment: it must not complete it into a message
+    r = run_cli("chat", "say", str(chat_file), "after the crash", "--as", "bob")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(run_cli("chat", "read", str(chat_file), "--json").stdout)["messages"]
+    assert [(m["from"], m["body"]) for m in got][1:] == [
+        ("bob", got[1]["body"]),
+        ("bob", "after the crash"),
+    ]
+    assert not any(BIG[:100] in m["body"] for m in got)
+
+    # the fragment is kept aside and the status names it
+    torn = Path(f"{chat_file}.torn")
+    assert BIG[:1000] in torn.read_text()
+    st = json.loads(run_cli("chat", "status", str(chat_file), "--json").stdout)
+    assert st["torn"] == {"path": str(torn), "size": torn.stat().st_size}
+    text = run_cli("chat", "status", str(chat_file)).stdout
+    assert f"TORN: {torn.stat().st_size} bytes" in text and str(torn) in text
+    # no sidecar is left once repaired
+    assert [n for n in os.listdir(chat_file.parent) if n.endswith(".intent")] == []
+
+
+def test_a_whole_message_leaves_no_sidecar_and_no_torn_file(chat_file: Path) -> None:
+    chat.say(chat_file, BIG, "alice")
+    assert sorted(os.listdir(chat_file.parent)) == [chat_file.name]
+    assert chat.status(chat_file).torn is None
