@@ -30,6 +30,7 @@ import json
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any
 from mailslot.bus.layout import Layout
 from mailslot.core.clock import now, parse_time
 from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
-from mailslot.core.fsio import atomic_write, file_lock, locked_append, read_from
+from mailslot.core.fsio import atomic_write, file_lock, locked_append, read_from, stage_write
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 
@@ -308,27 +309,58 @@ def append(
         line = f"{stamp} \u2014 [{_display(agent)}] w{number:02d}: {text}"
         prefix = "\n" if scan.tail and not scan.tail.endswith("0a") else ""
         record = f"{prefix}{line}\n".encode()
-        start = locked_append(layout.log, record, fsync=True)
+        # The counter is staged before the line is appended and put in place after it, so a full
+        # disk fails before anything is written (nothing to retry twice), never in between.
+        lines = scan.lines + record.count(b"\n")
+        after = _Scan(
+            scan.inode or _inode(layout.log),
+            scan.offset + len(record),
+            lines,
+            max(highest, number),
+            stamp,
+            number,
+            (bytes.fromhex(scan.tail) + record)[-_TAIL_BYTES:].hex(),
+        )
+        staged = stage_write(counter_path, _counter(number, waking_id, stamp, after))
+        try:
+            start = locked_append(layout.log, record, fsync=True)
+        except BaseException:
+            staged.discard()
+            raise
         if start == scan.offset:
-            lines = scan.lines + record.count(b"\n")
-            tail = (bytes.fromhex(scan.tail) + record)[-_TAIL_BYTES:].hex()
-            after = _Scan(
-                scan.inode or os.stat(layout.log).st_ino,
-                start + len(record),
-                lines,
-                max(highest, number),
-                stamp,
-                number,
-                tail,
-            )
+            _save_counter(staged.commit, lines, line, counter_path)
         else:  # someone appended without the lock meanwhile: count again, rescan next time
+            staged.discard()
             lines = read_from(layout.log)[:start].count(b"\n") + record.count(b"\n")
-            after = _Scan(0, 0, 0, 0, None, None, "")
-        state = {"waking": number, "id": waking_id, "at": stamp, "scan": after.to_json()}
-        atomic_write(counter_path, json.dumps(state, sort_keys=True) + "\n")
+            fresh = _counter(number, waking_id, stamp, _Scan(0, 0, 0, 0, None, None, ""))
+            _save_counter(lambda: atomic_write(counter_path, fresh), lines, line, counter_path)
     entry = parse_line(lines, line)
     assert entry is not None
     return entry
+
+
+def _save_counter(save: Callable[[], object], lines: int, line: str, path: Path) -> None:
+    """Save the waking counter once the line is in LOG.md; a failure says the line is there."""
+    try:
+        save()
+    except OSError as e:
+        raise MailslotError(
+            f"the line WAS written (LOG.md line {lines}: {line}); only the waking counter "
+            f"could not be saved ({e.strerror}): do not append it again",
+            path=path,
+        ) from None
+
+
+def _inode(path: Path) -> int:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:  # created by the append itself: the next scan reads it whole
+        return 0
+
+
+def _counter(number: int, waking_id: str | None, stamp: str, scan: _Scan) -> str:
+    state = {"waking": number, "id": waking_id, "at": stamp, "scan": scan.to_json()}
+    return json.dumps(state, sort_keys=True) + "\n"
 
 
 def _current_waking(

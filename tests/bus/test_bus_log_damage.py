@@ -1,0 +1,79 @@
+"""LOG.md under damage: a writer killed inside its append, and a full disk.
+
+A killed writer's half line is never read as a line (not even once the next writer's line ends
+it); a command that fails on a full disk has written nothing, so a retry never duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from mailslot.bus import layout, log
+
+LONG = "delivered the long report, " * 35  # ~950 characters: the one large write
+
+
+def _tail(run_cli, root: Path) -> list[tuple[str, str]]:
+    r = run_cli("--root", str(root), "log", "tail", "--json")
+    assert r.returncode == 0, r.stderr
+    return [(e["agent"], e["text"]) for e in json.loads(r.stdout)["entries"]]
+
+
+def test_a_line_torn_by_a_kill_is_never_read_as_a_line(
+    root: Path, killed_in_write, run_cli
+) -> None:
+    before = (root / "LOG.md").read_bytes()
+    killed_in_write("--root", str(root), "--as", "lantern", "log", "append", LONG, at_bytes=512)
+    assert len((root / "LOG.md").read_bytes()) > len(before)  # half a line is in the file
+    assert _tail(run_cli, root) == []
+
+    r = run_cli("--root", str(root), "--as", "beacon", "log", "append", "merged the OG card")
+    assert r.returncode == 0, r.stderr
+    assert _tail(run_cli, root) == [("beacon", "merged the OG card")]
+    assert (root / "LOG.md").read_bytes().startswith(before)
+    torn = root / "LOG.md.torn"
+    assert "[Lantern] w01: delivered the long report" in torn.read_text()
+    # the killed agent's next line is its first: the torn one never counted as a waking
+    r = run_cli("--root", str(root), "--as", "lantern", "log", "append", "short one")
+    assert r.returncode == 0 and "[Lantern] w01: short one" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("free_pages", "log_on_page_boundary"),
+    [
+        (0, False),  # no room for anything
+        (1, False),  # room for the staged counter, none for the append's intent
+        (2, True),  # room for counter and intent, none for the line's new page
+        (0, True),
+    ],
+)
+def test_a_failed_append_on_a_full_disk_wrote_nothing(
+    small_disk: Path, fill_disk, run_cli, free_pages: int, log_on_page_boundary: bool
+) -> None:
+    root = small_disk / "shared"
+    layout.init(root, consumer="beacon")
+    log.append(root, "lantern", "first line", new_waking=True)
+    if log_on_page_boundary:  # a hand-written comment pads LOG.md to a whole page
+        size = (root / "LOG.md").stat().st_size
+        with (root / "LOG.md").open("a") as f:
+            f.write("#" + "." * (4096 - size - 2) + "\n")
+        assert (root / "LOG.md").stat().st_size == 4096
+    filler = fill_disk(small_disk, free_pages)
+    before = (root / "LOG.md").read_bytes()
+    names = sorted(os.listdir(root)), sorted(os.listdir(root / ".mailslot" / "wakings"))
+
+    r = run_cli("--root", str(root), "--as", "lantern", "log", "append", "--new-waking", "second")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "No space left on device" in r.stderr
+    assert (root / "LOG.md").read_bytes() == before
+    assert (sorted(os.listdir(root)), sorted(os.listdir(root / ".mailslot" / "wakings"))) == names
+
+    filler.unlink()  # room again: the retry writes the line exactly once
+    r = run_cli("--root", str(root), "--as", "lantern", "log", "append", "--new-waking", "second")
+    assert r.returncode == 0, r.stderr
+    assert [e.text for e in log.read(root)] == ["first line", "second"]
+    assert [e.waking for e in log.read(root)] == [1, 2]
