@@ -294,7 +294,11 @@ def status_cmd(env: Env, as_json: bool) -> None:
         f"worker: {st['worker']}  manager: {st['manager']}\n"
         f"open turn: {shown_turn}\n"
         f"stopped: {'by ' + stopped['from'] + ' at ' + stopped['hhmm'] if stopped else 'no'}\n"
-        f"turn lines: {st['turns']}  malformed lines skipped: {st['malformed_lines']}",
+        f"turn lines: {st['turns']}  malformed lines skipped: {st['malformed_lines']}"
+        + "".join(
+            f"\nTORN: {t['size']} bytes of appends killed mid-write in {shown_line(t['path'])}"
+            for t in st["torn"]
+        ),
     )
 
 

@@ -43,7 +43,7 @@ from mailslot.core.clock import epoch_ms, format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
 from mailslot.core.errors import Conflict, FormatError, Gone, NotFound, WaitTimeout
-from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from
+from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from, torn_of
 from mailslot.core.limits import check_chars, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
@@ -713,11 +713,15 @@ def stop(root: Path | str, name: str, reason: str | None = None) -> TurnLine:
 
 
 def status(root: Path | str) -> dict[str, Any]:
-    """The relay's config, open turn and stop; ``NotFound`` if not a relay."""
+    """The relay's config, open turn and stop, and any ``.torn`` file beside an inbox or notes
+    file (fragments of appends killed mid-write); ``NotFound`` if not a relay."""
     relay = open_relay(root)
+    files = [f(name) for name in (relay.worker, relay.manager) for f in (relay.inbox, relay.notes)]
+    torn = [t.to_json() for t in map(torn_of, files) if t is not None]
     return {
         "root": str(relay.root),
         "worker": relay.worker,
         "manager": relay.manager,
         **scan(relay).to_json(),
+        "torn": torn,
     }
