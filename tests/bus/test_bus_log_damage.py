@@ -77,3 +77,24 @@ def test_a_failed_append_on_a_full_disk_wrote_nothing(
     assert r.returncode == 0, r.stderr
     assert [e.text for e in log.read(root)] == ["first line", "second"]
     assert [e.waking for e in log.read(root)] == [1, 2]
+
+
+def test_a_task_torn_by_a_kill_is_never_listed_nor_ticked_into_the_file(
+    root: Path, killed_in_write
+) -> None:
+    from mailslot.bus import tasks
+
+    first = tasks.add(root, "write the OG card", "lantern")
+    path = root / "tasks-lantern.md"
+    before = path.read_bytes()
+    long = "review the whole guide draft " * 15  # ~430 characters: the one large write
+    killed_in_write("--root", str(root), "tasks", "add", long, "--for", "lantern", at_bytes=256)
+    assert len(path.read_bytes()) > len(before)
+    assert [t.text for t in tasks.list_tasks(root, "lantern")] == ["write the OG card"]
+
+    tasks.done(root, first.id)  # a rewrite of the whole file must not carry the fragment over
+    assert path.read_text() == before.decode().replace("- [ ]", "- [x]")
+    assert "review the whole guide" in (root / "tasks-lantern.md.torn").read_text()
+    assert [(t.text, t.done) for t in tasks.list_tasks(root, "lantern")] == [
+        ("write the OG card", True)
+    ]

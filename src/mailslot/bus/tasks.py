@@ -36,7 +36,7 @@ from typing import Any
 from mailslot.bus.layout import Layout
 from mailslot.bus.roster import require_known
 from mailslot.core.errors import Conflict, MailslotError, NotFound
-from mailslot.core.fsio import atomic_create, file_lock, locked_append
+from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import AGENT_RE
 from mailslot.core.rewrite import rewrite
@@ -106,9 +106,10 @@ def _files(layout: Layout) -> list[tuple[Path, str | None]]:
 
 
 def _read(path: Path) -> bytes:
+    """The file's bytes, bounded and without an append a killed writer left torn."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
+        return read_from(path)
+    except NotFound:
         return b""
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "publish_temp",
     "read_from",
     "read_regular",
+    "settle_appends",
     "stage_write",
     "stream_to_temp",
     "sweep_temps",
@@ -495,6 +496,26 @@ def _require_regular(fd: int, path: Path) -> os.stat_result:
             "not a regular file (a FIFO, device or directory); nothing read", path=path
         )
     return st
+
+
+def settle_appends(path: Path) -> None:
+    """Cut out what an appender killed mid-write left in ``path`` (into ``<name>.torn``).
+
+    For code about to rewrite ``path`` whole (a checklist edit): the fragment must go before its
+    bytes are carried into a new file, where the intent's offset would no longer mean anything.
+    Takes the exclusive ``flock``; a missing file is left to the caller.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        _require_regular(fd, path)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _repair(path, fd)
+    finally:
+        os.close(fd)
 
 
 def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:

@@ -13,6 +13,8 @@ hand editors take no lock. ``rewrite`` is a compare-and-swap against them:
   or changed, redo the edit on its bytes plus whatever was appended to the new file since.
 * Callers serialise among themselves with ``lock``; the edit must be a pure function of the
   bytes (it may run several times).
+* A fragment left by a ``locked_append`` killed mid-write is cut out first (``settle_appends``),
+  so the rewrite never turns half a record into a line.
 
 What remains: a writer that opens the old file and stalls longer than ``SETTLE_MAX`` before
 writing, or an editor that saves a stale buffer later. Nothing can see those.
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mailslot.core.errors import Conflict
-from mailslot.core.fsio import file_lock, fsync_dir, write_all
+from mailslot.core.fsio import file_lock, fsync_dir, settle_appends, write_all
 
 __all__ = ["REWRITE_ATTEMPTS", "Edit", "rewrite"]
 
@@ -120,6 +122,7 @@ def rewrite(path: Path, edit: Edit, *, lock: Path) -> None:
     # what we had put in the file's place (anything after it was appended since).
     recovered: tuple[bytes, bytes] | None = None
     with file_lock(lock):
+        settle_appends(path)  # a killed appender's fragment is cut out, not carried over
         for attempt in range(REWRITE_ATTEMPTS):
             if attempt:
                 time.sleep(random.uniform(0, 0.002 * attempt))  # let a burst of edits pass
