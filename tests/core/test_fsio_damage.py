@@ -136,3 +136,22 @@ def test_a_huge_file_is_refused_naming_the_limit(tmp_path: Path) -> None:
     assert isinstance(e, LimitExceeded) and e.limit == READ_FROM_MAX
     assert f"at most {READ_FROM_MAX} bytes" in str(e)
     assert read_from(huge, (3 << 30) - 10) == b"\0" * 10  # a bounded slice is still fine
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "garbage"])
+def test_a_planted_sidecar_cuts_nothing_and_follows_nothing(tmp_path: Path, kind: str) -> None:
+    log = tmp_path / "LOG.md"
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    locked_append(log, "first\n")
+    sidecar = tmp_path / ".LOG.md.intent"
+    if kind == "symlink":
+        sidecar.symlink_to(victim)
+    elif kind == "fifo":
+        os.mkfifo(sidecar)
+    else:
+        sidecar.write_bytes(b"mailslot-intent 0000000000000000 00000000000000ff 00000000 0\n")
+    assert read_from(log) == b"first\n"
+    assert locked_append(log, "second\n") == len("first\n")
+    assert log.read_text() == "first\nsecond\n" and victim.read_text() == "keep me\n"
+    assert torn_of(log) is None and _sidecars(tmp_path) == []

@@ -26,7 +26,9 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   lock) repairs: it moves the fragment, and anything written after it without the lock, into
   ``<name>.torn`` and cuts the file back to the intent's start. ``torn_of`` reports that file.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
-  records no intent, so its own torn write stays undetectable.
+  records no intent, so its own torn write stays undetectable; and the sidecar is not fsync'd
+  (that would double the fsyncs of every append), so it guards against a killed process, not
+  against a power cut in the middle of an append.
 * Files someone else may have named are read bounded: ``read_regular`` and ``read_from`` refuse a
   FIFO, a device or a directory without blocking, and refuse (never truncate) more than their
   byte limit.
