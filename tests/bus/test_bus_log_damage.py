@@ -37,6 +37,10 @@ def test_a_line_torn_by_a_kill_is_never_read_as_a_line(
     assert (root / "LOG.md").read_bytes().startswith(before)
     torn = root / "LOG.md.torn"
     assert "[Lantern] w01: delivered the long report" in torn.read_text()
+    r = run_cli("--root", str(root), "log", "tail", "--json")
+    assert json.loads(r.stdout)["torn"] == {"path": str(torn), "size": torn.stat().st_size}
+    r = run_cli("--root", str(root), "log", "tail")
+    assert r.stdout.strip().endswith("merged the OG card") and str(torn) in r.stderr
     # the killed agent's next line is its first: the torn one never counted as a waking
     r = run_cli("--root", str(root), "--as", "lantern", "log", "append", "short one")
     assert r.returncode == 0 and "[Lantern] w01: short one" in r.stdout, r.stderr

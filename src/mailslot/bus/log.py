@@ -39,7 +39,15 @@ from typing import Any
 from mailslot.bus.layout import Layout
 from mailslot.core.clock import now, parse_time
 from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
-from mailslot.core.fsio import atomic_write, file_lock, locked_append, read_from, stage_write
+from mailslot.core.fsio import (
+    Torn,
+    atomic_write,
+    file_lock,
+    locked_append,
+    read_from,
+    stage_write,
+    torn_of,
+)
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 
@@ -87,14 +95,16 @@ class Tail:
     total: int
     since_mine: bool
     mine_found: bool
+    torn: Torn | None = None  # ``LOG.md.torn``: fragments of appends killed mid-write
 
     def to_json(self) -> dict[str, Any]:
-        """The tail as a JSON-ready dict."""
+        """The tail as a JSON-ready dict (``torn``: ``{"path", "size"}`` or ``None``)."""
         return {
             "entries": [e.to_json() for e in self.entries],
             "total": self.total,
             "since_mine": self.since_mine,
             "mine_found": self.mine_found,
+            "torn": self.torn.to_json() if self.torn is not None else None,
         }
 
 
@@ -166,7 +176,8 @@ def tail(root: Path, n: int | None = TAIL_DEFAULT, *, since_mine: str | None = N
             chosen = entries[mine[-1] + 1 :]
     if n is not None:
         chosen = chosen[-n:] if n else []
-    return Tail(chosen, len(entries), since_mine is not None, found)
+    torn = torn_of(Layout.at(root).log)
+    return Tail(chosen, len(entries), since_mine is not None, found, torn)
 
 
 def _check_text(text: str) -> None:

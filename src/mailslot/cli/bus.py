@@ -128,6 +128,12 @@ def log_tail(env: Env, count: int | None, since_mine: bool, as_json: bool) -> No
         env.need_root(), count, since_mine=env.need_agent() if since_mine else None
     )
     emit(result.to_json(), as_json, lambda r: "\n".join(e["raw"] for e in r["entries"]))
+    if result.torn is not None and not as_json:
+        click.echo(
+            f"mailslot: note: {result.torn.size} bytes of log appends killed mid-write were cut "
+            f"out into {result.torn.path}",
+            err=True,
+        )
 
 
 # -- outbox ----------------------------------------------------------------------------------
