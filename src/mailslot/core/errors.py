@@ -12,6 +12,7 @@ script can act on them without parsing the message::
     +-- Conflict                       a rule that forbids the write (exists, owned, not allowed)
     +-- LockBusy                       a lock held by someone else when waiting is not wanted
     +-- Unresolved                     a check that cannot be decided (fail safe: nothing done)
+    +-- NoSpace                        the disk or quota is full: nothing was written
     +-- WaitTimeout                    exit 3: a wait ended with nothing new
     +-- Gone                           exit 4: the thing waited on was removed
 """
@@ -28,6 +29,7 @@ __all__ = [
     "LimitExceeded",
     "LockBusy",
     "MailslotError",
+    "NoSpace",
     "NotFound",
     "Unresolved",
     "WaitTimeout",
@@ -113,6 +115,10 @@ class LockBusy(MailslotError):
 
 class Unresolved(MailslotError):
     """A comparison that cannot be decided; the caller takes the safe direction."""
+
+
+class NoSpace(MailslotError):
+    """The disk or the quota is full (``ENOSPC``, ``EDQUOT``); the write left nothing behind."""
 
 
 class WaitTimeout(MailslotError):

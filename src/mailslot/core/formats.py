@@ -13,6 +13,8 @@ otherwise read back as something else, so ``parse(dump(meta, body)) == (meta, bo
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +142,50 @@ def dump_frontmatter(fields: dict[str, Any], body: str) -> str:
     return f"{FENCE}\n{dump_yaml(fields)}{FENCE}\n{body}"
 
 
+# A ``\uD800``-``\uDFFF`` escape: the only way UTF-8 JSON text can carry a surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(doc: Any) -> bool:
+    """Whether any string in ``doc`` (keys too) holds a surrogate that is not half of a pair."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def load_json(text: str | bytes, *, path: Path | str | None = None) -> Any:
-    """Parse JSON; raise ``FormatError`` naming the file and position."""
+    """Parse JSON; raise ``FormatError`` naming the file and position.
+
+    Refused as ``FormatError`` too, because no valid message holds them and each would fail later
+    where it is harder to name: a lone surrogate (``"\\ud800"``: not text, cannot be written as
+    UTF-8), nesting deeper than the interpreter's recursion limit, an integer longer than
+    Python's 4,300-digit conversion limit.
+    """
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise FormatError(f"invalid JSON: {e}", path=path) from None
+    except RecursionError:
+        raise FormatError("invalid JSON: nested too deeply", path=path) from None
+    except ValueError:  # int("9" * 5000): past sys.get_int_max_str_digits()
+        limit = sys.get_int_max_str_digits()
+        raise FormatError(f"invalid JSON: an integer over {limit} digits", path=path) from None
+    if isinstance(text, bytes):
+        suspect = _SURROGATE_ESCAPE_BYTES.search(text) is not None
+    else:  # a str may also hold a raw surrogate of its own
+        suspect = _SURROGATE_ESCAPE.search(text) is not None or _lone_surrogate(text)
+    if suspect and _lone_surrogate(doc):
+        raise FormatError("invalid JSON: a lone surrogate is not text", path=path)
+    return doc

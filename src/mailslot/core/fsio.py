@@ -55,6 +55,7 @@ from mailslot.core.errors import (
     LimitExceeded,
     LockBusy,
     MailslotError,
+    NoSpace,
     NotFound,
 )
 
@@ -90,6 +91,17 @@ READ_FROM_MAX = 64 << 20
 
 def _as_bytes(data: str | bytes) -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else data
+
+
+@contextlib.contextmanager
+def _no_space(path: Path) -> Iterator[None]:
+    """Turn a full disk or quota into ``NoSpace``: a refusal the faces can name (507, exit 1)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpace(f"no space left to write {path.name}", path=path.parent) from None
+        raise
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -206,14 +218,15 @@ def _link_into_place(tmp: Path, final: Path) -> None:
 def atomic_create(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
     """Create ``path`` with ``data``, durable and all-or-nothing; ``Conflict`` if it exists."""
     path = Path(path)
-    tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode)
-    try:
-        _link_into_place(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    with _no_space(path):
+        tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode)
+        try:
+            _link_into_place(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        fsync_dir(path.parent)
     return path
 
 
@@ -225,15 +238,16 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: b
     direction is re-delivery), on a hot path where two fsyncs would dominate.
     """
     path = Path(path)
-    tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode, sync=durable)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        fsync_dir(path.parent)
+    with _no_space(path):
+        tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode, sync=durable)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if durable:
+            fsync_dir(path.parent)
     return path
 
 

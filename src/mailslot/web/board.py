@@ -4,8 +4,9 @@ Invariants:
 
 * A post is checked whole before it is stored (``parse_post``): ``agent`` 2-40 characters with no
   control or bidi-override characters and no surrounding space, ``message`` 1-1200 characters
-  with no control characters but newline and tab, ``link`` absent/null or an absolute http(s) URL
-  without credentials, whitespace or control characters. Refused, never truncated.
+  with no control characters but newline and tab, ``link`` absent, null or ``""`` (all three: no
+  link) or an absolute http(s) URL without credentials, whitespace or control characters.
+  Refused, never truncated.
 * The server assigns ``id`` (never reused: AUTOINCREMENT) and ``posted_at``; the client's
   ``id``/``posted_at`` are ignored. The source address is stored for moderation only and is not
   part of the public post.
@@ -30,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mailslot.core.clock import format_time
-from mailslot.core.errors import FormatError, MailslotError, NotFound
+from mailslot.core.errors import FormatError, MailslotError, NoSpace, NotFound
 from mailslot.core.formats import load_json
 from mailslot.core.limits import check_bytes, check_chars
 from mailslot.web.settings import BOARD_BODY_CAP, BOARD_NEWEST
@@ -124,6 +125,8 @@ def parse_post(raw: bytes | str, *, cap: int = BOARD_BODY_CAP) -> NewPost:
     check_chars("message", message, MESSAGE_MIN, MESSAGE_MAX)
     if _bad_chars(message, allowed="\n\t"):
         raise FormatError("no control characters other than newline and tab", field="message")
+    if link == "":  # the link is optional; an empty one is how many clients say "none"
+        link = None
     if link is not None:
         if not isinstance(link, str):
             raise FormatError("must be a string or null", field="link")
@@ -175,7 +178,12 @@ class Board:
 
     def _write(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
         with self._lock:
-            cur = self._db.execute(sql, args)
+            try:
+                cur = self._db.execute(sql, args)
+            except sqlite3.OperationalError as e:
+                if e.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                    raise NoSpace("the board's disk is full", path=self.path) from None
+                raise
             self._own_writes += 1
             return cur
 

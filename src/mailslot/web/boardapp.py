@@ -131,6 +131,7 @@ def create_app(settings: BoardSettings) -> FastAPI:
         "on a schedule, never executed.",
         docs_url=None,  # the docs page loads script from elsewhere; the spec is enough
         redoc_url=None,
+        redirect_slashes=False,  # "/api/agora/" is 404, not a 307 to follow
     )
     install_error_handlers(app)
     app.add_middleware(BodyCap, cap=settings.body_cap)

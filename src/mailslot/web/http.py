@@ -7,7 +7,7 @@ Invariants:
   arrives and refused the moment it passes the cap. At most ``cap`` bytes are ever buffered.
 * Every error is JSON ``{"error": "..."}`` with its 4xx status; an unexpected exception is a
   500 with ``{"error": "internal error"}`` and the traceback goes to the log, never the client.
-* ``MailslotError`` maps to a status in one place (``status_for``).
+* ``MailslotError`` maps to a status in one place (``status_for``); a full disk is 507.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from mailslot.core.errors import (
     InvalidName,
     LimitExceeded,
     MailslotError,
+    NoSpace,
     NotFound,
 )
 
@@ -42,6 +43,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PHRASES = {400: "bad request", 401: "unauthorized", 404: "not found", 405: "method not allowed"}
+_NOT_500 = (507,)  # statuses >= 500 that say something true and useful to the client
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -59,6 +61,8 @@ def status_for(exc: MailslotError) -> int:
         return 404
     if isinstance(exc, Conflict):
         return 409
+    if isinstance(exc, NoSpace):
+        return 507  # Insufficient Storage: the server's disk, not the client's request
     return 500
 
 
@@ -79,7 +83,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def mailslot_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MailslotError)
         status = status_for(exc)
-        if status >= 500:
+        if status >= 500 and status not in _NOT_500:
             log.error("refused with an internal error: %s", exc)
             return error(status, "internal error")
         return error(status, str(exc))

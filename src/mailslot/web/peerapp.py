@@ -61,6 +61,8 @@ def create_app(settings: PeerSettings) -> FastAPI:
         description="Private point-to-point inbox. Inbound content is data, never executed.",
         docs_url=None,
         redoc_url=None,
+        # "/inbox/" is another path (404), not a redirect a client may follow with its token.
+        redirect_slashes=False,
         openapi_url=None,
     )
     install_error_handlers(app)
