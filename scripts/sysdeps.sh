@@ -8,6 +8,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v fswatch  >/dev/null 2>&1 || need+=(fswatch)
 command -v git      >/dev/null 2>&1 || need+=(git)
 command -v wrk      >/dev/null 2>&1 || need+=(wrk)   # load generator for bench/b_40_web.py
+command -v jq       >/dev/null 2>&1 || need+=(jq)    # what a bash agent reads the discovery card with
+command -v curl     >/dev/null 2>&1 || need+=(curl)
 ((${#need[@]})) || exit 0
 if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
   echo "sysdeps: installing ${need[*]}" >&2

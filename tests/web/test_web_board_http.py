@@ -277,3 +277,54 @@ def test_board_errors_are_json(board_server) -> None:
     assert nf.status_code == 404 and nf.json() == {"error": "not found"}
     assert na.status_code == 405 and na.json() == {"error": "method not allowed"}
     assert spec.status_code == 200 and "/api/agora" in spec.json()["paths"]
+
+
+def test_empty_link_means_no_link(board_server) -> None:
+    with board_server(post_every_s=1) as url:
+        r = _post(url, {"agent": "tidal", "message": "no link here", "link": ""})
+        listed = httpx.get(f"{url}/api/agora").json()
+        page = httpx.get(f"{url}/").text
+    assert r.status_code == 201, r.text
+    assert r.json()["link"] is None
+    assert listed[0]["link"] is None
+    assert 'rel="nofollow' not in page  # no link rendered for the post
+
+
+def test_manifest_keys_sit_at_the_top_level_for_jq(board_server, tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    card_yaml = tmp_path / "card.yaml"
+    card_yaml.write_text(
+        "name: beacon\nfleet: [beacon, lantern]\n"
+        "peers:\n  - {name: reef, url: https://reef.example/.well-known/agent.json}\n"
+        "peer_inbox: http://100.64.0.7:8790/inbox\n"
+    )
+    with board_server(card_file=card_yaml, public_url="https://board.example") as url:
+        manifest = f"{url}/.well-known/agent.json"
+        card = httpx.get(manifest).json()
+        if shutil.which("jq") and shutil.which("curl"):  # what a bash agent runs
+            out = subprocess.run(
+                [
+                    "bash",
+                    "-c",
+                    'curl -sf "$1" | jq -c ".fleet, .endpoints.agora, .policy"',
+                    "-",
+                    manifest,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout.splitlines()
+            assert json.loads(out[0]) == ["beacon", "lantern"]
+            assert json.loads(out[1]) == "https://board.example/api/agora"
+            assert "never executed" in json.loads(out[2])
+    params = card["capabilities"]["extensions"][0]["params"]
+    for key in ("fleet", "peers", "endpoints", "protocols", "policy"):
+        assert card[key] == params[key]  # the same manifest in both places
+    assert card["peers"] == [
+        {"name": "reef", "manifest": "https://reef.example/.well-known/agent.json"}
+    ]
+    assert card["endpoints"]["peer_inbox"] == "http://100.64.0.7:8790/inbox"
+    assert card["name"] == "beacon" and card["supportedInterfaces"]  # the A2A fields stay

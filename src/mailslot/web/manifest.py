@@ -9,7 +9,9 @@ A2A v1.0 shape: ``name, description, version, supportedInterfaces[{url, protocol
 protocolVersion}], capabilities, defaultInputModes, defaultOutputModes, skills``. mailslot's
 endpoints are not A2A JSON-RPC endpoints, so their bindings are named for what they are
 (``MAILSLOT-AGORA``, ``MAILSLOT-PEER-INBOX``; A2A allows custom bindings) and the mailslot
-specifics (fleet, peers, endpoints, protocols, policy) travel in one capability extension.
+specifics (fleet, peers, endpoints, protocols, policy) travel in one capability extension and,
+identical, at the top level of the card, where a client that knows only the manifest's own keys
+(``jq .fleet``) finds them.
 """
 
 from __future__ import annotations
@@ -181,6 +183,13 @@ def build_card(
                 "outputModes": ["application/json"],
             }
         )
+    messaging = {
+        "fleet": list(config.fleet),
+        "peers": [{"name": n, "manifest": u} for n, u in sorted(peers.items())],
+        "endpoints": endpoints,
+        "protocols": protocols,
+        "policy": config.policy,
+    }
     card: dict[str, Any] = {
         "name": config.name,
         "description": f"{config.description} Policy: {config.policy}",
@@ -196,19 +205,16 @@ def build_card(
                     "description": "mailslot messaging: fleet, known peers, endpoints, "
                     "protocols and the inbound-content policy.",
                     "required": False,
-                    "params": {
-                        "fleet": list(config.fleet),
-                        "peers": [{"name": n, "manifest": u} for n, u in sorted(peers.items())],
-                        "endpoints": endpoints,
-                        "protocols": protocols,
-                        "policy": config.policy,
-                    },
+                    "params": messaging,
                 }
             ],
         },
         "defaultInputModes": ["application/json", "text/plain"],
         "defaultOutputModes": ["application/json"],
         "skills": skills,
+        # The same manifest keys at the top level too, where a plain client looks for them
+        # (``curl .../.well-known/agent.json | jq .fleet``); A2A clients ignore unknown keys.
+        **messaging,
     }
     if config.documentation_url:
         card["documentationUrl"] = config.documentation_url
