@@ -15,23 +15,21 @@ from typing import Any
 import pytest
 
 from mailslot.web.auth import new_token
-from mailslot.web.settings import BoardSettings, PeerSettings
+from mailslot.web.settings import BoardSettings, PeerSettings, ServerLimits
 
 
 @contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Run ``app`` with uvicorn in a thread on 127.0.0.1:<free port>; yield its base URL."""
-    import uvicorn
+def serve_app(app: Any, limits: ServerLimits | None = None) -> Iterator[str]:
+    """Run ``app`` in a thread on 127.0.0.1:<free port>, built as the serve commands build it
+    (``bind.build_server``, with ``limits``); yield its base URL."""
+    from mailslot.web.bind import build_server
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as bind.bind_socket does
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False
-    )
-    server = uvicorn.Server(config)
+    server = build_server(app, limits or ServerLimits())
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -78,7 +76,8 @@ def peer_server(peer_setup: PeerSetup) -> Callable[..., Any]:
     from mailslot.web.peerapp import create_app
 
     def start(**kw: Any) -> Any:
-        return serve_app(create_app(peer_setup.settings(**kw)))
+        settings = peer_setup.settings(**kw)
+        return serve_app(create_app(settings), settings.server)
 
     return start
 
@@ -90,7 +89,8 @@ def board_server(tmp_path: Path) -> Callable[..., Any]:
 
     def start(**kw: Any) -> Any:
         kw.setdefault("db", tmp_path / "board" / "agora.db")
-        return serve_app(create_app(BoardSettings(**kw)))
+        settings = BoardSettings(**kw)
+        return serve_app(create_app(settings), settings.server)
 
     return start
 

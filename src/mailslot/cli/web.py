@@ -67,6 +67,41 @@ bind_opt = click.option(
 )
 
 
+def limits_opts(f: Any) -> Any:
+    """``--header-timeout``, ``--body-timeout``, ``--max-connections``: what one client may hold."""
+    from mailslot.web import settings as d  # constants only: no web stack imported
+
+    f = click.option(
+        "--max-connections",
+        type=click.IntRange(min=1),
+        default=d.SERVER_MAX_CONNECTIONS,
+        show_default=True,
+        help="Open connections at most; over it, the one idle longest is closed.",
+    )(f)
+    f = click.option(
+        "--body-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=d.SERVER_BODY_TIMEOUT_S,
+        show_default=True,
+        help="Seconds a client has to send the body after its headers.",
+    )(f)
+    return click.option(
+        "--header-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=d.SERVER_HEADER_TIMEOUT_S,
+        show_default=True,
+        help="Seconds a client has to send its request line and headers (408 after).",
+    )(f)
+
+
+def _limits(header_timeout: float, body_timeout: float, max_connections: int) -> Any:
+    from mailslot.web.settings import ServerLimits
+
+    return ServerLimits(
+        header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections
+    )
+
+
 @click.group()
 def peer() -> None:
     """Private point-to-point inbox over HTTP (bearer token, private network only).
@@ -287,9 +322,17 @@ def peer_process(env: Env, msg_id: str, inbox: Path | None, as_json: bool) -> No
     help="Accepted messages per hour for every peer, overriding the peers file "
     "(benchmarks, tests).",
 )
+@limits_opts
 @pass_env
 def peer_serve(
-    env: Env, bind: str, peers_file: Path | None, inbox: Path | None, per_hour: int | None
+    env: Env,
+    bind: str,
+    peers_file: Path | None,
+    inbox: Path | None,
+    per_hour: int | None,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
 ) -> None:
     """Serve POST /inbox on a private address (loopback, RFC 1918, 100.64/10, ULA) until stopped.
 
@@ -302,7 +345,12 @@ def peer_serve(
     from mailslot.web.peerapp import serve
     from mailslot.web.settings import PeerSettings
 
-    settings = PeerSettings(_peers(env, peers_file), _inbox(env, inbox), override_per_hour=per_hour)
+    settings = PeerSettings(
+        _peers(env, peers_file),
+        _inbox(env, inbox),
+        override_per_hour=per_hour,
+        server=_limits(header_timeout, body_timeout, max_connections),
+    )
     serve(settings, bind, _announce)
 
 
@@ -388,6 +436,7 @@ def board() -> None:
 @click.option("--card", "card_file", type=_PATH, help="Discovery card config (YAML).")
 @peers_opt
 @click.option("--public-url", help="Base URL the card advertises (default: from each request).")
+@limits_opts
 @pass_env
 def board_serve(
     env: Env,
@@ -397,6 +446,9 @@ def board_serve(
     card_file: Path | None,
     peers_file: Path | None,
     public_url: str | None,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
 ) -> None:
     """Serve the board, its page and /.well-known/agent-card.json until stopped.
 
@@ -415,6 +467,7 @@ def board_serve(
         card_file=card_file,
         peers_file=peers_file,
         public_url=public_url,
+        server=_limits(header_timeout, body_timeout, max_connections),
     )
     serve(settings, bind, _announce)
 

@@ -13,6 +13,7 @@ already-bound socket (no window in which another process can take the port).
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import socket
@@ -20,8 +21,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from mailslot.core.errors import FormatError, MailslotError
+from mailslot.web.settings import ServerLimits
 
-__all__ = ["PRIVATE_NETWORKS", "Bind", "bind_socket", "check_private", "parse_bind", "run_server"]
+__all__ = [
+    "PRIVATE_NETWORKS",
+    "Bind",
+    "bind_socket",
+    "build_server",
+    "check_private",
+    "connection_bound",
+    "parse_bind",
+    "run_server",
+]
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +128,55 @@ def bind_socket(bind: Bind) -> socket.socket:
     return sock
 
 
-def run_server(app: Any, sock: socket.socket, *, log_level: str = "warning") -> None:
-    """Serve ``app`` on the bound ``sock`` until a signal stops it; ``MailslotError`` on failure."""
+# Open files kept free beside the connections: the listening socket, logs, the inbox's temp
+# file and directory, the board's database and its WAL, the interpreter's own.
+FD_RESERVE = 32
+
+
+def _open_file_limit() -> int | None:
+    """This process's soft limit on open files; None if unlimited or unknown.
+
+    Read from ``/proc/self/limits`` where there is one: the installed unit's seccomp filter
+    refuses the resource-limit system calls (``@resources``), and a file read is always allowed.
+    """
+    try:
+        with open("/proc/self/limits", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Max open files"):
+                    soft = line.split()[3]
+                    return int(soft) if soft.isdigit() else None
+    except OSError:
+        pass
+    import resource
+
+    soft_limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft_limit == resource.RLIM_INFINITY else soft_limit
+
+
+def connection_bound(limits: ServerLimits) -> ServerLimits:
+    """``limits`` with ``max_connections`` lowered, if need be, to fit the open-file limit."""
+    soft = _open_file_limit()
+    if soft is None or limits.max_connections <= soft - FD_RESERVE:
+        return limits
+    fits = max(1, soft - FD_RESERVE)
+    log.warning(
+        "open-file limit %d: serving at most %d connections, not %d",
+        soft,
+        fits,
+        limits.max_connections,
+    )
+    return dataclasses.replace(limits, max_connections=fits)
+
+
+def build_server(app: Any, limits: ServerLimits, *, log_level: str = "warning") -> Any:
+    """A ``uvicorn.Server`` for ``app`` whose connections ``limits`` bounds (``web.guard``)."""
     import uvicorn
+
+    from mailslot.web.guard import guarded_protocol
 
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(connection_bound(limits)),
         log_level=log_level,
         access_log=False,
         lifespan="off",
@@ -132,7 +186,14 @@ def run_server(app: Any, sock: socket.socket, *, log_level: str = "warning") -> 
         server_header=False,
         timeout_keep_alive=5,
     )
-    server = uvicorn.Server(config)
+    return uvicorn.Server(config)
+
+
+def run_server(
+    app: Any, sock: socket.socket, limits: ServerLimits, *, log_level: str = "warning"
+) -> None:
+    """Serve ``app`` on the bound ``sock`` until a signal stops it; ``MailslotError`` on failure."""
+    server = build_server(app, limits, log_level=log_level)
     try:
         server.run(sockets=[sock])
     except SystemExit as e:

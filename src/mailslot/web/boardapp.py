@@ -261,7 +261,7 @@ def serve(
     sock = bind_socket(where)
     if announce is not None:
         announce(where.url(sock.getsockname()[1]) + "/")
-    run_server(app, sock)
+    run_server(app, sock, settings.server)
 
 
 def spec() -> dict[str, Any]:

@@ -171,7 +171,7 @@ def serve(settings: PeerSettings, bind: str, announce: Callable[[str], None] | N
     port = sock.getsockname()[1]
     if announce is not None:
         announce(f"{where.url(port)}/inbox")
-    run_server(app, sock)
+    run_server(app, sock, settings.server)
 
 
 def spec() -> dict[str, Any]:

@@ -16,8 +16,13 @@ __all__ = [
     "BOARD_REQUESTS_PER_MINUTE",
     "PEER_BODY_CAP",
     "PEER_PER_HOUR",
+    "SERVER_BODY_TIMEOUT_S",
+    "SERVER_HEADER_BYTES",
+    "SERVER_HEADER_TIMEOUT_S",
+    "SERVER_MAX_CONNECTIONS",
     "BoardSettings",
     "PeerSettings",
+    "ServerLimits",
 ]
 
 # Seed 001: "Body capped at 32 KB". A message says where the payload is; it is not the payload.
@@ -40,6 +45,30 @@ BOARD_REQUESTS_PER_MINUTE = 20
 # Seed 001: GET /api/agora returns "the 50 most recent posts".
 BOARD_NEWEST = 50
 
+# What one client may hold of a server (``web.guard``), for both servers.
+# A request line and headers are under 1 KB and leave any real client in one write; 10 s covers a
+# slow link on a loaded box, and bounds how long a client that trickles them (a slow-loris)
+# holds a connection.
+SERVER_HEADER_TIMEOUT_S = 10.0
+# The largest body (32 KB) at a pessimistic 2 KB/s is 16 s; twice that.
+SERVER_BODY_TIMEOUT_S = 30.0
+# An honest request's headers are a few hundred bytes (the bearer token is the longest);
+# nginx's default buffers hold 4 x 8 KB.
+SERVER_HEADER_BYTES = 16 * 1024
+# A fleet that wakes a few times a day opens a handful at once; 256 leaves room for a burst and
+# stays well under the usual limit of 1,024 open files, so a crowd never exhausts them.
+SERVER_MAX_CONNECTIONS = 256
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one client may hold of a server: deadlines, header bytes, a share of connections."""
+
+    header_timeout: float = SERVER_HEADER_TIMEOUT_S
+    body_timeout: float = SERVER_BODY_TIMEOUT_S
+    header_bytes: int = SERVER_HEADER_BYTES
+    max_connections: int = SERVER_MAX_CONNECTIONS
+
 
 @dataclass(frozen=True)
 class PeerSettings:
@@ -53,6 +82,7 @@ class PeerSettings:
     # (``serve --per-hour``: the benchmark raises it).
     per_hour: int = PEER_PER_HOUR
     override_per_hour: int | None = None
+    server: ServerLimits = ServerLimits()
 
 
 @dataclass(frozen=True)
@@ -73,3 +103,4 @@ class BoardSettings:
     peers_file: Path | None = None
     # Base URL the card advertises; None: derived from each request's own host.
     public_url: str | None = None
+    server: ServerLimits = ServerLimits()

@@ -1,0 +1,173 @@
+"""What one client can hold of a server: time, header bytes and a share of the connections.
+
+uvicorn bounds none of these for a client that sends slowly: its keep-alive timer stops at the
+first byte of a request, so a client that trickles one header line a second (a slow-loris) holds
+its connection, and an open file, for ever, and 20,000 of them lock every peer out. This module
+wraps uvicorn's httptools protocol with:
+
+* a header deadline: the request line and headers must arrive within ``header_timeout`` of the
+  connection opening (or of the previous response, on a kept-alive connection), else the client
+  gets 408 and the connection closes;
+* a body deadline: the body must arrive within ``body_timeout`` of the headers, else it closes;
+* a header cap: more than ``header_bytes`` before the headers end is 431 (httptools has none);
+* a connection bound: at most ``max_connections`` open at once. A connection over the bound
+  evicts the connection that has waited longest for its client (an idle or slow one, never one
+  whose request the app is working on), so a slow crowd cannot keep a prompt client out; if
+  every connection is busy in the app, the newcomer gets 503.
+
+Every answer is JSON ``{"error": ...}`` like the apps' own. Invariant: the app only ever sees
+whole requests; a connection cut here never reached it (head) or sees a disconnect (body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from mailslot.web.settings import ServerLimits
+
+__all__ = ["guarded_protocol"]
+
+log = logging.getLogger(__name__)
+
+_HEAD, _BODY, _APP = "head", "body", "app"
+
+
+def _json_response(status: int, reason: str, message: str, extra: str = "") -> bytes:
+    body = json.dumps({"error": message}).encode()
+    return (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n{extra}connection: close\r\n\r\n"
+    ).encode() + body
+
+
+def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
+    """An httptools protocol class for uvicorn (``Config(http=...)``) enforcing ``limits``.
+
+    Each call makes a class with its own connection registry: one per server.
+    """
+    # Every open connection -> since when it has waited for its client (None: busy in the app).
+    live: dict[Guarded, float | None] = {}
+
+    class Guarded(HttpToolsProtocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._phase = _HEAD
+            self._timer: asyncio.TimerHandle | None = None
+            self._head_bytes = 0
+
+        # -- the connection bound ------------------------------------------------------------
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            live[self] = time.monotonic()
+            if len(live) > limits.max_connections:
+                waiting = [(since, c) for c, since in live.items() if since is not None]
+                victim = min(
+                    ((s, c) for s, c in waiting if c is not self),
+                    key=lambda sc: sc[0],
+                    default=None,
+                )
+                if victim is None:  # every other connection is busy in the app
+                    self._refuse(
+                        _json_response(
+                            503,
+                            "Service Unavailable",
+                            "server busy; retry shortly",
+                            "retry-after: 1\r\n",
+                        )
+                    )
+                    return
+                victim[1]._refuse(None)
+            self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel()
+            live.pop(self, None)
+            super().connection_lost(exc)
+
+        def _refuse(self, answer: bytes | None) -> None:
+            """Close this connection now (after ``answer``), and stop counting it."""
+            self._cancel()
+            live.pop(self, None)
+            if self.transport.is_closing():
+                return
+            if answer is not None:
+                self.transport.write(answer)
+            self.transport.close()
+
+        # -- deadlines -----------------------------------------------------------------------
+
+        def _cancel(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _arm(self, seconds: float) -> None:
+            self._cancel()
+            self._timer = self.loop.call_later(seconds, self._expired)
+
+        def _await_head(self) -> None:
+            self._phase = _HEAD
+            self._head_bytes = 0
+            if self in live:
+                live[self] = time.monotonic()
+            self._arm(limits.header_timeout)
+
+        def _expired(self) -> None:
+            self._timer = None
+            if self._phase == _HEAD:
+                if self._head_bytes == 0:  # idle between requests: nothing to answer
+                    self._refuse(None)
+                    return
+                message = f"request headers not received within {limits.header_timeout:g} s"
+                self._refuse(_json_response(408, "Request Timeout", message))
+            elif self._phase == _BODY:  # the app is waiting on it: it sees a disconnect
+                log.info("closing a connection whose body did not arrive in time")
+                self._refuse(None)
+
+        # -- parser events -------------------------------------------------------------------
+
+        def data_received(self, data: bytes) -> None:
+            if self._phase != _BODY:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self._phase != _BODY and self._head_bytes > limits.header_bytes:
+                # Still no end of headers (it resets the count): refuse before buffering more.
+                if self._phase == _HEAD:
+                    message = f"request headers over {limits.header_bytes} bytes"
+                    self._refuse(_json_response(431, "Request Header Fields Too Large", message))
+                else:  # bytes of a pipelined request while the app answers the last one
+                    self._refuse(None)
+
+        def send_400_response(self, msg: str) -> None:
+            self._refuse(_json_response(400, "Bad Request", "invalid HTTP request"))
+
+        def on_headers_complete(self) -> None:
+            self._phase = _BODY
+            self._head_bytes = 0
+            if self in live:
+                live[self] = time.monotonic()
+            self._arm(limits.body_timeout)
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._cancel()
+            self._phase = _APP
+            if self in live:
+                live[self] = None
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self.transport.is_closing():
+                return
+            if self.cycle is None or self.cycle.response_complete:
+                self._await_head()
+
+    return Guarded

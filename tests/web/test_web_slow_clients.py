@@ -1,0 +1,215 @@
+"""Clients that send slowly, send too much, or come in crowds hold no more of a server than its
+limits give: headers and bodies have deadlines, headers a byte cap, connections a bound, and a
+crowd of slow clients never locks out a prompt one."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mailslot.web.settings import ServerLimits
+
+QUICK = ServerLimits(header_timeout=1.0, body_timeout=1.0)
+
+
+def _answer(sock: socket.socket, within: float) -> bytes:
+    """Everything the server sends before it closes ``sock`` (bounded by ``within`` seconds)."""
+    sock.settimeout(within)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
+
+
+def _json_error(raw: bytes, status: int) -> str:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), raw[:200]
+    error = json.loads(body)["error"]
+    assert isinstance(error, str)
+    return error
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    return host, int(port)
+
+
+def test_headers_sent_slowly_get_408_after_the_header_timeout(board_server) -> None:
+    with board_server(server=QUICK) as url, socket.create_connection(_address(url)) as s:
+        s.sendall(b"POST /api/agora HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(4):  # a header line every 0.4 s, never the blank line that ends them
+            time.sleep(0.4)
+            try:
+                s.sendall(b"X-Slow: 1\r\n")
+            except OSError:
+                break
+        error = _json_error(_answer(s, 10), 408)
+    assert "headers not received within 1 s" in error
+
+
+def test_a_body_sent_slowly_is_cut_off_after_the_body_timeout(board_server) -> None:
+    with board_server(server=QUICK) as url, socket.create_connection(_address(url)) as s:
+        s.sendall(
+            b"POST /api/agora HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        assert _answer(s, 10) == b""  # closed, nothing stored, nothing answered
+        listed = httpx.get(f"{url}/api/agora").json()
+    assert listed == []
+
+
+def test_headers_over_the_cap_are_431(peer_setup, peer_server) -> None:
+    with peer_server() as url, socket.create_connection(_address(url)) as s:
+        s.sendall(b"POST /inbox HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (64 * 1024))
+        error = _json_error(_answer(s, 10), 431)
+    assert "over 16384 bytes" in error
+
+
+def test_a_kept_alive_connection_gets_a_new_header_deadline(board_server) -> None:
+    with board_server(server=QUICK) as url, socket.create_connection(_address(url)) as s:
+        s.sendall(b"GET /api/agora HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        first = s.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        s.sendall(b"GET /api/agora HTTP/1.1\r\n")  # the next request, never finished
+        error = _json_error(_answer(s, 10), 408)
+    assert "headers not received" in error
+
+
+def _crowd(address: tuple[str, int], n: int, stop: threading.Event, seen: dict[str, int]) -> None:
+    """``n`` slow-loris clients: each sends a request line, then one header line every 0.2 s,
+    never the end of the headers; each one the server closes connects again at once."""
+    socks: list[socket.socket | None] = [None] * n
+    try:
+        while not stop.is_set():
+            for i in range(n):
+                s = socks[i]
+                if s is None:
+                    try:
+                        s = socket.create_connection(address, timeout=0.5)
+                        s.setblocking(False)
+                        s.send(b"POST /inbox HTTP/1.1\r\nHost: x\r\n")
+                    except OSError:
+                        continue
+                    socks[i] = s
+                    seen["connects"] += 1
+                    continue
+                closed = True  # any answer (a 408) or EOF: the server is done with it
+                try:
+                    s.recv(4096)
+                except BlockingIOError:
+                    closed = False
+                except OSError:
+                    pass
+                if not closed:
+                    try:
+                        s.send(b"X-Slow: 1\r\n")
+                    except OSError:
+                        closed = True
+                if closed:
+                    s.close()
+                    socks[i] = None
+                    seen["cut"] += 1
+            stop.wait(0.2)
+    finally:
+        for s in socks:
+            if s is not None:
+                s.close()
+
+
+def _open_sockets(pid: int) -> int:
+    fd_dir = Path(f"/proc/{pid}/fd")
+    count = 0
+    for fd in fd_dir.iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts sockets in /proc")
+def test_a_crowd_of_slow_clients_does_not_lock_out_a_peer(peer_setup) -> None:
+    bound, crowd, header_timeout = 50, 120, 2.0
+    # The server runs with 96 open files, as a service runs with its own (usually 1,024): a
+    # crowd larger than that which the server never cuts off takes every one of them.
+    files = 96
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mailslot",
+            "peer",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--peers",
+            str(peer_setup.peers_file),
+            "--inbox",
+            str(peer_setup.inbox),
+            "--header-timeout",
+            str(header_timeout),
+            "--max-connections",
+            str(bound),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit_files,
+    )
+    stop = threading.Event()
+    seen = {"connects": 0, "cut": 0}
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        assert "listening on" in line, line
+        url = line.split("listening on ", 1)[1].strip()
+        attackers = threading.Thread(
+            target=_crowd, args=(_address(url), crowd, stop, seen), daemon=True
+        )
+        attackers.start()
+        deadline = time.monotonic() + 3 * header_timeout
+        while seen["connects"] < crowd + bound and time.monotonic() < deadline:
+            time.sleep(0.1)  # the crowd is in and keeps coming back
+        sockets = _open_sockets(server.pid)
+        answers = []
+        for _ in range(3):
+            answers.append(
+                httpx.post(
+                    url,
+                    json={"body": "the valid message"},
+                    headers={"Authorization": f"Bearer {peer_setup.tokens['tidal']}"},
+                    timeout=header_timeout,
+                )
+            )
+        assert seen["connects"] > crowd  # the crowd reconnected: it was cut off and came back
+    finally:
+        stop.set()
+        server.terminate()
+        try:
+            server.wait(30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(10)
+    assert [a.status_code for a in answers] == [201, 201, 201]
+    assert all(a.json()["from"] == "tidal" for a in answers)
+    assert sockets <= bound + 5  # the listening socket and a few closing ones beside the bound
+    assert len(peer_setup.stored()) == 3
