@@ -118,7 +118,7 @@ def test_full_disk_is_507_for_the_peer_inbox(small_disk: Path, serve) -> None:
     assert r.status_code == 507, r.text
     assert _is_json_error(r) and "space" in r.json()["error"]
     assert after.status_code == 201
-    left = sorted(p.name for p in inbox.iterdir())
+    left = sorted(p.name for p in inbox.iterdir() if not p.is_dir())
     assert left == [f"{after.json()['id']}.json"]  # nothing half-written from the refused one
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -318,3 +320,79 @@ def test_a_malformed_or_strange_file_does_not_hide_the_inbox(tmp_path: Path) -> 
     assert "not a regular file" in by_id["20261130T000003.000Z-tidal-deadbee3"]["error"]
     text = CliRunner().invoke(cli, ["peer", "inbox", "--inbox", str(inbox)]).output
     assert "the real message" in text and text.count("UNREADABLE") == 2
+
+
+class _DropFirstAnswer:
+    """A TCP proxy on 127.0.0.1 that passes the first connection's request to the inbox, reads
+    the inbox's whole answer, and resets the client instead of passing it on (the server stored,
+    the sender never heard); later connections pass through."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(30)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        self.dropped: bytes = b""
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for _ in range(2):  # the first try and one retry; then the thread ends by itself
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with client, socket.create_connection(self.upstream, timeout=30) as server:
+                client.settimeout(30)
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += client.recv(65536)
+                head, _, body = request.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(body) < length:
+                    body += client.recv(65536)
+                server.sendall(head + b"\r\n\r\n" + body)
+                answer = b""
+                while not answer.endswith(b"}"):  # the JSON receipt, whole
+                    answer += server.recv(65536)
+                if self.connections == 1:
+                    self.dropped = answer
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    client.sendall(answer)
+
+    def close(self) -> None:
+        self.listener.close()
+        self.thread.join(30)
+
+
+def test_send_retries_a_reset_connection_and_the_message_is_stored_once(
+    tmp_path: Path, peer_setup, peer_server
+) -> None:
+    keys = tmp_path / "keys.json"
+    with peer_server() as url:
+        proxy = _DropFirstAnswer(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+        try:
+            add = _cli(
+                "peer",
+                "add",
+                "beacon",
+                proxy.url,
+                "--keys",
+                str(keys),
+                input=peer_setup.tokens["tidal"],
+            )
+            assert add.exit_code == 0, add.output
+            r = _cli("peer", "send", "beacon", "exactly once", "--keys", str(keys), "--json")
+        finally:
+            proxy.close()
+    assert r.exit_code == 0, r.output
+    receipt = json.loads(r.stdout)
+    first = json.loads(proxy.dropped.partition(b"\r\n\r\n")[2])
+    assert proxy.connections == 2  # the answer was lost once, and send tried again
+    assert receipt == first  # the retry got the first answer
+    stored = peer_setup.stored()
+    assert [p.stem for p in stored] == [receipt["id"]]
+    assert json.loads(stored[0].read_text())["body"] == "exactly once"

@@ -184,3 +184,26 @@ def test_broken_peers_file_admits_nobody_with_503(peer_setup, peer_server) -> No
     assert broken.status_code == missing.status_code == 503
     assert broken.json() == {"error": "inbox unavailable"}
     assert peer_setup.stored() == []
+
+
+def test_a_repeated_idempotency_key_gets_the_first_answer_per_peer(peer_setup, peer_server) -> None:
+    def post(peer: str, body: str, key: str, url: str) -> httpx.Response:
+        return httpx.post(
+            f"{url}/inbox",
+            json={"body": body},
+            headers={"Authorization": f"Bearer {peer_setup.tokens[peer]}", "Idempotency-Key": key},
+        )
+
+    with peer_server() as url:
+        first = post("tidal", "once", "k-1", url)
+        again = post("tidal", "once", "k-1", url)
+        other_peer = post("reef", "once", "k-1", url)  # a key is never trusted across peers
+        changed = post("tidal", "something else", "k-1", url)
+    with peer_server() as url:  # a restarted server still remembers
+        after_restart = post("tidal", "once", "k-1", url)
+    assert first.status_code == again.status_code == after_restart.status_code == 201
+    assert again.json() == first.json() == after_restart.json()
+    assert again.headers["idempotent-replayed"] == "true"
+    assert other_peer.status_code == 201 and other_peer.json()["id"] != first.json()["id"]
+    assert changed.status_code == 422 and "different message" in changed.json()["error"]
+    assert len(peer_setup.stored()) == 2  # tidal's once, reef's once

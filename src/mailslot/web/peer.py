@@ -12,7 +12,8 @@ Invariants:
 * Processing is a rename into ``DIR/processed/`` (same filesystem, atomic), never a copy.
 
 The sending side (``send``) takes the address and token from the keys file only: an unknown
-peer is an error listing the known ones, never a new address.
+peer is an error listing the known ones, never a new address. It sends one ``Idempotency-Key``
+per message and retries a broken connection with it, so a retry never stores a message twice.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +46,11 @@ __all__ = [
 ]
 
 PROCESSED = "processed"
+# Tries of one send: a broken connection or a busy server is retried with the same
+# Idempotency-Key, so the inbox stores the message once however many tries reach it.
+SEND_ATTEMPTS = 3
+SEND_BACKOFF_S = 0.5  # times the try number: 0.5 s, then 1 s
+_RETRY_STATUS = (502, 503, 504)
 
 
 @dataclass(frozen=True)
@@ -225,16 +232,26 @@ def send(
     payload = {"body": body} if subject is None else {"subject": subject, "body": body}
     raw = json.dumps(payload, ensure_ascii=False).encode()
     parse_payload(raw)
-    try:
-        r = httpx.post(
-            key.url,
-            content=raw,
-            headers={"Authorization": f"Bearer {key.token}", "Content-Type": "application/json"},
-            timeout=timeout,
-            follow_redirects=False,
-        )
-    except httpx.HTTPError as e:
-        raise MailslotError(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
+    headers = {
+        "Authorization": f"Bearer {key.token}",
+        "Content-Type": "application/json",
+        # One per message, the same on every try: the inbox stores a retried message once.
+        "Idempotency-Key": secrets.token_urlsafe(16),
+    }
+    for attempt in range(1, SEND_ATTEMPTS + 1):
+        try:
+            r = httpx.post(
+                key.url, content=raw, headers=headers, timeout=timeout, follow_redirects=False
+            )
+        except httpx.TransportError as e:  # reset, refused, timed out: stored or not, unknown
+            if attempt == SEND_ATTEMPTS:
+                raise MailslotError(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
+        except httpx.HTTPError as e:
+            raise MailslotError(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
+        else:
+            if r.status_code not in _RETRY_STATUS or attempt == SEND_ATTEMPTS:
+                break
+        time.sleep(SEND_BACKOFF_S * attempt)
     try:
         answer: Any = r.json()
     except ValueError:

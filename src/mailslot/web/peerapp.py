@@ -6,7 +6,8 @@ this server does is accept a message from a peer that holds a token. Everything 
 (``create_app(settings).openapi()``, ``mailslot peer openapi``), not as a route.
 
 Order of checks for ``POST /inbox``: body cap (413, before reading), bearer token (401), payload
-shape and bounds (422), the peer's hourly limit of accepted messages (429), then the durable
+shape and bounds (422), a receipt for the peer's ``Idempotency-Key`` (a retry gets the first
+answer, ``web.receipts``), the peer's hourly limit of accepted messages (429), then the durable
 write. A refused request stores nothing and spends none of the peer's quota.
 """
 
@@ -22,13 +23,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from mailslot import __version__
-from mailslot.core.errors import MailslotError
+from mailslot.core.errors import Conflict, MailslotError
 from mailslot.core.fsio import sweep_temps
-from mailslot.web.auth import PeerRegistry, match_token
+from mailslot.web.auth import PeerEntry, PeerRegistry, match_token
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
 from mailslot.web.http import BodyCap, install_error_handlers, status_for
 from mailslot.web.peer import parse_payload, store
 from mailslot.web.ratelimit import Limiter, per_hour
+from mailslot.web.receipts import Receipts, check_key
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
 
 __all__ = ["accept", "create_app", "serve", "spec"]
@@ -54,6 +56,7 @@ def create_app(settings: PeerSettings) -> FastAPI:
     limiter = Limiter()
     settings.inbox.mkdir(parents=True, exist_ok=True)
     sweep_temps(settings.inbox)  # leftovers of a writer killed mid-write (readers skip them)
+    receipts = Receipts(settings.inbox)
 
     app = FastAPI(
         title="mailslot peer inbox",
@@ -81,6 +84,16 @@ def create_app(settings: PeerSettings) -> FastAPI:
         },
         openapi_extra={
             "security": [{"bearer": []}],
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "description": "One per message, the same on every retry: a repeat from "
+                    "the same peer gets the first answer and stores nothing.",
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+                }
+            ],
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
@@ -92,7 +105,14 @@ def create_app(settings: PeerSettings) -> FastAPI:
         # One hop to a worker thread for all the work (token, payload, limit, fsync'd write):
         # the event loop only speaks HTTP, and concurrent writes overlap their fsyncs.
         status, doc, headers = await anyio.to_thread.run_sync(
-            accept, settings, registry, limiter, request.headers.get("authorization"), raw
+            accept,
+            settings,
+            registry,
+            limiter,
+            request.headers.get("authorization"),
+            raw,
+            request.headers.get("idempotency-key"),
+            receipts,
         )
         return JSONResponse(doc, status_code=status, headers=headers)
 
@@ -106,10 +126,13 @@ def accept(
     limiter: Limiter,
     authorization: str | None,
     raw: bytes,
+    idempotency_key: str | None = None,
+    receipts: Receipts | None = None,
 ) -> tuple[int, dict[str, Any], dict[str, str] | None]:
     """Decide one ``POST /inbox``: ``(status, JSON body, headers)``; stores the message on 201.
 
-    Checks in order: bearer token (401), payload (413/422), the peer's hourly limit (429).
+    Checks in order: bearer token (401), payload and key (413/422), a receipt for this peer's
+    key (the first answer again, nothing stored), the peer's hourly limit (429).
     """
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
@@ -125,8 +148,29 @@ def accept(
         return 401, {"error": "invalid token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
     try:
         subject, body = parse_payload(raw, cap=settings.body_cap)
+        if idempotency_key is not None:
+            check_key(idempotency_key)
     except MailslotError as e:
         return status_for(e), {"error": str(e)}, None
+    if idempotency_key is None or receipts is None:
+        return _admit(settings, limiter, peer, subject, body)
+    with receipts.claim(peer.name, idempotency_key) as name:
+        try:
+            first = receipts.get(name, raw)
+        except Conflict as e:
+            return 422, {"error": str(e)}, None
+        if first is not None:
+            return 201, first, {"Idempotent-Replayed": "true"}
+        status, doc, headers = _admit(settings, limiter, peer, subject, body)
+        if status == 201:
+            receipts.put(name, raw, doc)
+        return status, doc, headers
+
+
+def _admit(
+    settings: PeerSettings, limiter: Limiter, peer: PeerEntry, subject: str | None, body: str
+) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """The hourly limit (429), then the durable write (201)."""
     limit = settings.override_per_hour or peer.per_hour or settings.per_hour
     wait = limiter.take(f"peer:{peer.name}", [per_hour(limit)])
     if wait is not None:
