@@ -251,6 +251,8 @@ def peer_send(
     """Send BODY (and an optional SUBJECT) to PEER's inbox; '-' reads BODY from stdin.
 
     PEER's address and token come from the keys file only; an unknown PEER is an error.
+    A broken connection is retried (3 tries) with one Idempotency-Key, so the message is
+    stored once even when an answer was lost.
 
     \b
     Example:
