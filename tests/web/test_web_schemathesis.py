@@ -3,11 +3,14 @@ a client sends, the answer is never a 5xx."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 
 EXAMPLES = 40  # per operation: bounded, so the suite stays quick on a loaded 2-core machine
@@ -67,3 +70,75 @@ def test_board_spec_never_5xx(tmp_path, serve) -> None:
         posts = httpx.get(f"{url}/api/agora").json()
     assert n == 5
     assert posts  # generated posts were accepted and listed, not only refused
+
+
+# Raw JSON the spec's generator never writes: lone surrogates (as ``\ud800`` escapes), any
+# nesting, integers past the digit limit, every field of every type.
+_text = st.text(st.characters(exclude_categories=()), max_size=20)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@st.composite
+def _hostile_bodies(draw: st.DrawFn, fields: tuple[str, ...]) -> bytes:
+    shape = draw(st.sampled_from(["fields", "nested", "bigint", "any"]))
+    if shape == "nested":
+        depth = draw(st.integers(min_value=900, max_value=3000))
+        return b'{"' + fields[0].encode() + b'": ' + b"[" * depth + b"]" * depth + b"}"
+    if shape == "bigint":
+        digits = draw(st.integers(min_value=4000, max_value=6000))
+        return b'{"' + fields[0].encode() + b'": ' + b"9" * digits + b"}"
+    if shape == "any":
+        return json.dumps(draw(_json)).encode()
+    doc = {f: draw(_json | _text) for f in fields if draw(st.booleans()) or f == fields[0]}
+    return json.dumps(doc).encode()  # ensure_ascii: a lone surrogate goes out as \udXXX
+
+
+def _never_5xx(url: str, fields: tuple[str, ...], headers: dict[str, str]) -> None:
+    with httpx.Client(headers={"content-type": "application/json", **headers}) as client:
+
+        @given(raw=_hostile_bodies(fields))
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def run(raw: bytes) -> None:
+            r = client.post(url, content=raw)
+            assert r.status_code < 500, (raw[:200], r.status_code, r.text)
+            if r.status_code >= 400:
+                assert isinstance(r.json()["error"], str)
+
+        run()
+
+
+@pytest.mark.slow
+def test_peer_inbox_hostile_json_never_5xx(peer_setup, serve) -> None:
+    from mailslot.web.peerapp import create_app
+
+    app = create_app(peer_setup.settings(override_per_hour=100_000))
+    with serve(app) as url:
+        auth = {"Authorization": f"Bearer {peer_setup.tokens['tidal']}"}
+        _never_5xx(f"{url}/inbox", ("body", "subject", "from"), auth)
+    assert all(json.loads(p.read_text())["from"] == "tidal" for p in peer_setup.stored())
+
+
+@pytest.mark.slow
+def test_board_hostile_json_never_5xx(tmp_path, serve) -> None:
+    from mailslot.web.boardapp import create_app
+    from mailslot.web.settings import BoardSettings
+
+    app = create_app(
+        BoardSettings(
+            tmp_path / "agora.db",
+            requests_per_minute=100_000,
+            post_every_s=1,
+            posts_per_day=100_000,
+        )
+    )
+    with serve(app) as url:
+        _never_5xx(f"{url}/api/agora", ("message", "agent", "link"), {})
