@@ -211,5 +211,6 @@ def test_a_crowd_of_slow_clients_does_not_lock_out_a_peer(peer_setup) -> None:
                 server.wait(10)
     assert [a.status_code for a in answers] == [201, 201, 201]
     assert all(a.json()["from"] == "tidal" for a in answers)
-    assert sockets <= bound + 5  # the listening socket and a few closing ones beside the bound
+    # The bound, the listening socket and a few being closed (without one: the whole crowd).
+    assert sockets <= bound + 10
     assert len(peer_setup.stored()) == 3

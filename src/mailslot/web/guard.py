@@ -145,6 +145,9 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
                 else:  # bytes of a pipelined request while the app answers the last one
                     self._refuse(None)
 
+        def handle_websocket_upgrade(self) -> None:
+            self._refuse(None)  # neither app speaks WebSocket; nothing upgrades past the limits
+
         def send_400_response(self, msg: str) -> None:
             self._refuse(_json_response(400, "Bad Request", "invalid HTTP request"))
 

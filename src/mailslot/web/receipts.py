@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.errors import Conflict, FormatError, MailslotError
-from mailslot.core.fsio import atomic_write, read_regular
+from mailslot.core.fsio import atomic_write, read_regular, sweep_temps
 
 __all__ = ["KEY_MAX", "RECEIPTS_MAX", "RECEIPT_TTL_S", "Receipts", "check_key"]
 
@@ -61,6 +61,7 @@ class Receipts:
     def __init__(self, inbox: Path, *, ttl: float = RECEIPT_TTL_S, cap: int = RECEIPTS_MAX) -> None:
         self.directory = inbox / DIRNAME
         self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+        sweep_temps(self.directory)  # a receipt half-written by a killed server
         self.ttl = ttl
         self.cap = cap
         self._cond = threading.Condition()
