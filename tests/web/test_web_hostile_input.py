@@ -117,6 +117,7 @@ def test_full_disk_is_507_for_the_peer_inbox(small_disk: Path, serve) -> None:
         after = httpx.post(f"{url}/inbox", json={"body": "room again"}, headers=headers)
     assert r.status_code == 507, r.text
     assert _is_json_error(r) and "space" in r.json()["error"]
+    assert str(small_disk) not in r.text  # the server's paths stay in its log
     assert after.status_code == 201
     left = sorted(p.name for p in inbox.iterdir() if not p.is_dir())
     assert left == [f"{after.json()['id']}.json"]  # nothing half-written from the refused one
@@ -137,3 +138,4 @@ def test_full_disk_is_507_for_the_board(small_disk: Path, serve) -> None:
     assert 500 not in statuses, [a.text for a in answers]
     assert 507 in statuses
     assert all(_is_json_error(a) for a in answers if a.status_code == 507)
+    assert not any(str(small_disk) in a.text for a in answers)

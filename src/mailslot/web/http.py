@@ -43,7 +43,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PHRASES = {400: "bad request", 401: "unauthorized", 404: "not found", 405: "method not allowed"}
-_NOT_500 = (507,)  # statuses >= 500 that say something true and useful to the client
+# What a client is told for a server-side failure: the detail (paths) goes to the log only.
+_SERVER_SIDE = {507: "no space left on the server's disk; try again later"}
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -83,9 +84,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def mailslot_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MailslotError)
         status = status_for(exc)
-        if status >= 500 and status not in _NOT_500:
-            log.error("refused with an internal error: %s", exc)
-            return error(status, "internal error")
+        if status >= 500:
+            log.error("refused with a server-side error: %s", exc)
+            return error(status, _SERVER_SIDE.get(status, "internal error"))
         return error(status, str(exc))
 
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
