@@ -35,7 +35,7 @@ def test_skill_teaches_this_exchange(ex, flavour) -> None:
         assert not text.startswith("---")
     else:
         meta, body = parse_frontmatter(text)
-        assert meta["name"] == "mailslot-exchange-claude" and "to-olu" in meta["description"]
+        assert meta["name"] == "mailslot-exchange-olu" and "to-olu" in meta["description"]
         assert body.lstrip().startswith("# The olu <-> claude exchange")
 
 
@@ -67,3 +67,19 @@ def test_reply_recipe_uses_body_file_and_an_unguessable_heredoc_marker(ex) -> No
     assert "--body-file PATH" in a and "<<'EOF'" not in a
     marks = [_re.findall(r"<<'(MAILSLOT_END_[0-9A-F]{16})'", t) for t in (a, b)]
     assert marks[0] and marks[1] and marks[0] != marks[1]
+
+
+def test_skill_name_is_the_callers_and_the_folder_it_is_saved_in(ex) -> None:
+    """Agent Skills: `name` equals the skill's folder. The --help example saves olu's skill in
+    a folder; the skill it renders for olu carries exactly that name (olu's, not claude's)."""
+    from click.testing import CliRunner
+
+    from mailslot.cli import cli
+
+    helptext = CliRunner().invoke(cli, ["exchange", "skill", "--help"]).output
+    example = re.search(r"--as (\w+) exchange skill .*?skills/([\w-]+)/SKILL\.md", helptext, re.S)
+    assert example is not None, helptext
+    agent, folder = example.groups()
+    meta, _ = parse_frontmatter(render_skill(ex, agent, "hermes"))
+    assert meta["name"] == folder
+    assert agent in meta["name"] and "claude" not in meta["name"]

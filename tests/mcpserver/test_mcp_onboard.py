@@ -6,6 +6,7 @@ import json
 import shlex
 import tomllib
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from mcphelp import Setup
@@ -55,7 +56,7 @@ def test_generic_block_is_mcp_servers_json(setup: Setup) -> None:
 
 def test_instructions_reuse_the_exchange_skill_after_its_frontmatter(setup: Setup) -> None:
     out = onboard(setup, "claude-code", "--part", "instructions")
-    assert out.startswith("---\nname: mailslot-exchange-claude\ndescription: ")
+    assert out.startswith("---\nname: mailslot-exchange-olu\ndescription: ")
     head, _, body = out[4:].partition("\n---\n")
     assert "## The mailslot tools" not in head
     assert body.index("## The mailslot tools") < body.index("# The olu <-> claude exchange")
@@ -68,8 +69,8 @@ def test_instructions_reuse_the_exchange_skill_after_its_frontmatter(setup: Setu
 
 def test_all_prints_both_parts_and_where_to_save(setup: Setup) -> None:
     out = onboard(setup, "hermes")
-    assert "mcp_servers:" in out and "~/.hermes/skills/mailslot/SKILL.md" in out
-    assert "name: mailslot-exchange-claude" in out
+    assert "mcp_servers:" in out and "~/.hermes/skills/mailslot-exchange-olu/SKILL.md" in out
+    assert "name: mailslot-exchange-olu" in out
 
 
 def test_without_an_exchange_the_tools_section_stands_alone(setup: Setup) -> None:
@@ -87,3 +88,15 @@ def test_onboard_refuses_what_the_server_would_refuse(setup: Setup) -> None:
     assert r.exit_code == 1 and "'eve' is not a member" in r.output
     r = CliRunner().invoke(cli, ["onboard", "cursor", "--as", "olu"])
     assert r.exit_code == 2
+
+
+@pytest.mark.parametrize("host", ["claude-code", "hermes"])
+def test_the_skill_folder_onboard_names_is_the_skills_name(setup: Setup, host: str) -> None:
+    """Strict skill validators refuse a SKILL.md whose `name` differs from its folder."""
+    import re
+
+    out = onboard(setup, host)
+    folder = re.search(r"save the text between the lines as a skill: \S*/([\w-]+)/SKILL\.md", out)
+    name = re.search(r"^name: (\S+)$", out, re.M)
+    assert folder is not None and name is not None, out
+    assert folder.group(1) == name.group(1) == "mailslot-exchange-olu"

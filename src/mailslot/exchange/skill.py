@@ -19,13 +19,20 @@ from mailslot.exchange.entries import ACTIONS
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.state import STATUSES
 
-__all__ = ["FLAVOURS", "render_skill"]
+__all__ = ["FLAVOURS", "render_skill", "skill_name"]
 
 FLAVOURS = ("claude-code", "hermes", "generic")
 
 
+def skill_name(agent: str) -> str:
+    """The skill's ``name``: for the agent it teaches (the caller), never the other side. Agent
+    Skills validators require it to equal the folder the file is saved in
+    (``.claude/skills/<name>/SKILL.md``), so every example and hint builds the folder from it."""
+    return f"mailslot-exchange-{agent}"
+
+
 def _frontmatter(flavour: str, ex: Exchange, agent: str, other: str) -> str:
-    name = f"mailslot-exchange-{other}"
+    name = skill_name(agent)
     desc = (
         f"Use whenever you start work, are woken by a scheduler, or are asked about messages, "
         f"handoffs or reviews with {other}: the file mailbox at {ex.root} (your inbox "

@@ -29,11 +29,21 @@ HOSTS = ("claude-code", "codex", "hermes", "generic")
 TOOL_TIMEOUT_SECONDS = max(WATCH_MAX_SECONDS, CHAT_WAIT_MAX_SECONDS) + 30
 
 _WHERE = {
-    "claude-code": "a skill: .claude/skills/mailslot/SKILL.md (or paste it into CLAUDE.md)",
+    "claude-code": "a skill: .claude/skills/{name}/SKILL.md (or paste it into CLAUDE.md)",
     "codex": "AGENTS.md in the project (or ~/.codex/AGENTS.md for every project)",
-    "hermes": "a skill: ~/.hermes/skills/mailslot/SKILL.md",
+    "hermes": "a skill: ~/.hermes/skills/{name}/SKILL.md",
     "generic": "your agent's instructions or system prompt",
 }
+
+
+def _where(host: str, cfg: ServerConfig) -> str:
+    """Where to save the instructions. A skill (with frontmatter: an exchange is served) goes in
+    the folder its ``name`` gives; without an exchange the text is plain instructions."""
+    if cfg.exchange is None:
+        return "CLAUDE.md" if host == "claude-code" else _WHERE["generic"]
+    from mailslot.exchange.skill import skill_name
+
+    return _WHERE[host].format(name=skill_name(cfg.agent))
 
 
 def _command() -> str:
@@ -150,7 +160,7 @@ def onboard_text(host: str, cfg: ServerConfig, part: str = "all") -> str:
         return instructions_text(host, cfg)
     return (
         f"{register_text(host, cfg)}\n\n"
-        f"# Then save the text between the lines as {_WHERE[host]}\n"
+        f"# Then save the text between the lines as {_where(host, cfg)}\n"
         "# (only that text: mailslot onboard ... --part instructions > FILE)\n"
         f"# {'-' * 70}\n{instructions_text(host, cfg)}# {'-' * 70}\n"
     )
