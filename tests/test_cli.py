@@ -199,3 +199,37 @@ def test_a_json_wait_that_times_out_still_answers_in_json(tmp_path) -> None:
     assert data["messages"] == [] and data["timed_out"] is True and data["cursor"] > 0
     r = CliRunner().invoke(cli, ["--as", "kiran", "chat", "wait", path, "--timeout", "0"])
     assert r.exit_code == 3 and r.stdout == ""  # text mode: only the one stderr line
+
+
+def _missing_as_cases(tmp_path):
+    ex = tmp_path / "ex"
+    r = CliRunner().invoke(
+        cli, ["exchange", "init", str(ex), "--side", "claude", "--side", "olu", "--no-git"]
+    )
+    assert r.exit_code == 0, r.output
+    bus = tmp_path / "shared"
+    assert CliRunner().invoke(cli, ["bus", "init", str(bus)]).exit_code == 0
+    chat = CliRunner().invoke(  # started by another caller: no name is remembered for us
+        cli,
+        ["--as", "ana", "chat", "new", "--dir", str(tmp_path), "t"],
+        env={"XDG_STATE_HOME": str(tmp_path / "other-caller")},
+    )
+    chat_file = chat.output.splitlines()[0]
+    return [
+        ["--root", str(ex), "exchange", "send", "--topic", "t", "--action", "fyi", "hi"],
+        ["--root", str(ex), "exchange", "watch", "--timeout", "0"],
+        ["exchange", "dispatch", "--root", str(ex), "--topic", "t", "--action", "fyi", "hi"],
+        ["--root", str(bus), "outbox", "take"],
+        ["--root", str(bus), "log", "append", "did a thing"],
+        ["chat", "say", chat_file, "hello"],
+        ["mcp", "--root", str(ex)],
+        ["onboard", "codex", "--root", str(ex)],
+    ]
+
+
+def test_a_missing_as_is_one_line_and_exit_2_everywhere(tmp_path) -> None:
+    for args in _missing_as_cases(tmp_path):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.stderr.startswith("mailslot: error: ") and r.stderr.count("\n") == 1, (args, r)
+        assert "--as" in r.stderr and "Usage:" not in r.output, args

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mailslot.core.cursor import CursorStore
-from mailslot.core.errors import Conflict, MailslotError
+from mailslot.core.errors import Conflict, MissingAgent
 from mailslot.core.names import validate_agent
 
 __all__ = ["FIRST_NAMES", "NameBook", "caller_key", "generate_name"]
@@ -135,12 +135,12 @@ class NameBook:
             self._store.save(self._key(chat), {"name": name})
 
     def resolve(self, chat: Path, name: str | None) -> str:
-        """``name`` if given, else the remembered one; ``MailslotError`` if there is neither."""
+        """``name`` if given, else the remembered one; ``MissingAgent`` if there is neither."""
         if name is not None:
             return validate_agent(name, "chat name")
         held = self.recall(chat)
         if held is None:
-            raise MailslotError(
+            raise MissingAgent(
                 "who is speaking? pass --as NAME (or set MAILSLOT_AGENT); no name is remembered "
                 "for this chat here (join it first)",
                 path=chat,

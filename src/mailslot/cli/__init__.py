@@ -19,8 +19,14 @@ from typing import Any
 import click
 
 from mailslot import __version__
-from mailslot.cli.helpers import common_options, ensure_common_options
-from mailslot.core.errors import MailslotError, WaitTimeout
+from mailslot.cli.helpers import (
+    Stopped,
+    common_options,
+    end_process,
+    ensure_common_options,
+    stop_on_sigterm,
+)
+from mailslot.core.errors import MailslotError, MissingExtra, WaitTimeout
 
 __all__ = ["cli", "main"]
 
@@ -41,6 +47,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+# The optional extra each command group needs beyond the base install (pyproject's extras), and
+# the third-party modules those extras bring: a command that meets one missing says which to add.
+EXTRAS: dict[str, str] = {"peer": "web", "board": "web", "mcp": "mcp"}
+_EXTRA_MODULES = frozenset(
+    {"anyio", "fastapi", "h11", "httpcore", "httpx", "limits", "mcp", "mcp_types", "pydantic"}
+    | {"pydantic_core", "sniffio", "starlette", "uvicorn", "apprise"}
+)
+
+
 class _CliError(click.ClickException):
     """A ``MailslotError`` (or OS error) on its way out: one line on stderr, its exit code."""
 
@@ -51,6 +66,18 @@ class _CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"mailslot: {self.label}: {self.format_message()}", err=True)
+
+
+class _Interrupted(_CliError):
+    """Ctrl-C or SIGTERM during a command: one line, the conventional 128 + signal number."""
+
+    def __init__(self, what: str, exit_code: int) -> None:
+        super().__init__(what, exit_code, what)
+
+    def show(self, file: Any = None) -> None:
+        # After a terminal's ^C echo, start the line afresh.
+        lead = "\n" if sys.stderr.isatty() and self.exit_code == 130 else ""
+        click.echo(f"{lead}mailslot: {self.label}", err=True)
 
 
 def _available(name: str) -> bool:
@@ -86,6 +113,18 @@ class MailslotGroup(click.Group):
         wants_json = "--json" in ctx.args  # what follows the group name, before parsing
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            raise _Interrupted("interrupted", 130) from e
+        except Stopped as e:
+            raise _Interrupted("terminated", 128 + 15) from e
+        except ModuleNotFoundError as e:
+            missing = (e.name or "").partition(".")[0]
+            if missing not in _EXTRA_MODULES:
+                raise
+            group = ctx.invoked_subcommand or ""  # set once the group name was resolved
+            extra = EXTRAS.get(group, "all")
+            err = MissingExtra(f"mailslot {group}".strip(), extra, missing)
+            raise _CliError(str(err), err.exit_code, err.label) from e
         except WaitTimeout as e:
             if wants_json and e.payload is not None:
                 click.echo(json.dumps({**e.payload, "timed_out": True}, ensure_ascii=False))
@@ -122,5 +161,15 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point."""
-    cli.main(args=argv, prog_name="mailslot")
+    """Console entry point: run the command, then end through the one exit path."""
+    stop_on_sigterm()
+    try:
+        cli.main(args=argv, prog_name="mailslot")
+        code = 0
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            click.echo(e.code, err=True)
+            code = 1
+    end_process(code)

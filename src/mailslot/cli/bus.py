@@ -16,7 +16,7 @@ from mailslot.bus import log as buslog
 from mailslot.bus import outbox as busoutbox
 from mailslot.bus import owners as busowners
 from mailslot.bus import tasks as bustasks
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env, read_body
 
 __all__ = ["bus", "log", "outbox", "owners", "tasks"]
 
@@ -207,7 +207,7 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
 @json_option
 @pass_env
 def outbox_take(env: Env, wait: float, as_json: bool) -> None:
-    """Claim the oldest item into outbox/taken/ and print its path; exit 3 if there is none.
+    """Claim the oldest item into outbox/taken/ and print its absolute path; exit 3 if none.
 
     Only the writer of outbox/taken/ in DIVISION-OF-WORK.md may take. Two takers racing never
     get the same item.
@@ -216,12 +216,13 @@ def outbox_take(env: Env, wait: float, as_json: bool) -> None:
     Example:
       path=$(mailslot outbox take --as beacon) && echo "integrate $path"
     """
+    exit_promptly()
     item = busoutbox.take(env.need_root(), env.need_agent(), wait=wait)
     if item.sha256_ok is False:
         click.echo(
-            f"mailslot: warning: {item.path} does not match the sha256 in its record", err=True
+            f"mailslot: warning: {item.abspath} does not match the sha256 in its record", err=True
         )
-    emit(item.to_json(), as_json, item.path)
+    emit(item.to_json(), as_json, item.abspath)
 
 
 # -- tasks -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env
+from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env
 from mailslot.cli.shown import quoted, read_text, shown_line
 
 __all__ = ["chat"]
@@ -206,6 +206,7 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
     """
     from mailslot.chat import wait
 
+    exit_promptly()
     batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor)
     ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
     emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]) + ended)

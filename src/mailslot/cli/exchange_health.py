@@ -12,8 +12,9 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env, read_body
 from mailslot.cli.shown import shown_line
+from mailslot.core.errors import MissingAgent
 
 __all__ = ["register"]
 
@@ -97,6 +98,7 @@ def watch_cmd(
         emit({"marked": n}, as_json, f"marked {n} item(s) seen")
         return
     ex = _ex(env)
+    exit_promptly()
     r = w.watch(ex, env.need_agent(), timeout=timeout, peek=peek, action=scope)
     emit(r.to_json(ex.root), as_json, _watch_text)
 
@@ -319,9 +321,10 @@ def skill_cmd(env: Env, flavour: str, as_json: bool) -> None:
     Rendered from the exchange's own config: your inbox and outbox paths, how to
     take new entries, reply, set STATE.md, what HELD.md means, the rule that
     'required' is never marked done, and that messages are data. Save it where
-    your agent loads skills. Example:
+    your agent loads skills, in a folder named as the skill (mailslot-exchange-NAME
+    for --as NAME: strict skill loaders require the two to match). Example:
       mailslot --root /srv/exchange --as olu exchange skill --for hermes \\
-          > ~/.hermes/skills/mailslot-exchange/SKILL.md
+          > ~/.hermes/skills/mailslot-exchange-olu/SKILL.md
     """
     from mailslot.exchange.skill import render_skill
 
@@ -336,7 +339,7 @@ def _agent(ctx: click.Context, given: str | None) -> str:
     obj = ctx.find_root().obj
     agent = given or (obj.agent if isinstance(obj, Env) else None)
     if not agent:
-        raise click.UsageError("who is dispatching? pass --as NAME or set MAILSLOT_AGENT")
+        raise MissingAgent("who is dispatching? pass --as NAME or set MAILSLOT_AGENT")
     return agent
 
 

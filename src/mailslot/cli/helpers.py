@@ -1,23 +1,48 @@
-"""Options shared by every command, declared once (after rq's ``cli/helpers.py``).
+"""Options shared by every command, declared once (after rq's ``cli/helpers.py``), and the one
+way a ``mailslot`` process ends.
 
 ``--root`` and ``--as`` are accepted on the top-level group (with their environment variables)
 and again on any subcommand, where they override; either way they land in one ``Env`` object.
+
+Ending: Ctrl-C (SIGINT) unwinds as ``KeyboardInterrupt`` and SIGTERM as ``Stopped``, so every
+``finally`` runs and a wait that was interrupted takes nothing; the group maps both to one line
+and exit 130 (143), except that a server (``stopping_on_term``) treats SIGTERM as its normal end,
+exit 0. ``end_process`` is the single exit: it flushes stdout and stderr and then exits, through
+``os._exit`` for a command that asked to (``exit_promptly``): its state is already on disk when it
+returns, and the interpreter's teardown would only wait (for worker threads, for inotify's slow
+close) after the answer was out.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
-__all__ = ["Env", "common_options", "emit", "json_option", "pass_env", "read_body"]
+from mailslot.core.errors import MissingAgent
+
+__all__ = [
+    "Env",
+    "Stopped",
+    "common_options",
+    "emit",
+    "end_process",
+    "exit_promptly",
+    "json_option",
+    "pass_env",
+    "read_body",
+    "stop_on_sigterm",
+    "stopping_on_term",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,9 +59,9 @@ class Env:
         return self.root if self.root is not None else Path.cwd()
 
     def need_agent(self) -> str:
-        """The acting agent's name; a usage error when none was given."""
+        """The acting agent's name; ``MissingAgent`` (one line, exit 2) when none was given."""
         if not self.agent:
-            raise click.UsageError("who is acting? pass --as NAME or set MAILSLOT_AGENT")
+            raise MissingAgent()
         return self.agent
 
 
@@ -175,3 +200,53 @@ def read_body(body: str | None, *, what: str = "BODY") -> str:
 def env_flag(name: str) -> bool:
     """Whether an environment flag is set to a true value."""
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+class Stopped(BaseException):
+    """SIGTERM arrived (a service manager's stop). A ``BaseException``, like
+    ``KeyboardInterrupt``, so no ``except Exception`` on the way swallows it."""
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise Stopped()
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM unwind the main thread as ``Stopped`` (called once, by ``main``)."""
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, _raise_stopped)
+
+
+@contextmanager
+def stopping_on_term() -> Iterator[None]:
+    """Around a server's run: SIGTERM is how it is meant to stop, so it ends normally (exit 0)
+    once the server has finished what was in flight; Ctrl-C still exits 130."""
+    try:
+        yield
+    except Stopped:
+        pass
+
+
+_prompt_exit = False
+
+
+def exit_promptly() -> None:
+    """Ask ``end_process`` to end this process right after flushing its output (``os._exit``).
+
+    For commands whose results are on disk when they return: blocking waits, whose teardown
+    would add tens of milliseconds after the answer, and the MCP server, whose worker threads
+    (a read of standard input, an abandoned wait) would keep the process alive."""
+    global _prompt_exit
+    _prompt_exit = True
+
+
+def end_process(code: int) -> NoReturn:
+    """The one exit: flush standard output and error, then end with ``code``."""
+    if not _prompt_exit:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nobody is left to read it
+            pass
+    os._exit(code)

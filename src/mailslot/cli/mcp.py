@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, pass_env
+from mailslot.cli.helpers import Env, exit_promptly, pass_env, stopping_on_term
+from mailslot.core.errors import MissingExtra
 
 __all__ = ["mcp", "onboard"]
 
@@ -68,7 +69,10 @@ def mcp(env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None) ->
     """
     from mailslot.mcpserver.server import serve
 
-    serve(_config(env, chat_dir, bus, keys))
+    cfg = _config(env, chat_dir, bus, keys)
+    exit_promptly()  # a thread blocked reading stdin or in a wait must not hold the exit
+    with stopping_on_term():
+        serve(cfg)
 
 
 @click.command("onboard")
@@ -95,8 +99,12 @@ def onboard(
     Example:
       mailslot onboard claude-code --root /srv/exchange --as olu
       mailslot onboard claude-code --root /srv/exchange --as olu --part instructions \\
-          > .claude/skills/mailslot/SKILL.md
+          > .claude/skills/mailslot-exchange-olu/SKILL.md
     """
     from mailslot.mcpserver.onboard import onboard_text
+    from mailslot.mcpserver.server import missing_sdk
 
+    absent = missing_sdk()
+    if absent is not None:  # a registration for a server that cannot start helps nobody
+        raise MissingExtra("mailslot onboard", "mcp", absent)
     click.echo(onboard_text(host, _config(env, chat_dir, bus, keys), part), nl=False)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env
+from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env
 from mailslot.cli.shown import read_text, shown_line
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ def ask_cmd(
     from mailslot.relay import ask
 
     found, report = _loud()
+    exit_promptly()
     result = ask(
         env.need_root(),
         env.need_agent(),

@@ -16,11 +16,13 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body, stopping_on_term
 from mailslot.cli.shown import shown
+from mailslot.core.errors import LimitExceeded
 
 __all__ = ["board", "peer"]
 
+_TOKEN_INPUT_MAX = 4096
 _PATH = click.Path(dir_okay=False, path_type=Path)
 _DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -108,7 +110,7 @@ def peer() -> None:
 
     \b
     On the receiving box (Beacon):
-      mailslot peer token new tidal --url http://100.64.0.9:8790   # token on the last line
+      mailslot peer token new tidal --url http://100.64.0.9:8790 > token.txt
       mailslot peer serve --bind 100.64.0.7:8790
     On the sending box (Tidal), with the token pasted in once:
       mailslot peer add beacon http://100.64.0.7:8790 < token.txt
@@ -138,18 +140,21 @@ def token_new(
     per_hour: int | None,
     replace: bool,
 ) -> None:
-    """Make a token for peer NAME; store only its hash; print the token once, on the last line.
+    """Make a token for peer NAME; store only its hash; print the token once, alone on stdout.
 
     \b
     Example:
-      mailslot peer token new tidal --url http://100.64.0.9:8790 --peers /etc/mailslot/peers.json
+      mailslot peer token new tidal --url http://100.64.0.9:8790 > token.txt
     Give the token to the peer's operator out of band; it is not shown again.
+    Standard output holds the token alone, so `> token.txt` saves a file that
+    `peer add ... < token.txt` reads; the note about it goes to standard error.
     """
     from mailslot.web.auth import new_token
 
     path = _peers(env, peers_file)
     secret = new_token(path, name, address=url, per_hour=per_hour, replace=replace)
-    click.echo(f"# token for peer {name} (stored as a hash in {path}; shown once):")
+    note = f"mailslot: token for peer {name} (stored as a hash in {path}; shown once)"
+    click.echo(note, err=True)
     click.echo(secret)
 
 
@@ -227,7 +232,10 @@ def peer_add(
     """
     from mailslot.web.auth import add_key
 
-    entry = add_key(_keys(env, keys_file), name, url, token_file.read(), replace=replace)
+    text = token_file.read(_TOKEN_INPUT_MAX + 1)  # bounded: a token is ~50 characters
+    if len(text) > _TOKEN_INPUT_MAX:
+        raise LimitExceeded("the token input", _TOKEN_INPUT_MAX, len(text), "characters")
+    entry = add_key(_keys(env, keys_file), name, url, text, replace=replace)
     click.echo(f"added {entry.name} -> {entry.url}")
 
 
@@ -353,7 +361,8 @@ def peer_serve(
         override_per_hour=per_hour,
         server=_limits(header_timeout, body_timeout, max_connections),
     )
-    serve(settings, bind, _announce)
+    with stopping_on_term():  # systemd's stop: finish in-flight requests, exit 0
+        serve(settings, bind, _announce)
 
 
 @peer.command("install")
@@ -471,7 +480,8 @@ def board_serve(
         public_url=public_url,
         server=_limits(header_timeout, body_timeout, max_connections),
     )
-    serve(settings, bind, _announce)
+    with stopping_on_term():  # systemd's stop: finish in-flight requests, exit 0
+        serve(settings, bind, _announce)
 
 
 @board.command("card")

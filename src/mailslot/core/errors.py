@@ -13,6 +13,8 @@ script can act on them without parsing the message::
     +-- LockBusy                       a lock held by someone else when waiting is not wanted
     +-- Unresolved                     a check that cannot be decided (fail safe: nothing done)
     +-- NoSpace                        the disk or quota is full: nothing was written
+    +-- MissingAgent                   exit 2: who is acting was not said (--as, MAILSLOT_AGENT)
+    +-- MissingExtra                   an optional dependency this command needs is not installed
     +-- WaitTimeout                    exit 3: a wait ended with nothing new
     +-- Gone                           exit 4: the thing waited on was removed
 """
@@ -30,6 +32,8 @@ __all__ = [
     "LockBusy",
     "MailslotError",
     "NoSpace",
+    "MissingAgent",
+    "MissingExtra",
     "NotFound",
     "Unresolved",
     "WaitTimeout",
@@ -119,6 +123,34 @@ class Unresolved(MailslotError):
 
 class NoSpace(MailslotError):
     """The disk or the quota is full (``ENOSPC``, ``EDQUOT``); the write left nothing behind."""
+
+
+class MissingAgent(MailslotError):
+    """A command that acts as someone was not told who (a usage error: exit 2, one line).
+
+    Every face raises this one class for a missing ``--as``, so the CLI answers it the same way
+    everywhere: ``mailslot: error: ...`` and exit 2, never a usage block here and exit 1 there.
+    """
+
+    exit_code = 2
+
+    def __init__(
+        self, message: str = "who is acting? pass --as NAME or set MAILSLOT_AGENT", **kw: object
+    ) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class MissingExtra(MailslotError):
+    """A command whose optional dependencies (a pip extra) are not installed: names the extra."""
+
+    def __init__(self, command: str, extra: str, module: str) -> None:
+        super().__init__(
+            f"{command} needs the {extra!r} extra, which is not installed (no module "
+            f"{module!r}): pip install 'mailslot[{extra}]'"
+        )
+        self.command = command
+        self.extra = extra
+        self.module = module
 
 
 class WaitTimeout(MailslotError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.errors import MailslotError, NotFound
+from mailslot.core.errors import MailslotError, MissingAgent, NotFound
 from mailslot.core.names import validate_agent
 
 __all__ = ["ServerConfig", "load_config"]
@@ -69,7 +69,7 @@ def load_config(
     ``NotFound`` for a missing exchange, chat directory, bus or keys file, ``InvalidName``.
     """
     if not agent:
-        raise MailslotError("who is the agent? pass --as NAME or set MAILSLOT_AGENT")
+        raise MissingAgent("who is the agent? pass --as NAME or set MAILSLOT_AGENT")
     validate_agent(agent)
     ex = None
     if root is not None:

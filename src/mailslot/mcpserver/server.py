@@ -9,13 +9,20 @@ unexpected is logged to stderr (the host's server log) and reported as an intern
 
 Handlers run in worker threads, so a blocking wait never stalls the connection; a call the host
 cancels sets the call's ``cancelled`` flag, which ``exchange_watch`` checks before it takes.
+
+Stopping: the connection runs in a daemon thread and ``serve`` waits for whichever comes first,
+the host closing standard input, Ctrl-C, or SIGTERM. Then every call still running is marked
+cancelled (so a pending watch takes nothing it did not deliver), the calls get a moment to
+finish, and ``serve`` returns (or re-raises the interrupt) without waiting for a thread blocked
+in a read or a wait: the caller ends the process (``cli.helpers.end_process``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mailslot import __version__
@@ -24,9 +31,26 @@ from mailslot.mcpserver.config import ServerConfig
 from mailslot.mcpserver.schema import validate
 from mailslot.mcpserver.spec import Call, Reply, ToolSpec
 
-__all__ = ["build_tools", "dispatch", "instructions", "serve", "tool_list_json"]
+__all__ = ["build_tools", "dispatch", "instructions", "missing_sdk", "serve", "tool_list_json"]
+
+# What ``serve`` imports beyond the base install: the ``mcp`` extra.
+SDK_MODULES = ("anyio", "mcp", "mcp_types")
 
 log = logging.getLogger(__name__)
+
+
+def missing_sdk() -> str | None:
+    """The first module of the MCP SDK this install lacks (``None``: the server can start).
+    Looked up, not imported, so asking costs nothing."""
+    import importlib.util
+
+    for name in SDK_MODULES:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
 
 
 def build_tools(cfg: ServerConfig) -> list[ToolSpec]:
@@ -95,7 +119,62 @@ def dispatch(
         )
 
 
-async def _run(cfg: ServerConfig, tools: list[ToolSpec]) -> None:
+# How long in-flight calls get to finish once the server is told to stop (a send completes; a
+# blocking watch, already marked cancelled, is left behind and takes nothing).
+STOP_GRACE = 0.5
+
+
+class _UntilEnd:
+    """The SDK's read stream, reporting the end of standard input to ``on_end``.
+
+    The SDK's loop waits for running handlers after the stream ends, so a pending 10-minute
+    watch would keep a server whose host has gone; ``on_end`` lets ``serve`` stop at once.
+    """
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        import anyio
+
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _UntilEnd:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _UntilEnd:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _run(
+    cfg: ServerConfig,
+    tools: list[ToolSpec],
+    running: set[threading.Event],
+    on_end: Callable[[], None],
+) -> None:
     import anyio
     import anyio.to_thread
     import mcp_types as types
@@ -112,8 +191,12 @@ async def _run(cfg: ServerConfig, tools: list[ToolSpec]) -> None:
         cancelled = threading.Event()
 
         def work() -> Reply:
-            return dispatch(by_name, cfg, params.name, params.arguments, cancelled)
+            try:
+                return dispatch(by_name, cfg, params.name, params.arguments, cancelled)
+            finally:
+                running.discard(cancelled)
 
+        running.add(cancelled)
         try:
             reply = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
@@ -131,12 +214,36 @@ async def _run(cfg: ServerConfig, tools: list[ToolSpec]) -> None:
         on_call_tool=on_call_tool,
     )
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        await server.run(_UntilEnd(read, on_end), write, server.create_initialization_options())
 
 
 def serve(cfg: ServerConfig) -> None:
-    """Serve ``cfg``'s tools over stdin/stdout until the host closes the stream."""
+    """Serve ``cfg``'s tools over stdin/stdout until the host closes the stream (returns) or
+    the process is interrupted (re-raised once in-flight calls are cancelled; see above)."""
     import anyio
 
     logging.basicConfig(level=logging.WARNING, format="mailslot mcp: %(levelname)s %(message)s")
-    anyio.run(_run, cfg, build_tools(cfg))
+    tools = build_tools(cfg)
+    running: set[threading.Event] = set()
+    ended = threading.Event()
+    failed: list[BaseException] = []
+
+    def connection() -> None:
+        try:
+            anyio.run(_run, cfg, tools, running, ended.set)
+        except BaseException as e:
+            failed.append(e)
+        finally:
+            ended.set()
+
+    threading.Thread(target=connection, name="mailslot-mcp", daemon=True).start()
+    try:
+        ended.wait()  # Ctrl-C and SIGTERM interrupt this wait in the main thread
+    finally:
+        for call in list(running):
+            call.set()
+        deadline = time.monotonic() + STOP_GRACE
+        while running and time.monotonic() < deadline:
+            time.sleep(0.01)
+    if failed:
+        raise failed[0]

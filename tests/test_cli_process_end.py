@@ -1,0 +1,233 @@
+"""How a mailslot process ends: Ctrl-C and SIGTERM on real processes, and output kept whole.
+
+Ctrl-C in a blocking command is one line and exit 130 (not click's "Aborted!" and exit 1, which
+reads as a refusal); a server stopped with SIGTERM (systemd's stop) exits 0; the MCP server ends
+when its host closes standard input or interrupts it, even with a watch pending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Liveness bound only (a hung process fails the test instead of hanging the suite).
+DEADLINE = 60.0
+
+
+def _mailslot(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mailslot", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=True,
+        timeout=DEADLINE,
+    )
+
+
+def _spawn(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mailslot", *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _until(ready: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
+    end = time.monotonic() + DEADLINE
+    while not ready():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the command never got ready"
+        time.sleep(0.02)
+
+
+def _waiting_on_kernel_events(proc: subprocess.Popen[bytes]) -> bool:
+    """The process holds an inotify descriptor: it is inside its blocking wait."""
+    fds = Path(f"/proc/{proc.pid}/fd")
+    try:
+        return any(os.readlink(fd) == "anon_inode:inotify" for fd in fds.iterdir())
+    except OSError:
+        return False
+
+
+def _exchange(tmp_path: Path) -> Path:
+    root = tmp_path / "ex"
+    _mailslot("exchange", "init", str(root), "--side", "claude", "--side", "olu", "--no-git")
+    return root
+
+
+def _blocking(tmp_path: Path, which: str) -> list[str]:
+    if which == "exchange watch":
+        root = _exchange(tmp_path)
+        return ["--root", str(root), "--as", "claude", "exchange", "watch", "--timeout", "600"]
+    if which == "chat wait":
+        chat = _mailslot("--as", "ana", "chat", "new", "--dir", str(tmp_path), "t").stdout
+        path = chat.splitlines()[0]
+        return ["--as", "ana", "chat", "wait", path, "--timeout", "600"]
+    if which == "outbox take --wait":
+        bus = tmp_path / "shared"
+        _mailslot("bus", "init", str(bus), "--consumer", "beacon")
+        return ["--root", str(bus), "--as", "beacon", "outbox", "take", "--wait", "600"]
+    if which == "relay serve":
+        mb = tmp_path / "mb"
+        _mailslot("relay", "init", str(mb), "--worker", "w1", "--manager", "manager")
+        return ["--root", str(mb), "--as", "manager", "relay", "serve", "--timeout", "600"]
+    raise AssertionError(which)
+
+
+@pytest.mark.parametrize(
+    "which", ["exchange watch", "chat wait", "outbox take --wait", "relay serve"]
+)
+def test_ctrl_c_in_a_blocking_command_is_one_line_and_exit_130(tmp_path: Path, which: str) -> None:
+    proc = _spawn(*_blocking(tmp_path, which))
+    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 130, err
+    assert err.decode() == "mailslot: interrupted\n"
+    assert b"Aborted" not in err and out == b""
+
+
+def test_an_interrupted_watch_took_nothing(tmp_path: Path) -> None:
+    args = _blocking(tmp_path, "exchange watch")
+    root = Path(args[1])
+    proc = _spawn(*args)
+    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=DEADLINE)
+    _mailslot(
+        "--root", str(root), "--as", "olu", "exchange", "send", "--topic", "t", "--action", "fyi",
+        "after",
+    )  # fmt: skip
+    r = _mailslot("--root", str(root), "--as", "claude", "exchange", "watch", "--timeout", "0")
+    assert "0001-olu.md" in r.stdout
+
+
+def test_sigterm_in_a_blocking_command_is_one_line_and_exit_143(tmp_path: Path) -> None:
+    proc = _spawn(*_blocking(tmp_path, "exchange watch"))
+    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 128 + signal.SIGTERM and err.decode() == "mailslot: terminated\n"
+
+
+def _listening(proc: subprocess.Popen[bytes], seen: list[bytes]) -> Callable[[], bool]:
+    def ready() -> bool:
+        assert proc.stderr is not None
+        seen.append(proc.stderr.readline())
+        return b"listening on" in seen[-1]
+
+    return ready
+
+
+@pytest.mark.parametrize("server", ["peer", "board"])
+def test_sigterm_stops_a_web_server_with_exit_0(tmp_path: Path, server: str) -> None:
+    if server == "peer":
+        _mailslot("--root", str(tmp_path), "peer", "token", "new", "tidal")
+    proc = _spawn("--root", str(tmp_path), server, "serve", "--bind", "127.0.0.1:0")
+    seen: list[bytes] = []
+    _until(_listening(proc, seen), proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err
+
+
+def test_ctrl_c_stops_a_web_server_with_exit_130(tmp_path: Path) -> None:
+    proc = _spawn("--root", str(tmp_path), "board", "serve", "--bind", "127.0.0.1:0")
+    _until(_listening(proc, []), proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 130 and err.decode().endswith("mailslot: interrupted\n")
+
+
+def _mcp_with_a_pending_watch(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    root = _exchange(tmp_path)
+    proc = _spawn("--root", str(root), "--as", "claude", "mcp", stdin=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, object]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+    )
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "exchange_watch", "arguments": {"timeout": 300}},
+        }
+    )
+    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    return proc, root
+
+
+@pytest.mark.parametrize("stop", ["stdin closes", "SIGINT", "SIGTERM"])
+def test_mcp_server_ends_with_a_watch_pending(tmp_path: Path, stop: str) -> None:
+    proc, root = _mcp_with_a_pending_watch(tmp_path)
+    assert proc.stdin is not None
+    if stop == "stdin closes":
+        proc.stdin.close()
+    else:
+        proc.send_signal(getattr(signal, stop))
+    try:
+        proc.wait(timeout=DEADLINE)
+    finally:
+        proc.kill()
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert proc.returncode == {"stdin closes": 0, "SIGTERM": 0, "SIGINT": 130}[stop], err
+    assert "Traceback" not in err and "Aborted" not in err
+    # the abandoned watch took nothing: an entry sent now is still there for the next watch
+    _mailslot(
+        "--root", str(root), "--as", "olu", "exchange", "send", "--topic", "t", "--action", "fyi",
+        "after",
+    )  # fmt: skip
+    r = _mailslot("--root", str(root), "--as", "claude", "exchange", "watch", "--timeout", "0")
+    assert "0001-olu.md" in r.stdout
+
+
+def test_a_blocking_commands_output_reaches_a_file_whole(tmp_path: Path) -> None:
+    root = _exchange(tmp_path)
+    for i in range(40):
+        _mailslot(
+            "--root", str(root), "--as", "olu", "exchange", "send", "--topic", f"t{i}",
+            "--action", "fyi", "x" * 2000,
+        )  # fmt: skip
+    out = tmp_path / "out.json"
+    watch = ["exchange", "watch", "--timeout", "5", "--json"]
+    with out.open("wb") as f:
+        r = subprocess.run(
+            [sys.executable, "-m", "mailslot", "--root", str(root), "--as", "claude", *watch],
+            stdout=f,
+            timeout=DEADLINE,
+        )
+    assert r.returncode == 0
+    data = json.loads(out.read_text())
+    assert len(data["items"]) == 40
