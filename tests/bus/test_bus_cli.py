@@ -90,7 +90,7 @@ def test_outbox_flow(root: Path, tmp_path: Path) -> None:
     r = run(root, "outbox", "take", "--as", "lantern")
     assert r.exit_code == 1 and "beacon is the outbox consumer" in r.stderr
     r = run(root, "outbox", "take", "--as", "beacon")
-    assert r.exit_code == 0 and r.stdout.strip() == "outbox/taken/000001-draft.md"
+    assert r.exit_code == 0 and r.stdout.strip() == str(root / "outbox/taken/000001-draft.md")
     r = run(root, "outbox", "take", "--as", "beacon")
     assert r.exit_code == 3 and r.stderr.startswith("mailslot: empty: nothing to take")
     r = run(root, "outbox", "list", "--taken")
@@ -156,7 +156,12 @@ def test_real_console_command(run_cli, root: Path, tmp_path: Path) -> None:
     src.write_text("a")
     r = run_cli("outbox", "put", str(src), "--as", "lantern", env=env)
     assert r.returncode == 0 and r.stdout.strip() == "outbox/000001-a.txt"
-    r = run_cli("outbox", "take", "--as", "beacon", env=env)
-    assert r.returncode == 0 and r.stdout.strip() == "outbox/taken/000001-a.txt"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = run_cli("outbox", "take", "--as", "beacon", env=env, cwd=elsewhere)
+    # a path that works from where the caller stands, not relative to the bus root
+    taken = Path(r.stdout.strip())
+    assert r.returncode == 0 and taken == root / "outbox" / "taken" / "000001-a.txt"
+    assert taken.is_absolute() and taken.read_text() == "a"
     r = run_cli("owners", "check", "--as", "lantern", "outbox/taken/x", env=env)
     assert r.returncode == 1 and "owned by beacon" in r.stderr

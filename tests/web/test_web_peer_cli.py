@@ -396,3 +396,37 @@ def test_send_retries_a_reset_connection_and_the_message_is_stored_once(
     stored = peer_setup.stored()
     assert [p.stem for p in stored] == [receipt["id"]]
     assert json.loads(stored[0].read_text())["body"] == "exactly once"
+
+
+def test_a_token_saved_with_redirection_is_added_as_saved(tmp_path: Path, run_cli) -> None:
+    """The README's steps: `peer token new tidal > token.txt`, then `peer add ... < token.txt`."""
+    peers, keys, saved = tmp_path / "p.json", tmp_path / "k.json", tmp_path / "token.txt"
+    r = run_cli("peer", "token", "new", "tidal", "--peers", str(peers))
+    assert r.returncode == 0, r.stderr
+    saved.write_text(r.stdout)
+    token = r.stdout.strip()
+    assert r.stdout == token + "\n" and token.startswith("mst_")  # the token alone on stdout
+    assert "shown once" in r.stderr
+    r = run_cli("peer", "add", "beacon", "http://127.0.0.1:9", "--keys", str(keys),
+                input=saved.read_text())  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(keys.read_text())["peers"]["beacon"]["token"] == token
+
+
+@pytest.mark.parametrize(
+    ("saved", "says"),
+    [
+        ("", "the input was empty"),
+        (
+            "# token for peer tidal (shown once):\nmst_abcdef\n",
+            "got 2 lines; a line starting with '#'",
+        ),
+        ("mst_abc def\n", "contains spaces"),
+    ],
+)
+def test_a_bad_token_file_says_what_is_wrong_with_it(tmp_path: Path, saved: str, says: str) -> None:
+    r = _cli("peer", "add", "beacon", "http://127.0.0.1:9", "--keys", str(tmp_path / "k.json"),
+             input=saved)  # fmt: skip
+    assert r.exit_code == 1 and says in r.stderr, r.stderr
+    assert "mst_abc" not in r.stderr  # the secret is never echoed
+    assert not (tmp_path / "k.json").exists()

@@ -241,6 +241,26 @@ def load_keys(path: Path) -> dict[str, KeyEntry]:
     return out
 
 
+def _token_problem(token: str) -> str | None:
+    """What is wrong with ``token`` as read (stripped), in words; ``None`` when it looks whole.
+
+    The token itself is never echoed: the message says only what shape it had.
+    """
+    if not token:
+        return "the input was empty; give the token 'peer token new' printed (< token.txt)"
+    lines = [line for line in token.splitlines() if line.strip()]
+    if len(lines) > 1:
+        hint = (
+            "; a line starting with '#' is a note, not part of the token"
+            if any(line.lstrip().startswith("#") for line in lines)
+            else ""
+        )
+        return f"expected the token alone on one line, got {len(lines)} lines{hint}"
+    if any(c.isspace() for c in token):
+        return "the token contains spaces; expected one word, as 'peer token new' printed it"
+    return None
+
+
 def add_key(path: Path, name: str, url: str, token: str, *, replace: bool = False) -> KeyEntry:
     """Record the token peer ``name`` issued us for its inbox at ``url``.
 
@@ -248,8 +268,9 @@ def add_key(path: Path, name: str, url: str, token: str, *, replace: bool = Fals
     """
     validate_agent(name, "peer name")
     token = token.strip()
-    if not token or any(c.isspace() for c in token):
-        raise FormatError("the token is empty or contains whitespace", field="token")
+    problem = _token_problem(token)
+    if problem is not None:
+        raise FormatError(problem, field="token")
     entry = KeyEntry(name, inbox_url(url), token)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_name(f".{path.name}.lock")):
