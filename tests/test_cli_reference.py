@@ -45,3 +45,15 @@ def test_every_command_help_has_an_example() -> None:
 
     missing = [name for name, text in leaves(cli, ["mailslot"]) if "Example" not in text]
     assert missing == []
+
+
+def test_each_usage_line_names_the_command_as_typed() -> None:
+    """`Usage: mailslot peer send ...`, never the program name twice (`mailslot mailslot ...`)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    blocks = text.split("## `")[1:]
+    assert blocks
+    for block in blocks:
+        name, _, body = block.partition("`")
+        usage = next(ln for ln in body.splitlines() if ln.startswith("Usage: "))
+        assert usage.startswith(f"Usage: {name} "), usage
+    assert "mailslot mailslot" not in text
