@@ -229,6 +229,18 @@ def test_hook_outside_git(root: Path, tmp_path: Path) -> None:
         owners.install_hook(root, tmp_path / "nowhere")
 
 
+def test_hook_outside_git_says_where_to_run_it(root: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mailslot.cli import cli
+
+    plain = tmp_path / "not-a-checkout"
+    plain.mkdir()
+    r = CliRunner().invoke(cli, ["--root", str(root), "owners", "hook", "--repo", str(plain)])
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1
+    assert "not in a git checkout" in r.stderr and "--repo" in r.stderr, r.stderr
+
+
 def test_show_warns_about_likely_mistakes(root: Path) -> None:
     (root / "src").mkdir()
     (root / "DIVISION-OF-WORK.md").write_text(

@@ -313,3 +313,20 @@ def test_read_state_reopen_take_the_slug_send_took(tmp_path) -> None:
     assert r.exit_code == 1 and "no topic with the slug nope" in r.stderr
     r = run(root, "exchange", "state", "Not_A_Slug", "done", agent="olu", ok=False)
     assert r.exit_code == 1 and "slug" in r.stderr
+
+
+def test_reading_a_missing_full_topic_name_points_at_the_listing(tmp_path) -> None:
+    root = init(tmp_path, "--no-git")
+    for topic in ("2026-01-02-nothing", "nothing"):
+        r = run(root, "exchange", "read", topic, ok=False)
+        assert r.exit_code == 1 and "topics --all" in r.stderr, (topic, r.stderr)
+
+
+def test_send_to_explains_the_recipient_is_always_the_other_side(tmp_path) -> None:
+    root = init(tmp_path, "--no-git")
+    send = ["exchange", "send", "--topic", "t", "--action", "fyi"]
+    r = run(root, *send, "--to", "will", "hello", agent="claude", ok=False)
+    assert r.exit_code == 2 and "always goes to the other side, olu" in r.stderr, r.output
+    assert not any((root / "to-olu").glob("*-t"))
+    r = run(root, *send, "--to", "olu", "hello", agent="claude")
+    assert r.stdout.startswith("to-olu/")

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
-from mailslot.core.errors import Conflict, FormatError, MailslotError, Unresolved
+from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound, Unresolved
 from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
 
@@ -565,7 +565,15 @@ def install_hook(root: Path, repo: Path, *, agent: str | None = None, force: boo
     layout = Layout.at(root)
     if agent is not None:
         validate_agent(agent)
-    hook = Path(_git(repo, "rev-parse", "--git-path", "hooks/pre-commit").strip())
+    try:
+        hook = Path(_git(repo, "rev-parse", "--git-path", "hooks/pre-commit").strip())
+    except MailslotError as e:
+        if "not a git repository" not in str(e):
+            raise
+        raise NotFound(
+            f"{Path(repo).absolute()} is not in a git checkout: run this inside the checkout "
+            "the hook guards, or pass --repo DIR"
+        ) from None
     if not hook.is_absolute():
         hook = (Path(repo) / hook).absolute()
     if hook.exists() and not force:

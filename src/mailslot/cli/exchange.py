@@ -94,18 +94,26 @@ def init_cmd(
     metavar="PATH",
     help="Read the body from this file (no shell quoting or heredoc needed).",
 )
+@click.option("--to", "to", metavar="SIDE", hidden=True)
 @click.argument("body", required=False)
 @json_option
 @pass_env
 def send_cmd(
-    env: Env, topic: str, action: str, body_file: Path | None, body: str | None, as_json: bool
+    env: Env,
+    topic: str,
+    action: str,
+    body_file: Path | None,
+    to: str | None,
+    body: str | None,
+    as_json: bool,
 ) -> None:
     """Write a new entry into the other side's inbox; prints its path.
 
     \b
     --topic X: an existing topic named X, else the newest live topic with slug X,
     else a new topic YYYY-MM-DD-X. BODY '-' (or none) reads standard input;
-    --body-file PATH reads a file instead.
+    --body-file PATH reads a file instead. There is no recipient to pick: an
+    entry always goes to the other side (a --to must name it).
     Example:
       mailslot --as claude exchange send --topic gate-bug --action required "Is it fixed?"
       mailslot --as claude exchange send --topic gate-bug --action fyi --body-file reply.md
@@ -114,8 +122,16 @@ def send_cmd(
 
     if body_file is not None and body is not None:
         raise click.UsageError("give BODY or --body-file, not both")
+    ex = _ex(env)
+    if to is not None:
+        other = ex.other(ex.side_of(env.need_agent()))
+        if to != other:
+            raise click.UsageError(
+                f"exchange send has no recipient to choose: an entry always goes to the other "
+                f"side, {other} (to-{other}/); drop --to {to}"
+            )
     text = _read_body_file(body_file) if body_file is not None else read_body(body)
-    r = send(_ex(env), env.need_agent(), topic, action, text)
+    r = send(ex, env.need_agent(), topic, action, text)
     emit(r.to_json(), as_json, r.relpath)
 
 

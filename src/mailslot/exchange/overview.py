@@ -122,7 +122,9 @@ def read_topic(ex: Exchange, topic: str) -> TopicDetail:
     topic = named_topic(ex, topic)
     ref = find_topic(ex, topic)
     if ref is None:
-        raise NotFound(f"no topic {topic}", path=ex.root)
+        raise NotFound(
+            f"no topic {topic} (mailslot exchange topics --all lists them)", path=ex.root
+        )
     held = {}
     holds = load_holds(ex)
     for side, d in ref.dirs.items():
