@@ -169,6 +169,27 @@ def run(tmp: Path) -> list[Result]:
         )
     )
 
+    # From the last line out to the process gone: what a caller waits after the answer.
+    lags = []
+    for _ in range(15):
+        p = subprocess.Popen(cmd, env=state, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.stderr is not None
+        p.stderr.readline()
+        t = time.perf_counter()
+        p.wait()
+        lags.append((time.perf_counter() - t) * 1e3)
+        p.stdout.close() if p.stdout else None
+        p.stderr.close()
+    rows.append(
+        dist(
+            "exchange watch CLI output -> exited",
+            lags,
+            "ms",
+            note="flush then os._exit: no interpreter teardown; the rest is the kernel "
+            "releasing the inotify watches",
+        )
+    )
+
     # monitor and sweep over 10,000 topics.
     many = _many(tmp)
     settle()

@@ -202,6 +202,9 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
+_prompt_exit = False  # set by exit_promptly for this run; read by end_process
+
+
 class Stopped(BaseException):
     """SIGTERM arrived (a service manager's stop). A ``BaseException``, like
     ``KeyboardInterrupt``, so no ``except Exception`` on the way swallows it."""
@@ -212,7 +215,10 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 
 
 def stop_on_sigterm() -> None:
-    """Make SIGTERM unwind the main thread as ``Stopped`` (called once, by ``main``)."""
+    """Make SIGTERM unwind the main thread as ``Stopped``, and start with the ordinary exit
+    (called once per run, by ``main``)."""
+    global _prompt_exit
+    _prompt_exit = False
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _raise_stopped)
 
@@ -225,9 +231,6 @@ def stopping_on_term() -> Iterator[None]:
         yield
     except Stopped:
         pass
-
-
-_prompt_exit = False
 
 
 def exit_promptly() -> None:
