@@ -1,5 +1,6 @@
-"""The README's console examples work when pasted: run in order in a fresh directory, each command
-exits as its comment says (0 unless `# exit N`) and prints what the README shows below it.
+"""The README's console examples (and the worked examples in docs/) work when pasted: run in order
+in a fresh directory, each command exits as its comment says (0 unless `# exit N`) and prints what
+the text shows below it.
 
 Shown output is matched line by line in order, with `...` standing for anything and a date
 (YYYY-MM-DD) for any date, since the examples were written on one day and are read on others.
@@ -20,6 +21,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = README.parent / "docs"
 
 
 @dataclass
@@ -35,15 +37,15 @@ class Step:
         return int(said.group(1)) if said else 0
 
 
-def _blocks() -> dict[str, list[Step]]:
-    """The README's console blocks, keyed by their first command."""
+def _blocks(page: Path = README) -> dict[str, list[Step]]:
+    """The page's console blocks, keyed by their first command."""
     out: dict[str, list[Step]] = {}
-    for body in re.findall(r"```console\n(.*?)```", README.read_text(), re.S):
+    for body in re.findall(r"```console\n(.*?)```", page.read_text(), re.S):
         steps: list[Step] = []
         for line in body.splitlines():
             if line.startswith("$ "):
                 steps.append(Step(line[2:]))
-            elif line.strip() and steps:
+            elif line.strip() and not line.startswith("# ") and steps:  # "# ..." narrates
                 steps[-1].shown.append(line)
         out[steps[0].command] = steps
     return out
@@ -104,6 +106,15 @@ def test_the_exchange_example_runs_as_shown(tmp_path: Path) -> None:
 
 def test_the_bus_example_runs_as_shown(tmp_path: Path) -> None:
     block = next(s for c, s in _blocks().items() if c.startswith("mailslot bus init"))
+    _run_block(block, _here(tmp_path))
+
+
+def test_the_exchange_guides_worked_example_runs_as_shown(tmp_path: Path) -> None:
+    block = next(
+        s
+        for c, s in _blocks(DOCS / "exchange.md").items()
+        if c.startswith("mailslot exchange init")
+    )
     _run_block(block, _here(tmp_path))
 
 
