@@ -5,7 +5,9 @@ starts fast for agents that call it many times a day. Each group lives in its ow
 calls one channel function and prints; none holds logic of its own.
 
 Exit codes: 0 done; 1 refused or failed (one line ``mailslot: error: ...`` on stderr); 2 usage;
-3 a wait that timed out with nothing new; 4 the thing waited on is gone.
+3 a wait that timed out with nothing new; 4 the thing waited on is gone; 130 Ctrl-C and 143
+SIGTERM (``mailslot: interrupted`` / ``terminated``), except that a server stopped by SIGTERM
+exits 0. ``main`` ends every run through ``helpers.end_process``.
 """
 
 from __future__ import annotations
@@ -156,7 +158,8 @@ def cli() -> None:
     Global options work before the group or after the subcommand:
       mailslot --as olu exchange watch      mailslot exchange watch --as olu
     Environment: MAILSLOT_ROOT (--root), MAILSLOT_AGENT (--as).
-    Exit codes: 0 done, 1 refused/failed, 2 usage, 3 wait timed out, 4 gone.
+    Exit codes: 0 done, 1 refused/failed, 2 usage, 3 wait timed out, 4 gone,
+    130 Ctrl-C (143 SIGTERM; a server stopped by SIGTERM exits 0).
     """
 
 
