@@ -49,6 +49,13 @@ ODD_LINES = [
     "extra: .5",
     "extra: ~",
     "extra:",
+    # anchors, aliases, tags and merge keys: the scanner hands them to the parser, which refuses
+    "from: &a claude",
+    "from: *a",
+    "note: &x [a, b]",
+    "<<: {action: fyi}",
+    "note: !!str x",
+    "note: !!python/name:os.system",
 ]
 # Plain lines at the edge of the one-match fast path (it must agree with the line loop and YAML).
 EDGE_LINES = [

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from mailslot.core.display import brief
 from mailslot.core.errors import FormatError
 
 __all__ = [
@@ -68,11 +69,13 @@ def parse_time(value: object, *, field: str = "time", path: str | None = None) -
             raise FormatError("time has no timezone", field=field, path=path)
         return value.astimezone(UTC)
     if not isinstance(value, str):
-        raise FormatError(f"expected an ISO-8601 time, got {value!r}", field=field, path=path)
+        raise FormatError(f"expected an ISO-8601 time, got {brief(value)}", field=field, path=path)
     text = value.strip()
     if not _TIME_RE.match(text):
         raise FormatError(
-            f"expected an ISO-8601 time with Z or an offset, got {value!r}", field=field, path=path
+            f"expected an ISO-8601 time with Z or an offset, got {brief(value)}",
+            field=field,
+            path=path,
         )
     text = text.replace(" ", "T", 1)
     if text.endswith("Z"):
@@ -80,5 +83,5 @@ def parse_time(value: object, *, field: str = "time", path: str | None = None) -
     try:
         dt = datetime.fromisoformat(text)
     except ValueError as e:
-        raise FormatError(f"not a valid time {value!r}: {e}", field=field, path=path) from None
+        raise FormatError(f"not a valid time {brief(value)}: {e}", field=field, path=path) from None
     return dt.astimezone(UTC)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mailslot.core.display import brief
+
 __all__ = [
     "Conflict",
     "FormatError",
@@ -61,7 +63,7 @@ class InvalidName(MailslotError):
     """A name that breaks its rule; ``kind`` says which rule (agent, slug, topic, ...)."""
 
     def __init__(self, kind: str, value: str, rule: str) -> None:
-        super().__init__(f"invalid {kind} {value!r}: {rule}")
+        super().__init__(f"invalid {kind} {brief(value)}: {rule}")
         self.kind = kind
         self.value = value
         self.rule = rule

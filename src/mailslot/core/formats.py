@@ -6,6 +6,13 @@ scalars, ``Z`` or ``+00:00`` (times stay strings here; ``clock.parse_time`` read
 with an error naming the file and, where there is one, the field: a missing or unclosed fence, YAML
 that is not a mapping, a key given twice (which value did the writer mean?), non-string keys.
 
+Every file parsed here may come from someone else, so the parse is bounded in time and memory,
+not only in bytes: anchors and aliases are refused (a 500-byte "billion laughs" of nested
+``*aliases`` expands to gigabytes the moment anything walks it), and so is a document of more
+than ``MAX_NODES`` nodes or nested deeper than ``MAX_DEPTH``. Frontmatter, STATE.md and config are
+a handful of flat fields; nothing legitimate comes near either bound. Every failure, including
+numbers Python will not convert, is a ``FormatError`` whose message quotes no value whole.
+
 The writer emits one ``key: value`` line per field in the given order, quoting whatever YAML would
 otherwise read back as something else, so ``parse(dump(meta, body)) == (meta, body)``.
 """
@@ -15,20 +22,60 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from mailslot.core.display import brief, brief_text
 from mailslot.core.errors import FormatError
 
-__all__ = ["dump_frontmatter", "dump_yaml", "load_json", "load_yaml", "parse_frontmatter"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "dump_frontmatter",
+    "dump_yaml",
+    "load_json",
+    "load_yaml",
+    "parse_frontmatter",
+]
 
 FENCE = "---"
 
 
+# A document of a few fields has tens of nodes; a config with a human map, a few hundred.
+MAX_NODES = 2000
+# Nesting beyond this is no header anyone writes; the composer recurses once per level.
+MAX_DEPTH = 32
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that keeps times as strings and refuses duplicate keys."""
+    """SafeLoader that keeps times as strings, refuses duplicate keys, anchors and aliases, and
+    stops composing past ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels."""
+
+    _nodes = 0
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark = event.start_mark if isinstance(event.start_mark, yaml.Mark) else None
+        if isinstance(event, yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted", mark)
+        if getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(None, None, "anchors (&name) are not accepted", mark)
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise yaml.composer.ComposerError(None, None, f"more than {MAX_NODES} YAML nodes", mark)
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels", mark
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 # Times are parsed by clock.parse_time so there is one rule for them, not YAML's.
@@ -42,9 +89,13 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a {type(key).__name__} key is not a plain value", key_node.start_mark
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} appears more than once", key_node.start_mark
+                None, None, f"key {brief(key)} appears more than once", key_node.start_mark
             )
         seen.add(key)
     return loader.construct_mapping(node)
@@ -73,14 +124,16 @@ def load_yaml(text: str | bytes, *, path: Path | str | None = None) -> dict[str,
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
-        raise FormatError(f"invalid YAML{where}: {problem}", path=path) from None
+        raise FormatError(f"invalid YAML{where}: {brief_text(problem)}", path=path) from None
+    except (ValueError, OverflowError) as e:  # a number Python refuses to convert, say
+        raise FormatError(f"invalid YAML: {brief_text(str(e))}", path=path) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise FormatError(f"expected a YAML mapping, got {type(data).__name__}", path=path)
     for key in data:
         if not isinstance(key, str):
-            raise FormatError(f"keys must be strings, got {key!r}", path=path)
+            raise FormatError(f"keys must be strings, got {brief(key)}", path=path)
     return data
 
 

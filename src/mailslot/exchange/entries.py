@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time, now, parse_time
+from mailslot.core.display import brief
 from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
 from mailslot.core.formats import dump_frontmatter, parse_frontmatter
 from mailslot.core.fsio import numbered_create
@@ -129,7 +130,7 @@ def parse_entry_text(text: bytes | str, path: Path) -> tuple[dict[str, Any], str
     problems = []
     action = meta.get("action")
     if action not in ACTIONS:
-        problems.append(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        problems.append(f"action must be one of {', '.join(ACTIONS)}, got {brief(action)}")
     try:
         parse_time(meta.get("at"), field="at", path=str(path))
     except FormatError as e:
@@ -179,7 +180,7 @@ def check_sender(ex: Exchange, entry: Entry) -> Entry:
     claimed = entry.meta.get("from")
     shown = entry.sender if verified else entry.side
     if claimed is not None and str(claimed) != shown:
-        problems.append(f"body claims from {str(claimed)!r}; the transport says {shown!r}")
+        problems.append(f"body claims from {brief(claimed)}; the transport says {shown!r}")
     if not problems:
         return entry
     return replace(entry, verified=verified, warning="; ".join(problems))

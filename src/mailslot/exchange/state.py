@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time, now, parse_time
+from mailslot.core.display import brief
 from mailslot.core.errors import Conflict, FormatError, InvalidName, LimitExceeded, NotFound
 from mailslot.core.formats import dump_yaml, load_yaml, parse_frontmatter
 from mailslot.core.fsio import atomic_write
@@ -81,7 +82,7 @@ def parse_state(text: bytes | str, side: str, path: Path | None = None) -> SideS
     status = data.get("status")
     if status not in STATUSES:
         return SideState(
-            side, "unknown", True, error=f"status must be one of {STATUSES}, got {status!r}"
+            side, "unknown", True, error=f"status must be one of {STATUSES}, got {brief(status)}"
         )
     tags_raw = data.get("tags") or []
     tags = tuple(str(t) for t in tags_raw) if isinstance(tags_raw, list) else (str(tags_raw),)

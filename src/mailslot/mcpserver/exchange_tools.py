@@ -69,9 +69,12 @@ def _read(call: Call) -> Reply:
 
     ex = call.config.exchange
     d = read_topic(ex, call.args["topic"])
-    fence = Fence(_untrusted(d.entries) + list(d.held.values()))
+    state_errors = {s: st.error for s, st in d.states.items() if st.error}
+    fence = Fence(_untrusted(d.entries) + list(d.held.values()) + list(state_errors.values()))
     states = ", ".join(f"{s}: {st.status}" for s, st in d.states.items())
     out = [f"topic {d.name} ({d.where}; {states}); {len(d.entries)} entries", fence.rule]
+    for side, error in state_errors.items():
+        out.append(f"{side}'s STATE.md does not read, because:\n{fence.wrap(error)}")
     for side, text in d.held.items():
         out.append(f"HELD.md in to-{side}/ (placed by the tick):\n{fence.wrap(text)}")
     out += [_render_entry(e, ex.root, fence) for e in d.entries]

@@ -1,0 +1,161 @@
+"""Files the other side wrote cannot hang, exhaust or mislead this side's commands.
+
+An alias bomb in a STATE.md or in an entry's ``from:`` is a per-file complaint: every command that
+reads the inbox (tick, read, topics, sweep, monitor, watch and the MCP tools) finishes, says which
+file it could not read, and the guard fails safe -- the topic is not archived. The commands run
+as real processes under an address-space cap, so an expansion is a crash, not a slow test; a
+hang fails through pytest-timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from exhelp import hand_entry, hand_state, write_by_hand
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from mailslot.exchange.create import create_exchange
+from mailslot.exchange.entries import send
+from mailslot.exchange.layout import Exchange
+from mailslot.exchange.state import set_state
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "mcpserver"))
+from mcphelp import call, server_env
+
+# Python, click, PyYAML and the MCP SDK fit in a fraction of this; one expanded bomb does not.
+MEMORY_CAP = 1 << 30
+AT = "2026-11-29T18:14:00Z"
+
+
+def _alias_bomb() -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+BOMB = _alias_bomb()
+
+
+def _cap() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def mailslot(root: Path, agent: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mailslot --root ROOT --as AGENT ARGS`` as a real process under the memory cap."""
+    return subprocess.run(
+        [sys.executable, "-m", "mailslot", "--root", str(root), "--as", agent, *args],
+        capture_output=True,
+        text=True,
+        preexec_fn=_cap,
+        check=False,
+    )
+
+
+def _bombed(tmp_path: Path) -> tuple[Exchange, str, str]:
+    """An exchange where olu's STATE.md of one topic and an entry's ``from:`` of another are
+    alias bombs; claude's side is done on both, so only the guard stands between them and done/."""
+    ex = create_exchange(tmp_path / "x", ["claude", "olu"])
+    st_topic = send(ex, "claude", "state-bomb", "fyi", "hello\n").topic
+    hand_entry(ex.root, "claude", st_topic, 2, "olu", AT, body="ok\n")
+    write_by_hand(ex.root / "to-claude" / st_topic / "STATE.md", "status: done\n" + BOMB)
+    from_topic = send(ex, "claude", "from-bomb", "fyi", "hello\n").topic
+    hand_state(ex.root, "claude", from_topic, "done", "2026-11-29T18:20:00Z", "olu")
+    write_by_hand(
+        ex.root / "to-claude" / from_topic / "0002-olu.md",
+        f"---\n{BOMB}from: *a8\nat: {AT}\naction: required\n---\nboom\n",
+    )
+    for topic in (st_topic, from_topic):
+        set_state(ex, "claude", topic, "done", force=True)
+    return ex, st_topic, from_topic
+
+
+def _clean(r: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in r.stderr, r.stderr
+    assert "MemoryError" not in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(300)
+def test_an_alias_bomb_is_a_per_file_complaint_in_every_command(tmp_path: Path) -> None:
+    ex, st_topic, from_topic = _bombed(tmp_path)
+    root = ex.root
+
+    r = mailslot(root, "claude", "exchange", "tick", "--json")
+    _clean(r)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["archived"] == []  # the guard cannot resolve either topic: nothing moves
+    assert (root / "to-claude" / st_topic).is_dir() and (root / "to-olu" / from_topic).is_dir()
+    index = (root / "INDEX.md").read_text()
+    assert "0002-olu.md has no readable 'at'" in index and len(index) < 20_000
+    assert f"| `{st_topic}` | done (1) | unknown (1) |" in index
+
+    r = mailslot(root, "claude", "exchange", "read", from_topic, "--json")
+    _clean(r)
+    assert r.returncode == 0, r.stderr
+    bad = [e for e in json.loads(r.stdout)["entries"] if e["number"] == 2]
+    assert bad and "anchors" in bad[0]["error"]
+
+    r = mailslot(root, "claude", "exchange", "read", st_topic, "--json")
+    _clean(r)
+    assert r.returncode == 0, r.stderr
+    assert "anchors" in r.stdout and len(r.stdout) < 20_000
+
+    for args in (
+        ("exchange", "topics", "--json"),
+        ("exchange", "sweep", "--json"),
+        ("exchange", "watch", "--timeout", "0.2", "--peek", "--json"),
+    ):
+        r = mailslot(root, "claude", *args)
+        _clean(r)
+        assert r.returncode in (0, 3), (args, r.stderr)
+        assert len(r.stdout) < 20_000, args
+
+    r = mailslot(root, "claude", "exchange", "monitor")
+    _clean(r)
+    assert r.returncode == 0, r.stderr
+    assert f"{from_topic}: 0002-olu.md (action?)" in r.stdout
+
+    r = mailslot(root, "olu", "exchange", "topics", "--json")
+    _clean(r)
+    rows = {row["topic"]: row for row in json.loads(r.stdout)["topics"]}
+    assert rows[st_topic]["status"]["olu"] == "unknown"
+
+
+@pytest.mark.timeout(300)
+def test_the_mcp_tools_finish_over_an_alias_bomb(tmp_path: Path) -> None:
+    ex, st_topic, from_topic = _bombed(tmp_path)
+
+    capped = (
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_CAP}, {MEMORY_CAP})); "
+        "sys.argv = ['mailslot', *sys.argv[1:]]; "
+        "runpy.run_module('mailslot', run_name='__main__')"
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", capped, "mcp", "--root", str(ex.root), "--as", "claude"],
+        env=server_env(),
+    )
+
+    async def main() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            for topic in (from_topic, st_topic):
+                _, text = await call(s, "exchange_read", topic=topic)
+                assert "anchors" in text and len(text) < 20_000, text
+            for name, args in (
+                ("exchange_topics", {}),
+                ("exchange_sweep", {}),
+                ("exchange_watch", {"timeout": 0, "peek": True}),
+            ):
+                _, text = await call(s, name, **args)
+                assert len(text) < 20_000, name
+
+    anyio.run(main)
