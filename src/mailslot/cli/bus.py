@@ -58,7 +58,10 @@ def log() -> None:
 
 
 def _line_from_stdin(text: str | None) -> str:
-    body = read_body(text, what="TEXT")
+    from mailslot.bus.log import LOG_TEXT_MAX
+
+    # the limit is in characters (UTF-8: at most 4 bytes each), plus the piped newline
+    body = read_body(text, limit=4 * LOG_TEXT_MAX + 2, what="TEXT")
     if text is None or text == "-":  # the newline that ends piped input is framing, not text
         body = body.removesuffix("\n").removesuffix("\r")
     return body

@@ -159,8 +159,9 @@ def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
       echo "long reply" | mailslot chat say FILE -
     """
     from mailslot.chat import say
+    from mailslot.chat.format import MAX_BODY_BYTES
 
-    msg = say(Path(file), read_text(text, what="TEXT"), env.agent)
+    msg = say(Path(file), read_text(text, limit=MAX_BODY_BYTES, what="TEXT"), env.agent)
     emit(msg.to_json(), as_json, "")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body, read_body_file
 from mailslot.cli.shown import shown, shown_line
 
 __all__ = ["exchange"]
@@ -118,7 +118,7 @@ def send_cmd(
       mailslot --as claude exchange send --topic gate-bug --action required "Is it fixed?"
       mailslot --as claude exchange send --topic gate-bug --action fyi --body-file reply.md
     """
-    from mailslot.exchange.entries import send
+    from mailslot.exchange.entries import MAX_BODY_BYTES, send
 
     if body_file is not None and body is not None:
         raise click.UsageError("give BODY or --body-file, not both")
@@ -130,21 +130,12 @@ def send_cmd(
                 f"exchange send has no recipient to choose: an entry always goes to the other "
                 f"side, {other} (to-{other}/); drop --to {to}"
             )
-    text = _read_body_file(body_file) if body_file is not None else read_body(body)
+    if body_file is not None:
+        text = read_body_file(body_file, limit=MAX_BODY_BYTES)
+    else:
+        text = read_body(body, limit=MAX_BODY_BYTES)
     r = send(ex, env.need_agent(), topic, action, text)
     emit(r.to_json(), as_json, r.relpath)
-
-
-def _read_body_file(path: Path) -> str:
-    """The text of ``path``; ``MailslotError`` if it cannot be read or is not UTF-8."""
-    from mailslot.core.errors import MailslotError
-
-    try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as e:
-        raise MailslotError(f"cannot read the body file: {e.strerror}", path=path) from None
-    except UnicodeDecodeError:
-        raise MailslotError("the body file is not UTF-8 text", path=path) from None
 
 
 @exchange.command("state")

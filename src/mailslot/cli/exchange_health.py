@@ -381,8 +381,10 @@ def dispatch_cmd(
           --topic gate-review --action required - < brief.md
     """
     from mailslot.exchange.dispatch import dispatch
+    from mailslot.exchange.entries import MAX_BODY_BYTES
 
-    g = dispatch(list(roots), _agent(ctx, agent), slug, action, read_body(body))
+    text = read_body(body, limit=MAX_BODY_BYTES)
+    g = dispatch(list(roots), _agent(ctx, agent), slug, action, text)
     text = f"dispatch group {g.group}\n" + "\n".join(f"  {m.root}: {m.entry}" for m in g.members)
     emit(g.to_json(), as_json, text)
 
@@ -407,8 +409,9 @@ def closeout_cmd(group: str, body: str | None, action: str, again: bool, as_json
       mailslot exchange closeout gate-review-20261129-181400 "Fixed in 4a1c; thanks: ..."
     """
     from mailslot.exchange.dispatch import closeout
+    from mailslot.exchange.entries import MAX_BODY_BYTES
 
-    r = closeout(group, read_body(body), action=action, again=again)
+    r = closeout(group, read_body(body, limit=MAX_BODY_BYTES), action=action, again=again)
     lines = [
         f"{x['root']}: "
         + (f"ERROR {x['error']}" if x.get("error") else x["entry"])

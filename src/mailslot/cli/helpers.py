@@ -40,6 +40,7 @@ __all__ = [
     "json_option",
     "pass_env",
     "read_body",
+    "read_body_file",
     "stop_on_sigterm",
     "stopping_on_term",
 ]
@@ -188,13 +189,33 @@ def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = Non
         click.echo(out)
 
 
-def read_body(body: str | None, *, what: str = "BODY") -> str:
-    """The message body: the argument, or standard input when it is ``-`` or missing."""
+def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:
+    """The message body: the argument, or standard input when it is ``-`` or missing, read to at
+    most ``limit`` bytes (``LimitExceeded`` past it; ``UnicodeDecodeError`` if not UTF-8)."""
+    from mailslot.core.limits import read_capped
+
     if body is not None and body != "-":
         return body
     if body is None and sys.stdin.isatty():
         raise click.UsageError(f"give {what} as an argument, or '-' to read standard input")
-    return sys.stdin.read()
+    return read_capped(sys.stdin.buffer, what, limit).decode("utf-8")
+
+
+def read_body_file(path: Path, *, limit: int, what: str = "the body file") -> str:
+    """The UTF-8 text of ``path``, read to at most ``limit`` bytes; ``LimitExceeded`` past it,
+    ``MailslotError`` if it cannot be read or is not UTF-8."""
+    from mailslot.core.errors import MailslotError
+    from mailslot.core.limits import read_capped
+
+    try:
+        with open(path, "rb") as f:
+            data = read_capped(f, what, limit)
+    except OSError as e:
+        raise MailslotError(f"cannot read {what}: {e.strerror}", path=path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MailslotError(f"{what} is not UTF-8 text", path=path) from None
 
 
 def env_flag(name: str) -> bool:

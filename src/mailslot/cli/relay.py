@@ -19,6 +19,14 @@ from mailslot.cli.shown import read_text, shown_line
 if TYPE_CHECKING:
     from mailslot.relay.lines import Unreadable
 
+
+def _read_cap(chars: int) -> int:
+    """Bytes to read from standard input for text of at most ``chars`` characters: four per
+    character (UTF-8's widest) and room for the whitespace the channel strips; the channel then
+    checks the exact limit."""
+    return 4 * chars + 1024
+
+
 __all__ = ["relay"]
 
 _timeout = click.option(
@@ -115,13 +123,14 @@ def ask_cmd(
       mailslot --as w1 relay ask --to manager "The human asks when we ship."
     """
     from mailslot.relay import ask
+    from mailslot.relay.mailbox import SAY_MAX_CHARS
 
     found, report = _loud()
     exit_promptly()
     result = ask(
         env.need_root(),
         env.need_agent(),
-        read_text(text, what="TEXT"),
+        read_text(text, limit=_read_cap(SAY_MAX_CHARS), what="TEXT"),
         timeout=timeout,
         kind=kind,
         to=to,
@@ -134,8 +143,10 @@ def ask_cmd(
 
 def _reply(env: Env, ask_id: str, text: str | None, as_json: bool) -> None:
     from mailslot.relay import reply
+    from mailslot.relay.mailbox import SAY_MAX_CHARS
 
-    line = reply(env.need_root(), env.need_agent(), ask_id, read_text(text, what="TEXT"))
+    said = read_text(text, limit=_read_cap(SAY_MAX_CHARS), what="TEXT")
+    line = reply(env.need_root(), env.need_agent(), ask_id, said)
     emit(line.to_json(), as_json, f"sent {line.id}")
 
 
@@ -223,8 +234,10 @@ def note_cmd(env: Env, text: str | None) -> None:
       mailslot --as manager relay note "C03 took 14 s; the human paused."
     """
     from mailslot.relay import note
+    from mailslot.relay.mailbox import NOTE_MAX_BYTES
 
-    click.echo(str(note(env.need_root(), env.need_agent(), read_text(text, what="TEXT"))))
+    said = read_text(text, limit=_read_cap(NOTE_MAX_BYTES), what="TEXT")
+    click.echo(str(note(env.need_root(), env.need_agent(), said)))
 
 
 @relay.command("stop")

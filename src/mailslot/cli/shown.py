@@ -35,11 +35,11 @@ def quoted(text: str) -> str:
     return "\n".join(QUOTE + line if line else QUOTE.rstrip() for line in shown(text).split("\n"))
 
 
-def read_text(body: str | None, *, what: str = "BODY") -> str:
-    """``read_body`` (the argument, or standard input for ``-``); ``FormatError`` when standard
-    input is not UTF-8."""
+def read_text(body: str | None, *, limit: int, what: str = "BODY") -> str:
+    """``read_body`` (the argument, or standard input for ``-``, at most ``limit`` bytes);
+    ``FormatError`` when standard input is not UTF-8."""
     try:
-        return read_body(body, what=what)
+        return read_body(body, limit=limit, what=what)
     except UnicodeDecodeError as e:
         raise FormatError(
             f"standard input is not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at byte "

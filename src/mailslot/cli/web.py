@@ -267,8 +267,10 @@ def peer_send(
       mailslot peer send beacon "new guide draft in outbox/" "review"
     """
     from mailslot.web.peer import send
+    from mailslot.web.settings import PEER_BODY_CAP
 
-    receipt = send(_keys(env, keys_file), peer_name, read_body(body), subject, timeout=timeout)
+    text = read_body(body, limit=PEER_BODY_CAP)
+    receipt = send(_keys(env, keys_file), peer_name, text, subject, timeout=timeout)
     emit(receipt, as_json, lambda r: f"delivered {r.get('id')}")
 
 

@@ -71,12 +71,21 @@ class InvalidName(MailslotError):
 
 class LimitExceeded(MailslotError):
     """A bound that a value breaks (above a maximum, or below a ``minimum``); refused whole,
-    never truncated."""
+    never truncated. ``unread`` marks input refused before it was read to its end."""
 
     def __init__(
-        self, what: str, limit: int, actual: int, unit: str = "", *, minimum: bool = False
+        self,
+        what: str,
+        limit: int,
+        actual: int,
+        unit: str = "",
+        *,
+        minimum: bool = False,
+        unread: bool = False,
     ) -> None:
-        if minimum:
+        if unread:  # refused before reading it all: ``actual`` is only a lower bound
+            message = f"{what} is more than {_count(limit, unit)}, the most allowed"
+        elif minimum:
             message = f"{what} is {_count(actual, unit)}; it must be at least {_count(limit, unit)}"
         else:
             message = f"{what} is {_count(actual, unit)}; at most {_count(limit, unit)} allowed"

@@ -1,6 +1,13 @@
-"""Bounds checked before a write: refused with ``LimitExceeded``, never truncated."""
+"""Bounds checked before a write: refused with ``LimitExceeded``, never truncated.
+
+Input of unknown size (standard input, a body file that may be ``/dev/zero``) is read through
+``read_capped``, which stops one byte past the limit: a body that is too large is refused after
+reading ``limit + 1`` bytes, never read whole into memory first.
+"""
 
 from __future__ import annotations
+
+from typing import BinaryIO
 
 from mailslot.core.errors import FormatError, LimitExceeded
 
@@ -11,7 +18,10 @@ __all__ = [
     "check_one_line",
     "check_utf8",
     "check_words",
+    "read_capped",
 ]
+
+_CHUNK = 1 << 16
 
 
 def check_bytes(what: str, data: str | bytes, limit: int) -> None:
@@ -63,3 +73,20 @@ def check_utf8(what: str, text: str) -> None:
             f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
             field=what,
         ) from None
+
+
+def read_capped(stream: BinaryIO, what: str, limit: int) -> bytes:
+    """At most ``limit`` bytes from ``stream``; ``LimitExceeded`` as soon as it holds more
+    (having read ``limit + 1`` bytes, never the rest)."""
+    chunks = []
+    left = limit + 1
+    while left > 0:
+        chunk = stream.read(min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise LimitExceeded(what, limit, len(data), "bytes", unread=True)
+    return data
