@@ -30,6 +30,7 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.errors import MailslotError
 from mailslot.core.formats import load_yaml
+from mailslot.core.git import STALE_AFTER_S, index_lock
 from mailslot.exchange.boundary import (
     Writable,
     parse_unit,
@@ -343,6 +344,17 @@ def check_git(ex: Exchange, report: DoctorReport, max_age: timedelta) -> None:
     if not (ex.root / ".git").exists():
         report.add("git", "fail", "git is enabled but there is no repository", "git init && tick")
         return
+    lock = index_lock(ex.root)
+    if lock is not None:
+        held = not lock.stale and lock.age_s < STALE_AFTER_S
+        report.add(
+            "git:lock",
+            "warn" if held else "fail",
+            f"{lock.describe()}; no tick can commit while it is there",
+            "the next tick removes a stale one"
+            if lock.stale
+            else f"wait for that git to finish; if none runs in the repository: rm {lock.path}",
+        )
     try:
         porcelain = _git(ex.root, "status", "--porcelain", "--untracked-files=all")
     except (MailslotError, OSError, subprocess.TimeoutExpired) as e:

@@ -32,6 +32,7 @@ from mailslot.core.clock import format_time, now
 from mailslot.core.errors import LockBusy, MailslotError
 from mailslot.core.fsio import atomic_create, atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
+from mailslot.core.git import clear_stale_index_lock
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
@@ -94,6 +95,7 @@ class TickResult:
     warnings: list[str] = field(default_factory=list)
     symlinks: list[str] = field(default_factory=list)  # refused, never followed (root-relative)
     strays: list[str] = field(default_factory=list)  # files in topics that are not entries
+    cleaned: list[str] = field(default_factory=list)  # leftovers removed (root-relative)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -554,6 +556,13 @@ class _Tick:
                 parts.append(f"{len(items)} {label}")
         message = "tick: " + (", ".join(parts) if parts else "sync")
         detail = "\n".join(_capped(self.lines_for_humans(), COMMIT_LINES))
+        lock = clear_stale_index_lock(ex.root)  # a git killed mid-run left it; see core.git
+        if lock is not None and lock.stale:
+            r.cleaned.append(str(lock.path.relative_to(ex.root)))
+        elif lock is not None:
+            r.errors.append(f"git index is locked: {lock.describe()}")
+            self.git_clean = False
+            return
         try:
             r.commit = commit_all(ex.root, message + ("\n\n" + detail if detail else ""))
         except MailslotError as e:
