@@ -123,3 +123,153 @@ def test_an_old_lock_a_live_git_holds_open_is_never_removed(ex: Exchange) -> Non
     finally:
         holder.kill()
         holder.wait()
+
+
+# -- killed senders, refused sends, a full disk ---------------------------------------------------
+
+_STALL_FSYNC = """
+import os, runpy, stat, sys, time
+mark = sys.argv.pop(1)
+real = os.fsync
+def stall(fd):
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        return real(fd)
+    open(mark, "w").close()  # the temp is written; the sender stops here
+    time.sleep(600)
+os.fsync = stall
+sys.argv[0] = "mailslot"
+runpy.run_module("mailslot", run_name="__main__")
+"""
+
+
+def _kill_sender_mid_write(ex: Exchange, tmp_path: Path, topic: str) -> None:
+    """A real ``exchange send`` stopped after writing its temp file (before fsync), SIGKILLed."""
+    mark = tmp_path / "temp-written"
+    body = tmp_path / "body.md"
+    body.write_text("a long review\n" * 10_000)
+    args = ["--root", str(ex.root), "--as", "claude", "exchange", "send", "--topic", topic]
+    args += ["--action", "fyi", "--body-file", str(body)]
+    sender = subprocess.Popen(
+        [sys.executable, "-c", _STALL_FSYNC, str(mark), *args],
+        start_new_session=True,
+    )
+    while not mark.exists():
+        assert sender.poll() is None, "the sender finished before it stalled"
+        time.sleep(0.05)
+    os.killpg(sender.pid, signal.SIGKILL)
+    sender.wait()
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_senders_temp_and_folder_are_removed_once_old(
+    ex: Exchange, tmp_path: Path
+) -> None:
+    from mailslot.exchange import leftovers
+
+    _kill_sender_mid_write(ex, tmp_path, "killed")
+    (folder,) = (ex.root / "to-olu").glob("*-killed")
+    (temp,) = folder.iterdir()
+    assert temp.name.startswith(".") and temp.stat().st_size > 100_000
+    assert leftovers.clean(ex, force=True) == []  # young: its writer may still be at work
+    assert "tree:leftovers" not in {k for k, c in _doctor(ex).items() if c["status"] != "ok"}
+
+    for path in (temp, folder):
+        _age(path, leftovers.LEFTOVER_AGE_S + 60)
+    _age(ex.meta / "cleaned", leftovers.CLEAN_EVERY_S + 60)
+    check = _doctor(ex)["tree:leftovers"]
+    assert check["status"] == "warn" and temp.name in check["detail"]
+    out = json.loads(run(ex.root, "exchange", "tick", "--json").stdout)
+    rel = f"to-olu/{folder.name}"
+    assert sorted(out["cleaned"]) == sorted([f"{rel}/{temp.name}", f"{rel}/"])
+    assert out["new_topics"] == [] and not folder.exists()
+    assert _doctor(ex)["tree:leftovers"]["status"] == "ok"
+
+
+def test_cleanup_never_takes_a_folder_a_sender_writes_into(
+    ex: Exchange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mailslot.exchange import leftovers
+
+    young = ex.root / "to-olu" / "2026-11-29-young"
+    young.mkdir()
+    busy = ex.root / "to-olu" / "2026-11-29-busy"
+    busy.mkdir()
+    (busy / ".new-claude.md.1.0badcafe.tmp").write_text("in flight")
+    _age(busy, leftovers.LEFTOVER_AGE_S + 60)
+    assert leftovers.clean(ex, force=True) == []
+    assert young.is_dir() and busy.is_dir()
+
+    # the tick removes an old empty folder between a sender's make_dir and its write
+    old = ex.root / "to-olu" / "2026-11-29-old"
+    old.mkdir()
+    _age(old, leftovers.LEFTOVER_AGE_S + 60)
+    real = Exchange.make_dir
+    calls = []
+
+    def make_then_lose(self: Exchange, path: Path, inbox_side: str) -> bool:
+        made = real(self, path, inbox_side)
+        calls.append(path)
+        if len(calls) == 1:
+            assert leftovers.clean(self, force=True) == ["to-olu/2026-11-29-old/"]
+        return made
+
+    monkeypatch.setattr(Exchange, "make_dir", make_then_lose)
+    r = send(ex, "claude", "2026-11-29-old", "fyi", "still delivered\n")
+    assert r.path.read_text().endswith("still delivered\n") and len(calls) == 2
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 64 KiB tmpfs mounted for the test (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.timeout(120)
+def test_a_send_refused_by_a_full_disk_leaves_nothing(small_disk: Path) -> None:
+    from mailslot.exchange.create import create_exchange
+
+    ex = create_exchange(small_disk / "x", ["claude", "olu"], git=False)
+    topic = send(ex, "claude", "before", "fyi", "written while there was room\n").topic
+    filler = _fill(small_disk)
+    r = run(
+        ex.root,
+        "exchange",
+        "send",
+        "--topic",
+        "full",
+        "--action",
+        "fyi",
+        "x" * 20_000,
+        agent="claude",
+        ok=False,
+    )
+    assert r.exit_code == 1 and "No space left" in r.output
+    r = run(ex.root, "exchange", "state", topic, "done", agent="olu", ok=False)
+    assert r.exit_code == 1 and "No space left" in r.output
+    assert list((ex.root / "to-olu").glob("*-full")) == []  # no empty topic folder
+    assert not (ex.root / "to-claude" / topic).exists()
+    assert [p.name for p in ex.root.rglob(".*.tmp")] == []
+    filler.unlink()
+    out = json.loads(run(ex.root, "exchange", "tick", "--json").stdout)
+    assert out["new_topics"] == [topic]

@@ -68,6 +68,7 @@ __all__ = [
     "file_lock",
     "fsync_dir",
     "highest_number",
+    "is_temp_name",
     "locked_append",
     "numbered_create",
     "publish_temp",
@@ -596,6 +597,11 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of the dot-named temp files this module writes."""
+    return _TEMP_RE.match(name) is not None
 
 
 def sweep_temps(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:

@@ -31,6 +31,7 @@ from mailslot.core.clock import format_time, now
 from mailslot.core.errors import MailslotError
 from mailslot.core.formats import load_yaml
 from mailslot.core.git import STALE_AFTER_S, index_lock
+from mailslot.exchange import leftovers
 from mailslot.exchange.boundary import (
     Writable,
     parse_unit,
@@ -554,6 +555,22 @@ def check_answers(ex: Exchange, report: DoctorReport, patience: timedelta) -> No
         )
 
 
+def check_leftovers(ex: Exchange, report: DoctorReport) -> None:
+    """Temps of killed writers and empty topic folders older than the tick's bound (warn)."""
+    found = leftovers.find(ex)
+    if not found:
+        report.add("tree:leftovers", "ok", "no leftovers of killed writers")
+        return
+    hours = leftovers.LEFTOVER_AGE_S / 3600
+    report.add(
+        "tree:leftovers",
+        "warn",
+        f"{len(found)} leftover(s) of killed writers older than {hours:g} h: "
+        + ", ".join(f"{_safe(x.path)} ({x.kind})" for x in found[:5]),
+        "the tick removes them (at most once an hour); nothing in them is a message",
+    )
+
+
 def check_tree(ex: Exchange, report: DoctorReport) -> None:
     """No symlink anywhere in the tree (fail); no stray or non-regular file in a topic (warn)."""
     audit = audit_tree(ex)
@@ -607,5 +624,6 @@ def doctor(
     check_numbering(ex, report)
     check_archive(ex, report)
     check_tree(ex, report)
+    check_leftovers(ex, report)
     check_answers(ex, report, patience)
     return report

@@ -15,6 +15,8 @@ A file that does not parse is still an entry: it is listed with the reason, neve
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -254,16 +256,30 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
                 "the next tick settles it, or reopen it"
             )
     directory = outbox / name
-    ex.make_dir(directory, inbox_side)
     at = format_time(now())
-    text = render_entry(agent, action, body, at)
-    number, path = numbered_create(
+    create = functools.partial(
+        numbered_create,
         directory,
         f"{agent}.md",
-        text,
+        render_entry(agent, action, body, at),
         # every place a number of this topic may already be taken, archived copies included
         siblings=[ex.inbox(side) / name, ex.inbox(side) / DONE / name, outbox / DONE / name],
         lock=ex.send_lock,
         mode=ex.file_mode(inbox_side),
     )
+    made = ex.make_dir(directory, inbox_side)
+    try:
+        try:
+            number, path = create()
+        except FileNotFoundError:
+            if directory.exists():
+                raise
+            # removed as an empty leftover (by the tick, or a refused sender) after make_dir
+            made = ex.make_dir(directory, inbox_side)
+            number, path = create()
+    except BaseException:
+        if made:  # a refused send leaves no empty topic folder behind
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
     return SendResult(name, number, path, str(path.relative_to(ex.root)), not exists, at)

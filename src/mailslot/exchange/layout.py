@@ -120,9 +120,10 @@ class Exchange:
         first_outbox, first_inbox = MODES[self.modes]
         return first_inbox if inbox_side == self.sides[0] else first_outbox
 
-    def make_dir(self, path: Path, inbox_side: str) -> None:
-        """Create ``path`` (under ``to-<inbox_side>``) with that inbox's mode and group;
-        ``Conflict`` if a symlink is there (never written through)."""
+    def make_dir(self, path: Path, inbox_side: str) -> bool:
+        """Create ``path`` (under ``to-<inbox_side>``) with that inbox's mode and group; whether
+        it was made (false: it was there). ``Conflict`` if a symlink is there (never written
+        through)."""
         try:
             path.mkdir()
         except FileExistsError:
@@ -130,11 +131,12 @@ class Exchange:
                 raise Conflict(
                     "is a symlink; the exchange tree holds no symlinks (remove it)", path=path
                 ) from None
-            return
+            return False
         _apply_mode(path, self.dir_mode(inbox_side), self.group)
         # the new name lives in the parent: without this a crash can lose the directory (and
         # with it the entry written and fsync'd inside it) after 'send' said it was done
         fsync_dir(path.parent)
+        return True
 
     def file_mode(self, inbox_side: str) -> int:
         """Entry and STATE files: readable as the directory is, writable only by their owner."""

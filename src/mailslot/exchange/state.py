@@ -13,6 +13,7 @@ has not answered it (seed 000: the side that raises ``required`` does not mark i
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -209,7 +210,7 @@ def set_state(
     directory = ex.outbox(side) / topic
     if ref.archived.get(inbox_side):
         raise Conflict(f"topic {topic} is half-archived; the next tick settles it")
-    ex.make_dir(directory, inbox_side)
+    made = ex.make_dir(directory, inbox_side)
     fields: dict[str, Any] = {
         "status": status,
         "tags": list(tag_tuple),
@@ -219,6 +220,12 @@ def set_state(
     if warning:
         fields["forced"] = True
     path = directory / STATE_NAME
-    atomic_write(path, dump_yaml(fields), mode=ex.file_mode(inbox_side))
+    try:
+        atomic_write(path, dump_yaml(fields), mode=ex.file_mode(inbox_side))
+    except BaseException:
+        if made:  # a refused write leaves no empty topic folder behind
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
     state = parse_state(path.read_bytes(), side, path)
     return StateResult(topic, path, str(path.relative_to(ex.root)), state, warning)

@@ -40,6 +40,7 @@ from mailslot.exchange.guard import Decision, GuardSide, decide
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds, save_holds
 from mailslot.exchange.index import TopicView, compute_debts, render_index
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.leftovers import clean as clean_leftovers
 from mailslot.exchange.scan import Parsed, SideCopy, TopicScan, parse_cached, parse_sig, scan_tree
 from mailslot.exchange.topics import linked
 from mailslot.notify import AppriseNotifier, Notifier
@@ -360,6 +361,7 @@ class _Tick:
     def run(self) -> None:
         ex, r = self.ex, self.r
         links: list[str] = []
+        r.cleaned += clean_leftovers(ex)  # killed writers' temps, empty topic folders
         topics, archived_names = scan_tree(ex, self.prev_copies, links)
         for link in sorted(set(links)):
             rel = os.path.relpath(link, ex.root)
