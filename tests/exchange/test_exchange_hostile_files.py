@@ -18,12 +18,15 @@ from pathlib import Path
 import anyio
 import pytest
 from exhelp import hand_entry, hand_state, write_by_hand
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from mailslot.exchange.create import create_exchange
-from mailslot.exchange.entries import send
+from mailslot.exchange.entries import parse_entry, send
+from mailslot.exchange.inbox import peek_entry, peek_state, read_entry
 from mailslot.exchange.layout import Exchange
-from mailslot.exchange.state import set_state
+from mailslot.exchange.state import parse_state, set_state
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "mcpserver"))
 from mcphelp import call, server_env
@@ -159,3 +162,51 @@ def test_the_mcp_tools_finish_over_an_alias_bomb(tmp_path: Path) -> None:
                 assert len(text) < 20_000, name
 
     anyio.run(main)
+
+
+_HOSTILE_LINES = st.sampled_from(
+    [
+        "from: &a claude",
+        "from: *a",
+        "note: &x [a, b]",
+        "note: *x",
+        "<<: {action: fyi}",
+        "note: !!python/name:os.system",
+        "note: !!binary aGk=",
+        "note: " + "[" * 200 + "]" * 200,
+        "note: " + "7" * 5000,
+        "note: " + "x" * 100_000,
+        "? [a, b]\n: c",
+        "status: done",
+        "action: required",
+        f"at: {AT}",
+        f"updated_at: {AT}",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(_HOSTILE_LINES, max_size=6), fenced=st.booleans())
+@pytest.mark.timeout(300)
+def test_hostile_headers_never_escape_the_exchange_parsers(
+    tmp_path: Path, lines: list[str], fenced: bool
+) -> None:
+    header = "".join(f"{line}\n" for line in lines)
+    entry = tmp_path / "0001-olu.md"
+    entry.write_text(f"---\n{header}---\nbody\n")
+    full = parse_entry(entry, "olu", "t")
+    fast = read_entry(entry, "olu", "t")
+    assert (fast.at, fast.action, fast.error is None) == (full.at, full.action, full.error is None)
+    peek = peek_entry(entry)
+    assert (peek.at, peek.action) == (full.at, full.action)
+    if "&" in header or "*" in header:
+        assert full.error is not None and fast.error is not None
+    assert full.error is None or len(full.error) < 1000
+    state = tmp_path / "STATE.md"
+    state.write_text(f"---\n{header}---\n" if fenced else header)
+    st_full = parse_state(state.read_bytes(), "olu", state)
+    st_fast = peek_state(state)
+    assert (st_fast.status, st_fast.updated_at) == (st_full.status, st_full.updated_at)
+    assert st_full.error is None or len(st_full.error) < 1000
