@@ -273,3 +273,18 @@ def test_a_send_refused_by_a_full_disk_leaves_nothing(small_disk: Path) -> None:
     filler.unlink()
     out = json.loads(run(ex.root, "exchange", "tick", "--json").stdout)
     assert out["new_topics"] == [topic]
+
+
+def test_cleanup_never_follows_a_symlink(ex: Exchange, tmp_path: Path) -> None:
+    from mailslot.exchange import leftovers
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    temp = elsewhere / ".precious.1.0badcafe.tmp"
+    temp.write_text("not ours")
+    _age(temp, leftovers.LEFTOVER_AGE_S + 60)
+    (ex.root / "to-olu" / "2026-11-29-planted").symlink_to(elsewhere)
+    (ex.root / "to-olu").rename(tmp_path / "moved")
+    (ex.root / "to-olu").symlink_to(elsewhere)  # an inbox replaced by a link
+    leftovers.clean(ex, force=True)
+    assert temp.exists()

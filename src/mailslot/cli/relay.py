@@ -20,14 +20,15 @@ if TYPE_CHECKING:
     from mailslot.relay.lines import Unreadable
 
 
+__all__ = ["relay"]
+
+
 def _read_cap(chars: int) -> int:
     """Bytes to read from standard input for text of at most ``chars`` characters: four per
     character (UTF-8's widest) and room for the whitespace the channel strips; the channel then
     checks the exact limit."""
     return 4 * chars + 1024
 
-
-__all__ = ["relay"]
 
 _timeout = click.option(
     "--timeout",

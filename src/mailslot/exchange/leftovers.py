@@ -52,7 +52,7 @@ def _dirs(ex: Exchange) -> list[Path]:
         inbox = ex.inbox(side)
         out.append(inbox)
         out += [inbox / name for name in topic_names(inbox)]
-    return out
+    return [d for d in out if not os.path.islink(d)]  # never cleaned through a symlink
 
 
 def _old_folders(ex: Exchange, cutoff: float) -> list[Path]:
