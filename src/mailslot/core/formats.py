@@ -14,7 +14,9 @@ a handful of flat fields; nothing legitimate comes near either bound. Every fail
 numbers Python will not convert, is a ``FormatError`` whose message quotes no value whole.
 
 The writer emits one ``key: value`` line per field in the given order, quoting whatever YAML would
-otherwise read back as something else, so ``parse(dump(meta, body)) == (meta, body)``.
+otherwise read back as something else, so ``parse(dump(meta, body)) == (meta, body)``. A time is
+written bare (``at: 2026-11-29T18:14:00.123Z``), as people and shell scripts write it: the strict
+loader keeps it a string, so it needs no quotes.
 """
 
 from __future__ import annotations
@@ -152,7 +154,14 @@ def parse_frontmatter(
     raise FormatError("frontmatter is not closed by a '---' line", path=path)
 
 
+_BARE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
 def _dump_value(value: Any) -> str:
+    if isinstance(value, str) and _BARE_TIME.fullmatch(value):
+        return value  # the strict loader reads it back as this very string
     out = yaml.safe_dump(
         value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1 << 30
     )
