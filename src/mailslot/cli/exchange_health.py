@@ -129,16 +129,22 @@ def monitor_cmd(env: Env, scope: str, as_json: bool) -> None:
 
 
 def _sweep_text(agent: str, side: str, d: dict[str, Any]) -> str:
+    warn = [f"warning: {w}" for w in d.get("warnings", [])]
     if not d["debts"]:
-        return f"{agent} owes nothing (side {side})"
-    what = {"reply": "reply to", "close": "close (they are done)", "re-read": "re-read (HELD)"}
+        return "\n".join([f"{agent} owes nothing (side {side})", *warn])
+    what = {
+        "reply": "reply to",
+        "close": "close (they are done)",
+        "re-read": "re-read (HELD)",
+        "unseen": "read (arrived after the archive, in done/)",
+    }
     rows = [
         f"{x['topic']}  {what.get(x['reason'], x['reason'])}"
         + (f" {x['entry']}" if x["entry"] else "")
         + (f"  since {x['since']}" if x["since"] else "")
         for x in d["debts"]
     ]
-    return f"{agent} (side {side}) owes {len(rows)}:\n" + "\n".join(rows)
+    return "\n".join([f"{agent} (side {side}) owes {len(rows)}:", *rows, *warn])
 
 
 @click.command("sweep")

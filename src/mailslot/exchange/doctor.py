@@ -44,7 +44,7 @@ from mailslot.exchange.entries import ENTRY_RE, entry_names
 from mailslot.exchange.inbox import side_dirs
 from mailslot.exchange.layout import CONFIG_NAME, DONE, Exchange
 from mailslot.exchange.monitor import HEARTBEAT_NAME, HEARTBEAT_STALE, heartbeat_age
-from mailslot.exchange.sweep import sweep
+from mailslot.exchange.sweep import state_warnings, sweep
 from mailslot.exchange.topics import list_topics
 from mailslot.exchange.tree import audit_tree
 
@@ -525,6 +525,22 @@ def check_archive(ex: Exchange, report: DoctorReport) -> None:
         report.add("archive", "ok", "every topic is live on both sides or archived on both")
 
 
+def check_states(ex: Exchange, report: DoctorReport) -> None:
+    """Every live STATE.md reads: an unknown status (``Done``, ``closed``) never archives, so it
+    is a warning that names the file and the value, never silence."""
+    bad = state_warnings(ex)
+    if not bad:
+        report.add("states", "ok", "every STATE.md reads")
+        return
+    report.add(
+        "states",
+        "warn",
+        f"{len(bad)} STATE.md file(s) do not read: " + "; ".join(_safe(b) for b in bad[:5]),
+        "the side that wrote it rewrites it with status open, in-progress, blocked or done "
+        "(lowercase) and a fresh updated_at",
+    )
+
+
 def check_answers(ex: Exchange, report: DoctorReport, patience: timedelta) -> None:
     """Per side: ``action: required`` entries it has left unanswered longer than ``patience``.
 
@@ -626,4 +642,5 @@ def doctor(
     check_tree(ex, report)
     check_leftovers(ex, report)
     check_answers(ex, report, patience)
+    check_states(ex, report)
     return report

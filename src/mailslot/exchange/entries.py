@@ -73,6 +73,12 @@ class Entry:
     # sender is believed only if it is a member of that side. Set by ``check_sender``.
     warning: str | None = None
     verified: bool = True
+    arrived_ns: int = 0  # the file's ctime when read: when it arrived (its writer cannot set it)
+
+    @property
+    def arrival(self) -> tuple[int, int, str]:
+        """``(arrived_ns, number, file name)``: the order debts are decided in (``answers``)."""
+        return (self.arrived_ns, self.number, self.path.name)
 
     @property
     def key(self) -> tuple[int, str]:
@@ -147,6 +153,7 @@ def parse_entry(path: Path, side: str, topic: str) -> Entry:
         raise FormatError("not an entry file name (NNNN-<from>.md)", path=path)
     number, sender = int(m.group(1)), m.group(2)
     try:
+        arrived = os.lstat(path).st_ctime_ns
         raw = read_regular(path)
     except OSError as e:
         return Entry(number, sender, side, topic, path, error=f"unreadable: {e.strerror}")
@@ -157,7 +164,9 @@ def parse_entry(path: Path, side: str, topic: str) -> Entry:
     except FormatError:
         at = None
     action = meta.get("action") if meta.get("action") in ACTIONS else None
-    return Entry(number, sender, side, topic, path, at, action, body, meta, error)
+    return Entry(
+        number, sender, side, topic, path, at, action, body, meta, error, arrived_ns=arrived
+    )
 
 
 def members(ex: Exchange, side: str) -> list[str]:

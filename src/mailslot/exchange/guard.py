@@ -13,6 +13,14 @@ An entry's time is the later of its ``at`` and its arrival (the file's ctime, wh
 cannot set; a bridge materialising it by rename counts as arrival too): a back-dated ``at`` must
 not let an entry nobody read slip under the other side's ``done`` into the archive.
 
+One piece of evidence beats a tie-by-truncation: a hand writer's ``date -u +%H:%M:%SZ`` is
+second precision, so a ``done`` written in the same second as the entry arrived reads as *before*
+it. If ``updated_at`` is a whole second, the entry arrived inside that second, and STATE.md's own
+ctime (which its writer cannot set) is later than the entry's arrival and still inside that
+second, STATE.md was demonstrably written after the entry: it acknowledges it
+(``acknowledged_within_second``). A STATE.md written before the entry, or any case short of that
+evidence, is still held.
+
 When the comparison resolves against a side (its acknowledgement is older than, or the same
 instant as, the other side's newest entry), that side owes a re-read: the tick puts HELD.md in
 its inbox, and re-affirming ``done`` (a fresh ``updated_at``) releases it.
@@ -25,7 +33,7 @@ from datetime import datetime
 
 from mailslot.core.clock import FUTURE_SKEW, format_time
 
-__all__ = ["Decision", "GuardSide", "decide"]
+__all__ = ["Decision", "GuardSide", "acknowledged_within_second", "decide"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,27 @@ class GuardSide:
     arrived_at: datetime | None = (
         None  # when the file appeared here (ctime; the writer can't set it)
     )
+    arrived_ns: int | None = None  # the same, to the nanosecond
+    state_ctime_ns: int | None = None  # when this side's STATE.md was last written (its ctime)
+
+
+SECOND_NS = 1_000_000_000
+
+
+def acknowledged_within_second(
+    ack: datetime, state_ctime_ns: int | None, entry_time: datetime, arrived_ns: int | None
+) -> bool:
+    """Whether a whole-second ``ack`` in the same second as an entry is provably later than it:
+    the entry (``entry_time``, the later of its ``at`` and arrival, and ``arrived_ns``) and
+    STATE.md's own write (``state_ctime_ns``) both fall inside that second, STATE.md after the
+    entry. Anything short of that evidence is ``False`` (the guard holds)."""
+    if state_ctime_ns is None or arrived_ns is None or ack.microsecond != 0:
+        return False
+    second = int(ack.timestamp()) * SECOND_NS
+    entry_ns = max(
+        arrived_ns, int(entry_time.timestamp()) * SECOND_NS + entry_time.microsecond * 1000
+    )
+    return second <= entry_ns < state_ctime_ns < second + SECOND_NS
 
 
 @dataclass
@@ -87,7 +116,9 @@ def decide(sides: dict[str, GuardSide], now: datetime) -> Decision:
         verb = "was written"
         if mine.arrived_at is not None and mine.arrived_at > when_at:
             when_at, verb = mine.arrived_at, "arrived"
-        if when_at >= ack:
+        if when_at >= ack and not acknowledged_within_second(
+            ack, theirs.state_ctime_ns, when_at, mine.arrived_ns
+        ):
             d.holds[other] = mine.newest
             when = "at the same instant as" if when_at == ack else "after"
             d.reasons[other] = (

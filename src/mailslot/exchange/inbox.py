@@ -36,6 +36,7 @@ __all__ = [
     "InboxItem",
     "StatePeek",
     "TopicDir",
+    "arrivals",
     "inbox_items",
     "list_dir",
     "peek_entry",
@@ -145,6 +146,19 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
         has_state,
         tuple(sorted(strays)) if strays else (),
     )
+
+
+def arrivals(d: TopicDir) -> list[tuple[int, int, str]]:
+    """``(ctime_ns, number, name)`` of every entry in ``d``, oldest arrival first (one ``lstat``
+    each; a file gone meanwhile is left out): the order debts are decided in."""
+    out = []
+    for number, _, name in d.entries:
+        try:
+            out.append((os.lstat(d.file(name)).st_ctime_ns, number, name))
+        except OSError:
+            continue
+    out.sort()
+    return out
 
 
 def side_dirs(ex: Exchange, inbox_side: str, *, archived: bool = False) -> dict[str, TopicDir]:
@@ -325,6 +339,7 @@ def read_entry(path: Path, side: str, topic: str) -> Entry:
     """
     m = ENTRY_RE.match(path.name)
     try:
+        arrived = os.lstat(path).st_ctime_ns
         raw = read_regular(path)
     except OSError:
         return parse_entry(path, side, topic)
@@ -342,7 +357,16 @@ def read_entry(path: Path, side: str, topic: str) -> Entry:
     nl = text.find("\n", close + 1)
     body = text[nl + 1 :] if nl >= 0 else ""
     return Entry(
-        int(m.group(1)), m.group(2), side, topic, path, at, fields["action"], body, dict(fields)
+        int(m.group(1)),
+        m.group(2),
+        side,
+        topic,
+        path,
+        at,
+        fields["action"],
+        body,
+        dict(fields),
+        arrived_ns=arrived,
     )
 
 
@@ -381,12 +405,13 @@ class StatePeek:
     updated_at: datetime | None
     present: bool
     error: str | None = None
+    ctime_ns: int | None = None  # when the file was last written (its writer cannot set it)
 
 
 def peek_state(path: Path | str) -> StatePeek:
     """Status and ``updated_at`` of one STATE.md; missing is ``open``; never raises."""
     try:
-        raw, whole, _ = _head(path)
+        raw, whole, ctime = _head(path)
         if not whole:
             raw = read_regular(path)
     except FileNotFoundError:
@@ -398,6 +423,6 @@ def peek_state(path: Path | str) -> StatePeek:
         if fields is not None and fields.get("status") in STATUSES:
             at = _time(fields.get("updated_at"))
             if at is not None:
-                return StatePeek(fields["status"], at, True)
+                return StatePeek(fields["status"], at, True, None, ctime)
     st = parse_state(raw, "", Path(path))
-    return StatePeek(st.status, st.updated_at, True, st.error)
+    return StatePeek(st.status, st.updated_at, True, st.error, ctime)

@@ -6,12 +6,21 @@ tick with nothing new writes the same bytes and git sees nothing to commit (no c
 
 Debts, per side (seed 000, "sweep your own debts"): ``reply`` when the other side's newest
 ``action: required`` entry (a later ``fyi`` P.S. does not answer it) has no entry from this side
-after it; ``close`` when the other side is
-``done`` and this side is not; ``re-read`` when a hold waits for this side.
+that arrived after it; ``close`` when the other side is ``done`` and this side is not;
+``re-read`` when a hold waits for this side; ``unseen`` when an entry in an archived topic
+arrived after the acknowledgement the archive stood on (nobody watches ``done/``).
+
+"After" is arrival order, never number alone (``answers``): a hand writer that skips the send lock
+can reuse a number, and the other side's same-numbered ``fyi`` written *before* a ``required``
+entry does not answer it. An entry's arrival is its ctime (which its writer cannot set); two
+arrivals in the same instant of a coarse clock fall back to the number, and the same number never
+answers. Every place that decides a debt (tick/INDEX.md, sweep, monitor, ``state done``) uses
+``answers`` and ``owed_entry``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,12 +28,45 @@ from typing import Any
 from mailslot.core.clock import format_time
 from mailslot.exchange.layout import Exchange
 
-__all__ = ["Debt", "TopicView", "compute_debts", "md_cell", "reason_code", "render_index"]
+__all__ = [
+    "Arrival",
+    "Debt",
+    "TopicView",
+    "answers",
+    "compute_debts",
+    "md_cell",
+    "owed_entry",
+    "reason_code",
+    "render_index",
+]
+
+Arrival = tuple[int, int, str]
+"""``(ctime_ns, number, file name)`` of one entry: the order in which debts are decided."""
+
+
+def answers(reply: Arrival | None, asked: Arrival) -> bool:
+    """Whether ``reply`` (the answering side's last-arrived entry) answers ``asked``: it arrived
+    after it; in the same instant the higher number answers; the same number never does."""
+    return reply is not None and (reply[0], reply[1]) > (asked[0], asked[1])
+
+
+def owed_entry(
+    theirs: Iterable[Arrival], mine_last: Arrival | None, is_required: Callable[[str], bool]
+) -> Arrival | None:
+    """The newest (by arrival) of ``theirs`` that ``is_required`` and that ``mine_last`` does not
+    answer, or ``None``. ``theirs`` is read newest first and ``is_required`` asked only for
+    entries ``mine_last`` does not answer, so an answered topic reads no file."""
+    for a in sorted(theirs, reverse=True):
+        if answers(mine_last, a):
+            return None  # older entries arrived before the answer too
+        if is_required(a[2]):
+            return a
+    return None
 
 
 @dataclass(frozen=True)
 class Debt:
-    """Something ``side`` owes on ``topic``: ``reply``, ``close`` or ``re-read``."""
+    """Something ``side`` owes on ``topic``: ``reply``, ``close``, ``re-read`` or ``unseen``."""
 
     topic: str
     side: str
@@ -49,7 +91,8 @@ class TopicView:
     held: dict[str, str] = field(default_factory=dict)  # owing side -> entry it must re-read
     waiting: list[str] = field(default_factory=list)  # why a done/done topic did not archive
     debts: list[Debt] = field(default_factory=list)
-    # side -> (number, file name) of that side's newest 'action: required' entry
+    # side -> (number, file name) of that side's newest 'action: required' entry that the other
+    # side has not answered (``owed_entry``): the other side owes a reply to it
     required: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -70,9 +113,8 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
     out = []
     for side in ex.sides:
         other = ex.other(side)
-        asked = view.required.get(other)  # their newest required, not only their newest entry
-        mine = view.newest.get(side)
-        if asked is not None and (mine is None or mine[0] < asked[0]):
+        asked = view.required.get(other)  # their newest required entry, unanswered (owed_entry)
+        if asked is not None:
             out.append(Debt(view.name, side, "reply", asked[1]))
         if view.status.get(other) == "done" and view.status.get(side) != "done":
             out.append(Debt(view.name, side, "close"))
@@ -127,8 +169,9 @@ def _cell(view: TopicView, side: str) -> str:
     return f"{view.status.get(side, 'open')} ({view.counts.get(side, 0)})"
 
 
-def render_index(ex: Exchange, views: list[TopicView]) -> str:
-    """The INDEX.md text for the live topics ``views`` (sorted by name)."""
+def render_index(ex: Exchange, views: list[TopicView], late: Iterable[Debt] = ()) -> str:
+    """The INDEX.md text for the live topics ``views`` (sorted by name) and the ``unseen``
+    debts ``late`` found in archived topics."""
     a, b = ex.sides
     lines = [
         "# Exchange index",
@@ -138,7 +181,7 @@ def render_index(ex: Exchange, views: list[TopicView]) -> str:
         "`done/` on both sides.",
         "",
     ]
-    debts = [d for v in views for d in v.debts]
+    debts = [d for v in views for d in v.debts] + list(late)
     lines += ["## Waiting on someone", ""]
     if not debts:
         lines += ["Nothing: no side owes a reply, a close or a re-read.", ""]
@@ -151,6 +194,7 @@ def render_index(ex: Exchange, views: list[TopicView]) -> str:
                     "reply": "a reply to",
                     "close": "a close (other side is done)",
                     "re-read": "a re-read (HELD) of",
+                    "unseen": "a read of (arrived after the archive, in done/)",
                 }[d.reason]
                 tail = f" `{d.entry}`" if d.entry else ""
                 lines.append(f"- `{d.topic}`: {what}{tail}")

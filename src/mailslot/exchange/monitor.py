@@ -8,7 +8,8 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
 
 "Awaits the caller" without a cursor, per live topic (caller side S, other side O):
 
-* ``entry`` -- O wrote entries numbered after S's own newest entry and dated (the later of its
+* ``entry`` -- O wrote entries that arrived after S's own last entry (arrival order, never number
+  alone: ``index.answers``) and dated (the later of its
   ``at`` and its arrival, the file's ctime, which O cannot back-date) after S's last STATE.md
   update (S has neither answered nor acknowledged them). Scoped to ``required``, only
   ``action: required`` ones count (an unreadable ``action`` counts: fail visible). One line per
@@ -16,6 +17,10 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
 * ``held`` -- a HELD.md the tick placed (``holds.json``) in S's inbox: the tick is holding the
   archive until S re-reads.
 * ``close`` -- O is ``done`` and S is not (seed 000: a real debt, not bookkeeping noise).
+* ``unseen`` -- an entry in an archived topic of S's inbox arrived after S's last STATE.md
+  update (``late``): it reached ``done/`` unread.
+* ``state`` -- a STATE.md the monitor read (O's, or S's own while O is done) whose status is
+  not one of open, in-progress, blocked, done (``Done`` too): it names the file and the value.
 * ``tick`` -- the tick's heartbeat is older than ``stale_after``: nothing is being archived,
   indexed or committed (a dead timer is visible, not silent). Stable while it stays dead.
 
@@ -35,8 +40,11 @@ from typing import Any
 from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import InvalidName
 from mailslot.core.gcpause import gc_paused
+from mailslot.exchange.guard import acknowledged_within_second
 from mailslot.exchange.holds import is_trusted, load_holds
-from mailslot.exchange.inbox import TopicDir, peek_entry, peek_state
+from mailslot.exchange.inbox import TopicDir, arrivals, peek_entry, peek_state
+from mailslot.exchange.index import answers
+from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.sweep import live_pairs
 
@@ -49,7 +57,8 @@ HEARTBEAT_NAME = "heartbeat"  # tick.HEARTBEAT; not imported so monitor stays li
 
 @dataclass(frozen=True)
 class Awaiting:
-    """One thing awaiting the caller: ``entry``, ``held``, ``close`` or ``tick``."""
+    """One thing awaiting the caller: ``entry``, ``held``, ``close``, ``unseen``, ``state`` or
+    ``tick``."""
 
     kind: str
     topic: str | None
@@ -57,6 +66,7 @@ class Awaiting:
     action: str | None = None
     count: int = 0
     since: str | None = None
+    detail: str | None = None
 
     def line(self, other: str) -> str:
         """The stable one-line form."""
@@ -67,6 +77,13 @@ class Awaiting:
             return f"{self.topic}: HELD.md -- re-read, then answer or re-affirm done"
         if self.kind == "close":
             return f"{self.topic}: {other} is done, you are not"
+        if self.kind == "unseen":
+            return (
+                f"{self.topic}: {self.entry} arrived after the topic was archived, unread "
+                "(in done/): read it, then reopen the topic or re-affirm done"
+            )
+        if self.kind == "state":
+            return f"{self.topic}: {self.entry} does not read: {self.detail} (nothing archives)"
         return f"tick: last heartbeat {self.since}; the tick is not running"
 
     def to_json(self) -> dict[str, Any]:
@@ -121,13 +138,15 @@ def _arrived(ns: int | None) -> datetime:
 def _entries_waiting(
     theirs: TopicDir, mine: TopicDir | None, scope: str
 ) -> list[tuple[str, str | None]]:
-    top = mine.newest() if mine is not None else None
-    mine_n = top[0] if top is not None else 0
-    candidates = [e for e in theirs.entries if e[0] > mine_n]
+    ours = arrivals(mine) if mine is not None else []
+    last = ours[-1] if ours else None
+    # arrival order, never number alone (index.answers): a reused number answers nothing
+    candidates = [a for a in arrivals(theirs) if not answers(last, a)]
     if not candidates:
         return []
     state = mine.file(STATE_NAME) if mine is not None and mine.has_state else None
     ack: datetime | None = None  # no STATE: nothing is acknowledged
+    ack_ctime: int | None = None
     acked = False
     out = []
     for _, _, name in candidates:
@@ -136,11 +155,14 @@ def _entries_waiting(
             continue
         if state is not None and not acked:  # read once, only when an entry that counts needs it
             acked = True
-            ack = peek_state(state).updated_at
+            peeked = peek_state(state)
+            ack, ack_ctime = peeked.updated_at, peeked.ctime_ns
             if ack is not None and ack > now() + FUTURE_SKEW:
                 ack = None  # a STATE from the future acknowledges nothing (fail visible)
-        if ack is not None and p.at is not None and max(p.at, _arrived(p.arrived_ns)) <= ack:
-            continue  # dated and arrived before the caller last touched its STATE: acknowledged
+        if ack is not None and p.at is not None:
+            when = max(p.at, _arrived(p.arrived_ns))
+            if when <= ack or acknowledged_within_second(ack, ack_ctime, when, p.arrived_ns):
+                continue  # dated and arrived before the caller last touched its STATE: acknowledged
         out.append((name, p.action))
     return out
 
@@ -176,15 +198,26 @@ def _awaiting(ex: Exchange, side: str, other: str, action: str) -> list[Awaiting
                 out.append(Awaiting("entry", name, entry, act, len(waiting)))
             if theirs.held and is_trusted(holds, side, name, theirs.file(HELD_NAME)):
                 out.append(Awaiting("held", name))
-        theirs_done = (
-            theirs is not None
-            and theirs.has_state
-            and peek_state(theirs.file(STATE_NAME)).status == "done"
+        their_state = (
+            peek_state(theirs.file(STATE_NAME)) if theirs is not None and theirs.has_state else None
         )
-        if theirs_done:
+        if their_state is not None and their_state.status == "unknown" and theirs is not None:
+            out.append(_unreadable(name, theirs.file(STATE_NAME), their_state.error, ex))
+        if their_state is not None and their_state.status == "done":
             mine_status = "open"
             if mine is not None and mine.has_state:
-                mine_status = peek_state(mine.file(STATE_NAME)).status
+                my_state = peek_state(mine.file(STATE_NAME))
+                mine_status = my_state.status
+                if mine_status == "unknown":
+                    out.append(_unreadable(name, mine.file(STATE_NAME), my_state.error, ex))
             if mine_status != "done":
                 out.append(Awaiting("close", name))
+    for debt in late_debts(ex, [side]):  # entries that reached done/ unread
+        out.append(Awaiting("unseen", debt.topic, debt.entry))
     return out
+
+
+def _unreadable(topic: str, path: str, error: str | None, ex: Exchange) -> Awaiting:
+    """A STATE.md whose status does not read: it blocks the archive, and says so."""
+    where = os.path.relpath(path, ex.root)
+    return Awaiting("state", topic, where, detail=error or "unreadable")

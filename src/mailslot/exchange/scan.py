@@ -36,7 +36,15 @@ from mailslot.exchange.state import parse_state
 from mailslot.exchange.topics import topic_names
 from mailslot.exchange.tree import stray_kind
 
-__all__ = ["Parsed", "SideCopy", "TopicScan", "parse_cached", "parse_sig", "scan_tree"]
+__all__ = [
+    "Parsed",
+    "SideCopy",
+    "TopicScan",
+    "current_sig",
+    "parse_cached",
+    "parse_sig",
+    "scan_tree",
+]
 
 Sig = tuple[int, int]
 
@@ -61,14 +69,17 @@ class SideCopy:
     held: bool = False
     sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
     count: int = 0  # entry files
-    top: tuple[int, str, str] | None = None  # the newest entry
+    top: tuple[int, str, str] | None = None  # the newest entry: the last to arrive
     top_ctime: int = 0  # the newest entry's ctime (ns): when it arrived, which its writer can't set
+    ctimes: dict[str, int] = field(default_factory=dict)  # entry name -> ctime (listed copies)
+    state_ctime: int = 0  # STATE.md's ctime (ns): when it was last written, which no one can set
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
     strays: list[str] = field(default_factory=list)  # names that are not entries/STATE/HELD
-    # the newest 'action: required' entry, once the tick worked it out (None: there is none)
-    req: tuple[int, str, str] | None = None
+    # the newest 'action: required' entry by arrival, (number, from, name, ctime_ns), once the
+    # tick worked it out (None: none the other side has not answered)
+    req: tuple[int, str, str, int] | None = None
     req_known: bool = False
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
@@ -101,8 +112,13 @@ class SideCopy:
         self.dir = str(value)
 
     def newest(self) -> tuple[int, str, str] | None:
-        """``(number, from, name)`` of the newest entry here, by ``(number, from)``."""
+        """``(number, from, name)`` of the newest entry here: the last to arrive (its ctime;
+        the same instant falls back to the number), never the highest number alone."""
         return self.top
+
+    def last(self) -> tuple[int, int, str] | None:
+        """The newest entry's arrival ``(ctime_ns, number, name)`` (``index.Arrival``)."""
+        return (self.top_ctime, self.top[0], self.top[2]) if self.top else None
 
 
 @dataclass
@@ -147,14 +163,23 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
                 if m:
                     entries.append((int(m[1]), m[2], name))
                     ctimes[name] = st.st_ctime_ns
+                elif name == STATE_NAME:
+                    copy.state_ctime = st.st_ctime_ns
     except (FileNotFoundError, NotADirectoryError):
         pass
     parts.sort()
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
-    copy.top = max(entries) if entries else None
+    copy.ctimes = ctimes
+    copy.top = max(entries, key=lambda e: (ctimes[e[2]], e[0], e[2])) if entries else None
     copy.top_ctime = ctimes[copy.top[2]] if copy.top else 0
     return copy
+
+
+def current_sig(copy: SideCopy) -> str:
+    """``copy``'s directory listed again now: its ``sig`` (equal to ``copy.sig`` when no entry or
+    STATE.md was added, removed or rewritten since the scan)."""
+    return _scan_dir(copy.dir, copy.key, copy.inbox_side, copy.archived).sig
 
 
 def _stat_of(path: str) -> os.stat_result | None:
@@ -170,10 +195,12 @@ def _trusted(
     """The copy rebuilt from its record when nothing can have changed, else ``None``."""
     if rec is None or len(rec) < 11 or not rec[8] or rec[2] != dir_mtime:
         return None
+    if rec[10] is not None and len(rec[10]) < 4:
+        return None  # a record from before arrivals were kept: list the directory
     if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
         return None  # this directory's turn for a full listing
     files: dict[str, Sig] = {}
-    top_ctime = 0
+    top_ctime = state_ctime = 0
     for fname, want in ((STATE_NAME, rec[6]), (rec[5][2] if rec[5] else None, rec[7])):
         if fname is None or want is None:
             continue
@@ -184,6 +211,8 @@ def _trusted(
         files[fname] = got
         if fname != STATE_NAME:
             top_ctime = st.st_ctime_ns
+        else:
+            state_ctime = st.st_ctime_ns
     top = rec[5]
     return SideCopy(
         side,
@@ -196,11 +225,14 @@ def _trusted(
         count=int(rec[4]),
         top=(int(top[0]), str(top[1]), str(top[2])) if top else None,
         top_ctime=top_ctime,
+        state_ctime=state_ctime,
         dir_mtime=dir_mtime,
         settled=True,
         trusted=rec,
         strays=[str(n) for n in rec[9]],
-        req=(int(rec[10][0]), str(rec[10][1]), str(rec[10][2])) if rec[10] else None,
+        req=(int(rec[10][0]), str(rec[10][1]), str(rec[10][2]), int(rec[10][3]))
+        if rec[10]
+        else None,
         req_known=True,
     )
 

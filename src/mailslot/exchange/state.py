@@ -26,6 +26,7 @@ from mailslot.core.errors import Conflict, FormatError, InvalidName, LimitExceed
 from mailslot.core.formats import dump_yaml, load_yaml, parse_frontmatter
 from mailslot.core.fsio import atomic_write
 from mailslot.exchange.entries import Entry, list_entries
+from mailslot.exchange.index import owed_entry
 from mailslot.exchange.layout import STATE_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import find_topic, named_topic
@@ -82,9 +83,10 @@ def parse_state(text: bytes | str, side: str, path: Path | None = None) -> SideS
         return SideState(side, "unknown", True, error=str(e))
     status = data.get("status")
     if status not in STATUSES:
-        return SideState(
-            side, "unknown", True, error=f"status must be one of {STATUSES}, got {brief(status)}"
-        )
+        bad = f"status must be one of {', '.join(STATUSES)}, got {brief(status)}"
+        if isinstance(status, str) and status.strip().lower() in STATUSES:
+            bad += f" (statuses are lowercase: write {status.strip().lower()!r})"
+        return SideState(side, "unknown", True, error=bad)
     tags_raw = data.get("tags") or []
     tags = tuple(str(t) for t in tags_raw) if isinstance(tags_raw, list) else (str(tags_raw),)
     by = data.get("updated_by")
@@ -127,16 +129,20 @@ def read_state(ex: Exchange, topic: str, side: str) -> SideState:
 
 
 def unanswered_required(entries: list[Entry], side: str) -> Entry | None:
-    """``side``'s newest ``action: required`` entry if the other side wrote nothing after it.
+    """``side``'s newest ``action: required`` entry if nothing the other side wrote arrived
+    after it (``index.owed_entry``: arrival order, never number alone).
 
-    A later ``fyi`` P.S. from the same side does not answer it (seed 000's debt rule).
+    A later ``fyi`` P.S. from the same side does not answer it (seed 000's debt rule), and
+    neither does the other side's same-numbered entry written before it.
     """
-    asked = [e for e in entries if e.side == side and e.action == "required"]
-    if not asked:
-        return None
-    newest = max(asked, key=lambda e: e.key)
-    answered = any(e.side != side and e.number > newest.number for e in entries)
-    return None if answered else newest
+    mine = {e.name: e for e in entries if e.side == side}  # one directory: names are unique
+    replies = [e.arrival for e in entries if e.side != side]
+    owed = owed_entry(
+        (e.arrival for e in mine.values()),
+        max(replies, default=None),
+        lambda name: mine[name].action == "required",
+    )
+    return mine[owed[2]] if owed is not None else None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ module builds the same ``TopicView`` the tick builds (each side's status, newest
 The debts (``index.compute_debts``): ``reply`` -- the other side's newest entry is
 ``action: required`` and the caller has written nothing after it (a STATE change is not an
 answer, matching the rule that ``required`` keeps a topic open until answered); ``close`` -- the
-other side is ``done`` and the caller is not; ``re-read`` -- a HELD.md waits in the caller's inbox.
+other side is ``done`` and the caller is not; ``re-read`` -- a HELD.md waits in the caller's inbox;
+``unseen`` -- an entry reached an archived topic of the caller's inbox unread (``late``). A
+STATE.md whose status does not read (``Done``) is a warning naming the file and the value.
 Nothing is written.
 """
 
@@ -17,19 +19,28 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.exchange.holds import is_trusted, load_holds
-from mailslot.exchange.inbox import TopicDir, list_dir, peek_entry, peek_state, side_dirs
-from mailslot.exchange.index import Debt, TopicView, compute_debts
+from mailslot.exchange.inbox import (
+    TopicDir,
+    arrivals,
+    list_dir,
+    peek_entry,
+    peek_state,
+    side_dirs,
+)
+from mailslot.exchange.index import Arrival, Debt, TopicView, compute_debts, owed_entry
+from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import topic_names
 
-__all__ = ["OwedDebt", "SweepResult", "live_pairs", "sweep", "topic_view"]
+__all__ = ["OwedDebt", "SweepResult", "live_pairs", "state_warnings", "sweep", "topic_view"]
 
 _HELD_ENTRY = re.compile(r"wrote `([0-9]{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
 
@@ -74,19 +85,26 @@ def _held_entry(d: TopicDir) -> str:
     return m.group(1) if m else HELD_NAME
 
 
+def _required_in(d: TopicDir) -> Callable[[str], bool]:
+    """Whether an entry of ``d``, by file name, is ``action: required`` (a header read)."""
+    return lambda fname: peek_entry(d.file(fname)).action == "required"
+
+
 def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
     """The tick's ``TopicView`` of one topic (statuses, newest entries, holds) read from files."""
     status: dict[str, str] = {}
     counts: dict[str, int] = {}
     newest: dict[str, tuple[int, str, str | None]] = {}
     held: dict[str, str] = {}
+    arrived: dict[str, list[Arrival]] = {}
     for writer in ex.sides:
         d = pair.get(ex.other(writer))  # a side's files live in the other side's inbox
         status[writer] = peek_state(d.file(STATE_NAME)).status if d and d.has_state else "open"
         counts[writer] = len(d.entries) if d else 0
-        top = d.newest() if d else None
-        if d is not None and top is not None:
-            newest[writer] = (top[0], top[2], peek_entry(d.file(top[2])).action)
+        arrived[writer] = arrivals(d) if d else []
+        if d is not None and arrived[writer]:
+            _, number, fname = arrived[writer][-1]  # the newest is the last to arrive
+            newest[writer] = (number, fname, peek_entry(d.file(fname)).action)
     holds = load_holds(ex) if any(d.held for d in pair.values()) else {}
     for side, d in pair.items():
         if d.held and not d.archived and is_trusted(holds, side, name, d.file(HELD_NAME)):
@@ -94,14 +112,16 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
     view = TopicView(name, status, counts, None, newest, held)
     for writer in ex.sides:  # each side's newest required entry the other has not answered
         d = pair.get(ex.other(writer))
-        reply = newest.get(ex.other(writer))
-        answered = reply[0] if reply is not None else 0
-        for number, _, fname in reversed(d.entries if d is not None else ()):
-            if number <= answered or d is None:
-                break  # older entries are answered: no need to read them
-            if peek_entry(d.file(fname)).action == "required":
-                view.required[writer] = (number, fname)
-                break
+        if d is None:
+            continue
+        mine = arrived[ex.other(writer)]
+        owed = owed_entry(
+            arrived[writer],
+            mine[-1] if mine else None,
+            _required_in(d),
+        )
+        if owed is not None:
+            view.required[writer] = (owed[1], owed[2])
     view.debts = compute_debts(ex, view)
     return view
 
@@ -125,10 +145,15 @@ class SweepResult:
     agent: str
     side: str
     debts: list[OwedDebt]
+    warnings: list[str] = field(default_factory=list)  # STATE.md files that do not read
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly ``{"debts": [{"topic", "reason", "side", "entry", "since"}]}`` (DESIGN)."""
-        return {"debts": [d.to_json() for d in self.debts]}
+        """``{"debts": [{"topic", "reason", "side", "entry", "since"}]}`` (DESIGN), plus
+        ``"warnings": [...]`` when a STATE.md does not read."""
+        out: dict[str, Any] = {"debts": [d.to_json() for d in self.debts]}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
 
 
 def _since(debt: Debt, pair: dict[str, TopicDir]) -> datetime | None:
@@ -159,9 +184,37 @@ def sweep(ex: Exchange, agent: str) -> SweepResult:
     """``agent``'s side's debts over every live topic; ``Conflict`` for a stranger. Read only."""
     side = ex.side_of(agent)
     out = []
+    warnings: list[str] = []
     for name, pair in live_pairs(ex).items():
-        for debt in topic_view(ex, name, pair).debts:
+        view = topic_view(ex, name, pair)
+        for debt in view.debts:
             if debt.side == side:
                 out.append(OwedDebt(debt, _since(debt, pair)))
+        if "unknown" in view.status.values():  # rare: say which file and what it says
+            warnings += _state_warnings(ex, pair)
+    for debt in late_debts(ex, [side]):  # entries that reached done/ unread
+        where = ex.inbox(side) / DONE / debt.topic / (debt.entry or "")
+        try:
+            since = datetime.fromtimestamp(os.lstat(where).st_ctime_ns // 1_000_000 / 1000, UTC)
+        except OSError:
+            since = None
+        out.append(OwedDebt(debt, since))
     out.sort(key=lambda d: (d.since is None, d.since.timestamp() if d.since else 0, d.debt.topic))
-    return SweepResult(agent, side, out)
+    return SweepResult(agent, side, out, warnings)
+
+
+def _state_warnings(ex: Exchange, pair: dict[str, TopicDir]) -> list[str]:
+    out = []
+    for d in pair.values():
+        if d.has_state:
+            st = peek_state(d.file(STATE_NAME))
+            if st.status == "unknown":
+                where = os.path.relpath(d.file(STATE_NAME), ex.root)
+                out.append(f"{where}: {st.error or 'unreadable'}; the topic is never archived")
+    return out
+
+
+def state_warnings(ex: Exchange) -> list[str]:
+    """One line per live topic's STATE.md whose status does not read (``Done``, ``closed``, a
+    broken file), naming the file and the value: unknown never archives, and never silently."""
+    return [w for pair in live_pairs(ex).values() for w in _state_warnings(ex, pair)]

@@ -38,10 +38,26 @@ from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
 from mailslot.exchange.guard import Decision, GuardSide, decide
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds, save_holds
-from mailslot.exchange.index import TopicView, compute_debts, render_index
+from mailslot.exchange.index import (
+    Debt,
+    TopicView,
+    answers,
+    compute_debts,
+    owed_entry,
+    render_index,
+)
+from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.leftovers import clean as clean_leftovers
-from mailslot.exchange.scan import Parsed, SideCopy, TopicScan, parse_cached, parse_sig, scan_tree
+from mailslot.exchange.scan import (
+    Parsed,
+    SideCopy,
+    TopicScan,
+    current_sig,
+    parse_cached,
+    parse_sig,
+    scan_tree,
+)
 from mailslot.exchange.topics import linked
 from mailslot.notify import AppriseNotifier, Notifier
 
@@ -229,27 +245,29 @@ class _Tick:
             mine[name] = got
         return Parsed(got[2], got[3], got[4])
 
-    def newest_required(
-        self, scan: TopicScan, inbox_side: str, answered: int
-    ) -> tuple[int, str, str] | None:
-        """The newest ``action: required`` entry in this copy numbered after ``answered`` (the
-        other side's newest entry): only those can be owed. Parsed newest first, cached."""
+    def newest_required(self, scan: TopicScan, inbox_side: str) -> tuple[int, str, str] | None:
+        """The newest ``action: required`` entry in this copy that the reader's own last entry
+        does not answer (``index.owed_entry``: arrival order, never number alone). Only entries
+        that arrived after that answer are parsed, newest first; the result is cached per copy."""
         copy = scan.copies.get(inbox_side)
         if copy is None:
             return None
+        reader = scan.copies.get(self.ex.other(inbox_side))  # the reader's own entries
+        last = reader.last() if reader is not None else None
         if not copy.req_known:
-            copy.req = None
-            for top in sorted(copy.entries, reverse=True):
-                if top[0] <= answered:
-                    break
-                got = self.parse(scan, inbox_side, top[2])
-                if got is not None and got.word == "required":
-                    copy.req = top
-                    break
+            names = {e[2]: e for e in copy.entries}
+
+            def required(name: str) -> bool:
+                got = self.parse(scan, inbox_side, name)
+                return got is not None and got.word == "required"
+
+            arrived = ((copy.ctimes.get(n, 0), e[0], n) for n, e in names.items())
+            owed = owed_entry(arrived, last, required)
+            copy.req = (*names[owed[2]], owed[0]) if owed is not None else None
             copy.req_known = True
-        if copy.req is not None and copy.req[0] <= answered:
+        if copy.req is None or answers(last, (copy.req[3], copy.req[0], copy.req[2])):
             return None
-        return copy.req
+        return copy.req[:3]
 
     def guard_sides(
         self, scan: TopicScan
@@ -260,7 +278,7 @@ class _Tick:
         for writer in self.ex.sides:
             inbox_side = self.ex.other(writer)
             st = self.parse(scan, inbox_side, STATE_NAME)
-            copy = scan.copies.get(inbox_side)
+            copy = scan.copies.get(inbox_side)  # this side's entries and its STATE.md
             top = copy.newest() if copy else None
             ent = self.parse(scan, inbox_side, top[2]) if top else None
             # arrival to the millisecond, as STATE.md times are written
@@ -276,6 +294,8 @@ class _Tick:
                 newest=top[2] if top else None,
                 newest_at=_dt(ent.time_us) if ent else None,
                 arrived_at=_dt(arrived) if arrived else None,
+                arrived_ns=copy.top_ctime if copy and top else None,
+                state_ctime_ns=(copy.state_ctime or None) if copy is not None else None,
             )
         return sides, newest, times
 
@@ -303,6 +323,32 @@ class _Tick:
             if not c.archived and targets[s].exists():
                 self.r.errors.append(f"cannot archive {scan.name}: {targets[s]} already exists")
                 return False
+        # Senders claim numbers under the send lock: holding it, no mailslot send lands between
+        # the re-check and the move; the re-check catches anything written since the scan (a
+        # hand writer that skips the lock too, up to this instant). What lands after it anyway
+        # is an ``unseen`` debt (``late``), never silence.
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(file_lock(ex.send_lock))
+            except OSError as e:
+                self.r.errors.append(f"cannot archive {scan.name}: send lock: {e.strerror}")
+                return False
+            return self._archive_locked(scan, targets)
+
+    def _archive_locked(self, scan: TopicScan, targets: dict[str, Path]) -> bool:
+        ex = self.ex
+        moved = [s for s, c in scan.copies.items() if current_sig(c) != c.sig]
+        if moved:
+            for c in scan.copies.values():
+                c.dir_mtime, c.settled, c.trusted = -1, False, None  # list in full next time
+            self.r.waiting.append(
+                {
+                    "topic": scan.name,
+                    "reason": f"to-{moved[0]}/{scan.name} changed while the tick decided; "
+                    "not archived, decided again next tick",
+                }
+            )
+            return False
         if any(c.held for c in scan.copies.values()):
             self.r.released.append(scan.name)
             self.lines.append(f"released hold on {scan.name}")
@@ -428,7 +474,9 @@ class _Tick:
             self.touched = True
             r.removed.append(f"{name}/ (the whole topic, from both sides)")
         r.new_entries.sort()
-        self.write_index(views)
+        late = late_debts(ex, ex.sides, archived_names)  # entries that reached done/ unread
+        r.debts.extend(d.to_json() for d in late)
+        self.write_index(views, late)
         self.commit()
         self.notify()
         self.save(status, sorted(v.name for v in views), archived_names)
@@ -501,8 +549,7 @@ class _Tick:
             list(decision.waiting),
         )
         for inbox_side in scan.copies:
-            reply = newest.get(inbox_side)  # the reader's own newest entry answers what is older
-            req = self.newest_required(scan, inbox_side, reply[0] if reply else 0)
+            req = self.newest_required(scan, inbox_side)
             if req is not None:
                 view.required[ex.writer_of(inbox_side)] = (req[0], req[2])
         for w in decision.waiting:
@@ -511,8 +558,8 @@ class _Tick:
         r.debts.extend(d.to_json() for d in view.debts)
         return view
 
-    def write_index(self, views: list[TopicView]) -> None:
-        text = render_index(self.ex, views)
+    def write_index(self, views: list[TopicView], late: list[Debt]) -> None:
+        text = render_index(self.ex, views, late)
         path = self.ex.root / "INDEX.md"
         try:
             if path.read_text() == text:

@@ -152,9 +152,20 @@ def _sweep(call: Call) -> Reply:
     from mailslot.exchange.sweep import sweep
 
     r = sweep(call.config.exchange, call.config.agent)
+    warn = (
+        f"\nwarning: {len(r.warnings)} STATE.md file(s) do not read (a status like 'Done'); "
+        "they never archive: run mailslot exchange doctor"
+        if r.warnings
+        else ""
+    )
     if not r.debts:
-        return Reply(f"{r.agent} owes nothing")
-    what = {"reply": "reply to", "close": "close (they are done)", "re-read": "re-read (HELD)"}
+        return Reply(f"{r.agent} owes nothing{warn}")
+    what = {
+        "reply": "reply to",
+        "close": "close (they are done)",
+        "re-read": "re-read (HELD)",
+        "unseen": "read (arrived after the archive, in done/)",
+    }
     rows = []
     for d in r.debts:
         x = d.to_json()
@@ -162,7 +173,7 @@ def _sweep(call: Call) -> Reply:
         row += f" {x['entry']}" if x["entry"] else ""
         row += f" since {x['since']}" if x["since"] else ""
         rows.append(row)
-    return Reply(f"{r.agent} owes {len(rows)}:\n" + "\n".join(rows))
+    return Reply(f"{r.agent} owes {len(rows)}:\n" + "\n".join(rows) + warn)
 
 
 def exchange_tools(ex: Any, agent: str) -> list[ToolSpec]:
