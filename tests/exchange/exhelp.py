@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,3 +124,55 @@ def hook(port: int = 0) -> Iterator[Hook]:
         yield h
     finally:
         h.close()
+
+
+# A hand writer following CONVENTION.md with nothing but bash: list both sides' directories of the
+# topic, take the highest number, write a dot-file, rename it into place. ``pick`` as the action
+# prints the number it would take and writes nothing (two writers that pick before either
+# renames reuse a number, as the seed's agents did). No send lock: the convention's lock line is
+# tested on its own.
+HAND_SEND = r"""
+set -eu
+root=$1 me=$2 other=$3 topic=$4 action=$5 num=${6:-}
+dir="$root/to-$other/$topic"
+if [ -z "$num" ]; then
+  n=$(ls "$root/to-$me/$topic" "$dir" 2>/dev/null | grep -E '^[0-9]{4}-' | sort | tail -n 1)
+  n=${n:0:4}
+  num=$(printf %04d $((10#${n:-0} + 1)))
+fi
+if [ "$action" = pick ]; then echo "$num"; exit 0; fi
+mkdir -p "$dir"
+printf -- '---\nfrom: %s\nat: %s\naction: %s\n---\nwritten by hand\n' \
+  "$me" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$action" > "$dir/.draft-$$.md"
+mv "$dir/.draft-$$.md" "$dir/$num-$me.md"
+echo "$num"
+"""
+
+# A hand writer's STATE.md, the seed's way: second-precision ``date``, written whole, renamed in.
+HAND_STATE = r"""
+set -eu
+root=$1 me=$2 other=$3 topic=$4 status=$5
+dir="$root/to-$other/$topic"
+mkdir -p "$dir"
+printf 'status: %s\ntags: []\nupdated_at: %s\nupdated_by: %s\n' \
+  "$status" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$me" > "$dir/.STATE-$$.md"
+mv "$dir/.STATE-$$.md" "$dir/STATE.md"
+"""
+
+
+def bash_send(root: Path, me: str, other: str, topic: str, action: str, num: str = "") -> str:
+    """Run ``HAND_SEND`` as ``me`` writing to ``other``; the number it took (or would take)."""
+    r = subprocess.run(
+        ["bash", "-c", HAND_SEND, "hand", str(root), me, other, topic, action, num],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return r.stdout.strip()
+
+
+def bash_state(root: Path, me: str, other: str, topic: str, status: str) -> None:
+    """Run ``HAND_STATE``: ``me`` writes its STATE.md for ``topic`` (in ``to-<other>/``)."""
+    subprocess.run(
+        ["bash", "-c", HAND_STATE, "hand", str(root), me, other, topic, status], check=True
+    )

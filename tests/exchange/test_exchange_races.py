@@ -1,15 +1,19 @@
-"""Concurrent writers from both sides, in real processes: unique numbers, nothing overwritten."""
+"""Concurrent writers from both sides, in real processes: unique numbers, nothing overwritten,
+and nothing archived while a writer races the tick without someone owing a read of it."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from exhelp import run
 
 from mailslot.exchange import list_entries, load_exchange, send
+from mailslot.exchange.state import set_state
 
 PER_PROCESS = 25
 
@@ -84,3 +88,101 @@ def test_concurrent_cli_sends_from_both_sides(ex) -> None:
     for p in paths:
         side = "claude" if "-claude.md" in p else "olu"
         assert p.startswith("to-olu/" if side == "claude" else "to-claude/")
+
+
+# The other side's writer, racing the tick: it waits until the tick starts moving topics into
+# done/, then writes one entry into each topic, newest topic first (the tick archives oldest
+# first, so they meet in the middle). Odd topics by hand (temp + rename, no lock, as a hand agent
+# following the convention); even ones through mailslot's own send. Prints what it wrote.
+_RACER = r"""
+import os, sys, time
+from pathlib import Path
+from mailslot.core.clock import format_time
+from mailslot.exchange import load_exchange, send
+root = Path(sys.argv[1])
+topics = sys.argv[2:]
+ex = load_exchange(root)
+done = root / "to-olu" / "done"
+deadline = time.monotonic() + 120
+while not any(done.iterdir()):
+    if time.monotonic() > deadline:
+        sys.exit("the tick never archived anything")
+for i, topic in enumerate(reversed(topics)):
+    if i % 2:
+        d = root / "to-claude" / topic
+        try:
+            tmp = d / f".hand-{i}.md"
+            tmp.write_text(f"---\nfrom: olu\nat: {format_time()}\naction: fyi\n---\nlate\n")
+            os.rename(tmp, d / "0002-olu.md")
+        except OSError:
+            continue  # the topic moved first: the writer sees it fail
+        print("hand", topic, "0002-olu.md", flush=True)
+    else:
+        try:
+            r = send(ex, "olu", topic, "fyi", "late")
+        except Exception:
+            continue  # archived first: refused, the writer sees it
+        print("send", topic, r.path.name, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_entry_racing_the_archive_is_never_filed_unseen(ex) -> None:
+    topics = []
+    for i in range(120):
+        t = send(ex, "claude", f"closing-{i:03d}", "fyi", "that settles it").topic
+        set_state(ex, "claude", t, "done")
+        set_state(ex, "olu", t, "done")
+        topics.append(t)
+    racer = subprocess.Popen(
+        [sys.executable, "-c", _RACER, str(ex.root), *topics],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ticks = subprocess.Popen(  # a tick loop, as the timer runs it
+        [
+            "bash",
+            "-c",
+            'for i in 1 2 3; do "$0" -m mailslot --root "$1" exchange tick --json || exit 1; done',
+            sys.executable,
+            str(ex.root),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = racer.communicate(timeout=300)
+    assert racer.returncode == 0, err
+    _, terr = ticks.communicate(timeout=300)
+    assert ticks.returncode == 0, terr
+    after = json.loads(run(ex.root, "exchange", "tick", "--json").stdout)
+    written = [line.split() for line in out.splitlines()]
+    assert written, "the racer wrote nothing"
+    unseen = {
+        (d["topic"], d["entry"])
+        for d in json.loads(run(ex.root, "exchange", "sweep", "--json", agent="claude").stdout)[
+            "debts"
+        ]
+        if d["reason"] == "unseen"
+    }
+    index = (ex.root / "INDEX.md").read_text()
+    monitor = run(ex.root, "exchange", "monitor", agent="claude").stdout
+    filed = 0
+    for how, topic, name in written:
+        if (ex.inbox("claude") / topic / name).exists():
+            continue  # live: the guard holds it (HELD.md) until claude re-reads
+        assert (ex.inbox("claude") / "done" / topic / name).exists(), (how, topic, name)
+        filed += 1
+        # in done/, where nobody looks: a mailslot send never gets there (the send lock), and a
+        # hand write that slipped in is a debt everyone can see
+        assert how == "hand", f"a locked send was archived unseen: {topic}/{name}"
+        assert (topic, name) in unseen, f"{topic}/{name} filed in done/ with no debt"
+        assert {"topic": topic, "side": "claude", "reason": "unseen", "entry": name} in after[
+            "debts"
+        ]
+        assert f"`{topic}`" in index and f"{topic}: {name} arrived after" in monitor
+    held = set(after["holding"])
+    for _, topic, name in written:
+        if (ex.inbox("claude") / topic / name).exists():
+            assert topic in held, f"{topic}: a live late entry without a hold"

@@ -1,0 +1,293 @@
+"""Agents that follow CONVENTION.md by hand, with bash: they are read and judged like mailslot.
+
+The other side is often an agent with a shell and the convention, not mailslot. These tests drive
+bash that follows the convention (``exhelp.HAND_SEND`` / ``HAND_STATE``, or the lock line printed
+in CONVENTION.md itself) against the real CLI and check that every reader agrees with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from exhelp import bash_send, bash_state, hand_entry, hand_state, run, tick
+
+from mailslot.exchange.create import create_exchange
+from mailslot.exchange.entries import send
+from mailslot.exchange.layout import Exchange
+from mailslot.exchange.state import set_state
+
+TOPIC = "2026-11-29-hand"
+
+
+def _debts(root: Path, agent: str) -> set[tuple[str, str, str | None]]:
+    d = json.loads(run(root, "exchange", "sweep", "--json", agent=agent).stdout)
+    return {(x["topic"], x["reason"], x["entry"]) for x in d["debts"]}
+
+
+# -- a debt is decided by arrival order, never by number alone --------------------------------
+
+
+def test_a_reused_number_written_before_a_required_entry_does_not_answer_it(ex) -> None:
+    root = ex.root
+    assert bash_send(root, "claude", "olu", TOPIC, "fyi") == "0001"
+    # both hand writers pick the next number before either renames: both take 0002
+    olu_n = bash_send(root, "olu", "claude", TOPIC, "pick")
+    claude_n = bash_send(root, "claude", "olu", TOPIC, "pick")
+    assert olu_n == claude_n == "0002"
+    bash_send(root, "olu", "claude", TOPIC, "fyi", "0002")  # olu's fyi lands first
+    bash_send(root, "claude", "olu", TOPIC, "required", "0002")  # then claude's question
+    owed = (TOPIC, "reply", "0002-claude.md")
+    assert owed in _debts(root, "olu")  # sweep
+    assert "0002-claude.md" in run(root, "exchange", "monitor", agent="olu").stdout
+    out = tick(root)
+    assert {"topic": TOPIC, "side": "olu", "reason": "reply", "entry": "0002-claude.md"} in out[
+        "debts"
+    ]
+    assert f"- `{TOPIC}`: a reply to `0002-claude.md`" in (root / "INDEX.md").read_text()
+    r = run(root, "exchange", "state", TOPIC, "done", agent="claude", ok=False)
+    assert r.exit_code == 1 and "0002-claude.md" in r.output  # claude's question stands
+    # olu answers (the convention's next number): every reader drops the debt at once
+    assert bash_send(root, "olu", "claude", TOPIC, "fyi") == "0003"
+    assert owed not in _debts(root, "olu")
+    assert "0002-claude.md" not in run(root, "exchange", "monitor", agent="olu").stdout
+    assert not [d for d in tick(root)["debts"] if d["reason"] == "reply"]
+    run(root, "exchange", "state", TOPIC, "done", agent="claude")
+
+
+def test_a_reply_that_arrives_later_answers_even_under_a_reused_number(ex) -> None:
+    root = ex.root
+    bash_send(root, "claude", "olu", TOPIC, "required")
+    taken = bash_send(root, "olu", "claude", TOPIC, "pick")
+    bash_send(root, "claude", "olu", TOPIC, "fyi", taken)  # claude's P.S. takes 0002 first
+    time.sleep(0.05)  # past the filesystem clock's tick: the reply arrives after, visibly
+    bash_send(root, "olu", "claude", TOPIC, "fyi", taken)  # olu's reply reuses 0002
+    assert _debts(root, "olu") == set()
+    assert [d for d in tick(root)["debts"] if d["reason"] == "reply"] == []
+    run(root, "exchange", "state", TOPIC, "done", agent="claude")
+
+
+# -- the send lock, as CONVENTION.md teaches it -------------------------------------------------
+
+
+def _lock_line(root: Path, side: str) -> str:
+    text = (root / "CONVENTION.md").read_text()
+    block = text.split(f"As **{side}**:", 1)[1].split("```\n", 2)[1]
+    (line,) = [x for x in block.splitlines() if x.strip()]
+    return line
+
+
+@contextlib.contextmanager
+def _side_users() -> Iterator[tuple[str, dict[str, pwd.struct_passwd]]]:
+    """An exchange group and one user per side, each with its own group, in the exchange group."""
+    tag = uuid.uuid4().hex[:6]
+    group = f"msx{tag}"
+    subprocess.run(["groupadd", group], check=True)
+    users: dict[str, pwd.struct_passwd] = {}
+    try:
+        for side in ("claude", "olu"):
+            name = f"ms{side[:3]}{tag}"
+            subprocess.run(["useradd", "-M", "-U", "-G", group, name], check=True)
+            users[side] = pwd.getpwnam(name)
+        yield group, users
+    finally:
+        for u in users.values():
+            subprocess.run(["userdel", u.pw_name], capture_output=True)
+            subprocess.run(["groupdel", u.pw_name], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
+
+
+def _as(user: pwd.struct_passwd, group: str) -> list[str]:
+    """``setpriv`` to run as ``user`` with its own group, plus the exchange group."""
+    return [
+        "setpriv",
+        f"--reuid={user.pw_uid}",
+        f"--regid={user.pw_gid}",
+        f"--groups={grp.getgrnam(group).gr_gid}",
+        "--",
+    ]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"),
+    reason="needs root, useradd and setpriv to act as each side's own user",
+)
+def test_convention_teaches_a_lock_line_either_sides_user_can_take() -> None:
+    base = Path(tempfile.mkdtemp(prefix="mailslot-lock-"))
+    try:
+        os.chmod(base, 0o755)
+        with _side_users() as (group, users):
+            ex = create_exchange(base / "x", ["claude", "olu"], group=group, git=False)
+            lock = ex.send_lock
+            assert lock.stat().st_gid == grp.getgrnam(group).gr_gid
+            assert lock.stat().st_mode & 0o040  # the group may open it (flock needs no write)
+            for n, side in enumerate(("claude", "olu"), start=1):
+                other = ex.other(side)
+                draft = ex.root / f"to-{other}" / TOPIC / ".draft.md"
+                write = (
+                    f"mkdir -p {draft.parent} && printf -- '---\\nfrom: {side}\\nat: %s\\n"
+                    f'action: fyi\\n---\\nby hand\\n\' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'
+                    f" > {draft}"
+                )
+                subprocess.run([*_as(users[side], group), "bash", "-c", write], check=True)
+                env = {**os.environ, "T": TOPIC}
+                fd = os.open(lock, os.O_RDONLY)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # mailslot is mid-send: the line must wait
+                    p = subprocess.Popen(
+                        [*_as(users[side], group), "bash", "-c", _lock_line(ex.root, side)],
+                        env=env,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                    time.sleep(0.5)
+                    assert p.poll() is None and draft.exists()  # blocked on the lock
+                finally:
+                    os.close(fd)
+                _, err = p.communicate(timeout=60)
+                assert p.returncode == 0, err
+                final = draft.parent / f"{n:04d}-{side}.md"
+                assert final.exists() and not draft.exists()
+                assert final.stat().st_uid == users[side].pw_uid
+            topic = json.loads(run(ex.root, "exchange", "read", TOPIC, "--json").stdout)
+            assert [e["path"].rsplit("/", 1)[1] for e in topic["entries"]] == [
+                "0001-claude.md",
+                "0002-olu.md",
+            ]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# -- an entry that lands after the archive, where nobody looks-------------------------------
+def test_an_entry_landing_in_an_archived_topic_is_an_unseen_debt_until_reaffirmed(ex) -> None:
+    root = ex.root
+    r = run(root, "exchange", "send", "--topic", "filed", "--action", "fyi", "x", agent="claude")
+    topic = Path(r.stdout.strip()).parent.name
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    run(root, "exchange", "state", topic, "done", agent="olu")
+    assert topic in tick(root)["archived"]
+    # a hand writer that skipped the lock lands its entry after the move, in done/
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    hand_entry(root, "claude", f"done/{topic}", 2, "olu", now, "required")
+    debt = {"topic": topic, "side": "claude", "reason": "unseen", "entry": "0002-olu.md"}
+    sweep = json.loads(run(root, "exchange", "sweep", "--json", agent="claude").stdout)
+    assert [{k: d[k] for k in debt} for d in sweep["debts"]] == [debt]
+    assert json.loads(run(root, "exchange", "sweep", "--json", agent="olu").stdout)["debts"] == []
+    assert (
+        f"{topic}: 0002-olu.md arrived after"
+        in run(root, "exchange", "monitor", agent="claude").stdout
+    )
+    assert debt in tick(root)["debts"]
+    assert f"`{topic}`: a read of (arrived after the archive" in (root / "INDEX.md").read_text()
+    # claude re-reads and re-affirms done (its STATE.md, in done/, with a fresh updated_at)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    hand_state(root, "olu", f"done/{topic}", "done", now, "claude")
+    assert (
+        json.loads(run(root, "exchange", "sweep", "--json", agent="claude").stdout)["debts"] == []
+    )
+    assert "arrived after" not in run(root, "exchange", "monitor", agent="claude").stdout
+    assert not [d for d in tick(root)["debts"] if d["reason"] == "unseen"]
+
+
+# -- a hand `done` in the same second as the entry ----------------------------------------------
+
+
+def _early_in_a_second() -> None:
+    while time.time() % 1 > 0.2:
+        time.sleep(0.01)
+
+
+def _same_second(ex: Exchange, topic: str, entry: str) -> bool:
+    arrived = (ex.inbox("olu") / topic / entry).stat().st_ctime
+    stamp = re.search(r"updated_at: (\S+)", (ex.inbox("claude") / topic / "STATE.md").read_text())
+    assert stamp is not None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(arrived)) == stamp.group(1)
+
+
+def test_a_hand_done_written_after_the_entry_in_its_second_is_not_held(ex) -> None:
+    for attempt in range(5):  # a loaded machine may cross a second boundary: try again
+        topic = f"2026-11-29-after{attempt}"
+        _early_in_a_second()
+        r = send(ex, "claude", topic, "fyi", "the closing note")
+        set_state(ex, "claude", topic, "done")
+        bash_state(ex.root, "olu", "claude", topic, "done")  # date -u +%H:%M:%SZ, seconds
+        if _same_second(ex, topic, Path(r.path).name):
+            break
+    else:
+        pytest.skip("could not write the entry and STATE.md in one second")
+    assert "awaits you" not in run(ex.root, "exchange", "monitor", agent="olu").stdout
+    out = tick(ex.root)
+    assert topic in out["archived"] and topic not in out["held"]
+
+
+def test_a_hand_done_written_before_the_entry_in_its_second_is_still_held(ex) -> None:
+    for attempt in range(5):
+        topic = f"2026-11-29-before{attempt}"
+        send(ex, "olu", topic, "fyi", "opening")  # so olu's STATE.md has a topic to sit in
+        _early_in_a_second()
+        bash_state(ex.root, "olu", "claude", topic, "done")
+        time.sleep(0.02)
+        r = send(ex, "claude", topic, "fyi", "written after olu's done")
+        set_state(ex, "claude", topic, "done")
+        if _same_second(ex, topic, Path(r.path).name):
+            break
+    else:
+        pytest.skip("could not write STATE.md and the entry in one second")
+    out = tick(ex.root)
+    assert topic in out["held"] and topic not in out["archived"]
+    assert (ex.inbox("olu") / topic / "HELD.md").exists()
+
+
+# -- what mailslot writes matches what the convention shows -------------------------------------
+
+_BARE_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
+
+
+def test_times_are_written_bare_as_the_convention_shows(ex) -> None:
+    r = send(ex, "claude", "bare", "fyi", "hello")
+    assert re.search(rf"^at: {_BARE_TIME}$", r.path.read_text(), re.M)
+    st = set_state(ex, "claude", r.topic, "in-progress")
+    assert re.search(rf"^updated_at: {_BARE_TIME}$", st.path.read_text(), re.M)
+    convention = (ex.root / "CONVENTION.md").read_text()
+    assert re.search(rf"^at: {_BARE_TIME}$", convention, re.M)
+    assert "date -u +%Y-%m-%dT%H:%M:%S.%3NZ" in convention
+    # a bash reader gets the value with nothing to strip
+    got = subprocess.run(
+        ["bash", "-c", 'sed -n "s/^at: //p" "$1"', "r", str(r.path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert got == r.at
+
+
+def test_a_status_in_the_wrong_case_is_reported_and_never_archives(ex) -> None:
+    topic = send(ex, "claude", "cased", "fyi", "closing").topic
+    set_state(ex, "claude", topic, "done")
+    bash_state(ex.root, "olu", "claude", topic, "Done")
+    where = f"to-claude/{topic}/STATE.md"
+    d = json.loads(run(ex.root, "exchange", "sweep", "--json", agent="claude").stdout)
+    assert any(where in w and "'Done'" in w for w in d["warnings"]), d
+    text = run(ex.root, "exchange", "sweep", agent="olu").stdout
+    assert "warning:" in text and where in text and "write 'done'" in text
+    mon = run(ex.root, "exchange", "monitor", agent="claude").stdout
+    assert f"{topic}: {where} does not read" in mon and "'Done'" in mon
+    doc = json.loads(run(ex.root, "exchange", "doctor", "--json", ok=False).stdout)
+    (check,) = [c for c in doc["checks"] if c["check"] == "states"]
+    assert check["status"] == "warn" and where in check["detail"]
+    out = tick(ex.root)
+    assert topic not in out["archived"]  # unknown never archives
