@@ -223,3 +223,26 @@ def test_a_racing_watcher_that_took_first_is_said(setup: Setup, monkeypatch) -> 
     r = dispatch(tools, cfg, "exchange_watch", {"timeout": 0})
     assert not r.error and "hello" in r.text
     assert r.text.endswith("(another watcher of olu took 1 of these too)")
+
+
+def _by_hand(root: Path, inbox: str, topic: str, name: str, action: str) -> None:
+    """An entry as a hand writer following CONVENTION.md writes it: a dot-file, renamed in."""
+    d = root / f"to-{inbox}" / topic
+    d.mkdir(parents=True, exist_ok=True)
+    sender = name.split("-", 1)[1].removesuffix(".md")
+    tmp = d / ".draft.md"
+    tmp.write_text(f"---\nfrom: {sender}\nat: 2026-11-29T18:14:00Z\naction: {action}\n---\nhi\n")
+    tmp.rename(d / name)
+
+
+def test_exchange_tools_decide_debts_by_arrival_order(setup: Setup) -> None:
+    topic = "2026-11-29-reuse"
+    _by_hand(setup.root, "olu", topic, "0001-claude.md", "fyi")
+    _by_hand(setup.root, "claude", topic, "0002-olu.md", "fyi")  # olu's reused number, first
+    _by_hand(setup.root, "olu", topic, "0002-claude.md", "required")  # then claude's question
+    olu, claude = _config(setup, "olu"), _config(setup, "claude")
+    reply = dispatch({t.name: t for t in build_tools(olu)}, olu, "exchange_sweep", {})
+    assert not reply.error and "reply to 0002-claude.md" in reply.text, reply.text
+    args = {"topic": topic, "status": "done"}
+    reply = dispatch({t.name: t for t in build_tools(claude)}, claude, "exchange_state", args)
+    assert reply.error and "0002-claude.md" in reply.text, reply.text
