@@ -200,3 +200,16 @@ def test_status_cli_text_and_listing(pair) -> None:
     assert r.exit_code == 0 and r.stdout.count("OWES a reply") == 2
     listing = _cli("exchange", "dispatch-status", "--json")
     assert [x["group"] for x in json.loads(listing.stdout)["groups"]] == [g.group]
+
+
+def test_status_counts_a_reply_by_arrival_even_under_the_briefs_number(pair) -> None:
+    olu, chuka = pair
+    g = dispatch([olu.root, chuka.root], "claude", "reused", "required", "Brief.")
+    topic = g.members[0].topic
+    # a hand reviewer that did not see the brief's number takes 0001 too, after the brief arrived
+    d = olu.inbox("claude") / topic
+    d.mkdir(parents=True, exist_ok=True)
+    (d / ".draft.md").write_text("---\nfrom: olu\nat: 2026-11-29T18:14:00Z\naction: fyi\n---\nok\n")
+    (d / ".draft.md").rename(d / "0001-olu.md")
+    m, _ = dispatch_status(g.group)["members"]
+    assert m["replied"] and m["replies"] == ["0001-olu.md"] and not m["owes"]

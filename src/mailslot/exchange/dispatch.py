@@ -30,6 +30,7 @@ from mailslot.core.fsio import atomic_create, atomic_write, file_lock
 from mailslot.core.limits import check_bytes
 from mailslot.core.names import validate_slug
 from mailslot.exchange.entries import ACTIONS, ENTRY_RE, MAX_BODY_BYTES, list_entries, send
+from mailslot.exchange.index import answers
 from mailslot.exchange.layout import Exchange, load_exchange
 from mailslot.exchange.reopen import reopen
 from mailslot.exchange.state import read_state
@@ -347,8 +348,15 @@ def dispatch_status(group: str, *, base: Path | None = None) -> dict[str, Any]:
             row.update(replied=False, owes=True, error=str(e))
             members.append(row)
             continue
-        sent = _number(m.entry)
-        replies = [e for e in entries if e.side == m.other and e.number > sent]
+        brief = next(
+            (e for e in entries if e.side == m.side and e.name == Path(m.entry).name), None
+        )
+        if brief is not None:  # arrival order, never number alone (index.answers)
+            replies = [
+                e for e in entries if e.side == m.other and answers(e.arrival, brief.arrival)
+            ]
+        else:  # the brief is gone: its number is all there is
+            replies = [e for e in entries if e.side == m.other and e.number > _number(m.entry)]
         last = max((e.at for e in replies if e.at), default=None)
         row.update(
             replied=bool(replies),
