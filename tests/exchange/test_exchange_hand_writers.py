@@ -191,7 +191,10 @@ def test_an_entry_landing_in_an_archived_topic_is_an_unseen_debt_until_reaffirme
         f"{topic}: 0002-olu.md arrived after"
         in run(root, "exchange", "monitor", agent="claude").stdout
     )
-    assert debt in tick(root)["debts"]
+    out = tick(root)
+    assert debt in out["debts"]
+    assert out["unseen"] == [f"to-claude/done/{topic}/0002-olu.md"]  # notified once
+    assert tick(root)["unseen"] == []
     assert f"`{topic}`: a read of (arrived after the archive" in (root / "INDEX.md").read_text()
     # claude re-reads and re-affirms done (its STATE.md, in done/, with a fresh updated_at)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

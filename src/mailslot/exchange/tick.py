@@ -105,6 +105,7 @@ class TickResult:
     state_changes: list[dict[str, str]] = field(default_factory=list)
     rewritten: list[dict[str, Any]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    unseen: list[str] = field(default_factory=list)  # entries newly found in done/ unread
     waiting: list[dict[str, str]] = field(default_factory=list)
     debts: list[dict[str, Any]] = field(default_factory=list)
     notify_error: str | None = None
@@ -132,6 +133,7 @@ class TickResult:
             or self.state_changes
             or self.rewritten
             or self.removed
+            or self.unseen
         )
 
     def raise_for_errors(self) -> None:
@@ -221,6 +223,7 @@ class _Tick:
         self.git_checked = int(self.git_prev.get("git_checked_ns", 0))
         self.rsig: str = str(self.git_prev.get("root", ""))
         self.frozen = False
+        self.unseen: list[str] = []  # entries in done/ that arrived after the archive, unread
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
 
@@ -476,6 +479,12 @@ class _Tick:
         r.new_entries.sort()
         late = late_debts(ex, ex.sides, archived_names)  # entries that reached done/ unread
         r.debts.extend(d.to_json() for d in late)
+        known = set(self.prev.get("unseen", []))
+        self.unseen = sorted(f"to-{d.side}/{DONE}/{d.topic}/{d.entry}" for d in late)
+        for key in self.unseen:
+            if key not in known:  # told once, like any new entry; INDEX.md keeps it standing
+                r.unseen.append(key)
+                self.lines.append(f"UNSEEN {key}: arrived after the archive, unread")
         self.write_index(views, late)
         self.commit()
         self.notify()
@@ -663,6 +672,7 @@ class _Tick:
             "status": status,
             "topics": topics,
             "archived": sorted(archived),
+            "unseen": self.unseen,
             "pending": pending if self.notifier is not None else [],
             "tick_ns": time.time_ns(),
         }
