@@ -215,6 +215,28 @@ def test_archive_target_taken_fails_loudly_and_moves_nothing(ex) -> None:
     assert (root / "to-olu" / T).is_dir() and (root / "to-claude" / T).is_dir()
 
 
+def test_archive_waits_for_the_send_lock_and_a_stuck_one_fails_loudly(ex, monkeypatch) -> None:
+    import fcntl
+    import os
+
+    from mailslot.exchange import tick as tick_mod
+
+    monkeypatch.setattr(tick_mod, "SEND_LOCK_WAIT_SECONDS", 0.3)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
+    fd = os.open(ex.send_lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a writer holds the lock and never lets go
+        r = tick_mod.tick(ex)
+    finally:
+        os.close(fd)
+    assert r.archived == [] and any("send lock" in e for e in r.errors), r.errors
+    assert (root / "to-olu" / T).is_dir() and (root / "INDEX.md").read_text().count(T)
+    assert tick(root)["archived"] == [T]  # released: the next tick archives
+
+
 def _age_tree(root) -> None:
     """Make every topic directory look settled: modified at one fixed moment long ago, so a
     directory aged twice has the same mtime, as an untouched one would."""

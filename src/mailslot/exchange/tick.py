@@ -72,6 +72,9 @@ HEARTBEAT = "heartbeat"
 # How long a tick waits for a previous one to finish before giving up loudly; a tick takes well
 # under a second, so a lock held this long means a stuck run someone must look at.
 LOCK_WAIT_SECONDS = 30.0
+# How long an archive waits for the send lock (a send holds it for milliseconds): past this, a
+# writer is stuck holding it, and the tick archives nothing this run rather than hang.
+SEND_LOCK_WAIT_SECONDS = 10.0
 # A commit message lists what changed; past this many lines it says how many more (the diff has
 # them all). A notification is read on a phone: chat services cap a message at ~4,000 characters.
 COMMIT_LINES = 500
@@ -147,7 +150,7 @@ class TickFailed(MailslotError):
 
 
 @contextlib.contextmanager
-def _tick_lock(path: Path, wait: float) -> Iterator[None]:
+def _tick_lock(path: Path, wait: float, holder: str = "another tick") -> Iterator[None]:
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -157,7 +160,7 @@ def _tick_lock(path: Path, wait: float) -> Iterator[None]:
         except LockBusy:
             if time.monotonic() >= deadline:
                 raise LockBusy(
-                    f"another tick has held the lock for over {wait:g}s; is one stuck?", path=path
+                    f"{holder} has held the lock for over {wait:g}s; is one stuck?", path=path
                 ) from None
             time.sleep(0.05)
 
@@ -223,6 +226,7 @@ class _Tick:
         self.git_checked = int(self.git_prev.get("git_checked_ns", 0))
         self.rsig: str = str(self.git_prev.get("root", ""))
         self.frozen = False
+        self.send_lock_stuck = False
         self.unseen: list[str] = []  # entries in done/ that arrived after the archive, unread
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
@@ -330,9 +334,18 @@ class _Tick:
         # the re-check and the move; the re-check catches anything written since the scan (a
         # hand writer that skips the lock too, up to this instant). What lands after it anyway
         # is an ``unseen`` debt (``late``), never silence.
+        if self.send_lock_stuck:
+            return False  # reported once; the next tick tries again
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(file_lock(ex.send_lock))
+                stack.enter_context(_tick_lock(ex.send_lock, SEND_LOCK_WAIT_SECONDS, "a sender"))
+            except LockBusy:
+                self.send_lock_stuck = True
+                self.r.errors.append(
+                    f"cannot archive {scan.name}: the send lock has been held for over "
+                    f"{SEND_LOCK_WAIT_SECONDS:g}s (a stuck writer?); nothing archived this tick"
+                )
+                return False
             except OSError as e:
                 self.r.errors.append(f"cannot archive {scan.name}: send lock: {e.strerror}")
                 return False
