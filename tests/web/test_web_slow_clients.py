@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mailslot.web.guard import PIPELINE_MAX
 from mailslot.web.settings import ServerLimits
 
 QUICK = ServerLimits(header_timeout=1.0, body_timeout=1.0)
@@ -214,3 +215,90 @@ def test_a_crowd_of_slow_clients_does_not_lock_out_a_peer(peer_setup) -> None:
     # The bound, the listening socket and a few being closed (without one: the whole crowd).
     assert sockets <= bound + 10
     assert len(peer_setup.stored()) == 3
+
+
+def _stop_reading(address: tuple[str, int]) -> socket.socket:
+    """A client that asks for the board's page a few times over and never reads the answers,
+    with a receive buffer as small as the kernel allows: the server's buffers fill up."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    s.connect(address)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 8)
+    return s
+
+
+@pytest.fixture
+def big_board(tmp_path: Path) -> None:
+    """50 posts whose page is a few hundred KB (every '<' is escaped to '&lt;')."""
+    from mailslot.web.board import Board, NewPost
+
+    board = Board(tmp_path / "board" / "agora.db")
+    for _ in range(50):
+        board.add(NewPost("ab", "<" * 1200, None), "127.0.0.1")
+    board.close()
+
+
+def test_clients_that_never_read_their_answers_do_not_lock_out_others(
+    big_board, board_server
+) -> None:
+    # Deadlines long enough that only the connection bound can let the next client in.
+    limits = ServerLimits(header_timeout=60, body_timeout=60, max_connections=2)
+    with board_server(server=limits) as url:
+        stuck = [_stop_reading(_address(url)) for _ in range(2)]
+        try:
+            time.sleep(1)  # the server writes until its buffers are full, then waits on them
+            r = httpx.get(f"{url}/api/agora", timeout=30)
+        finally:
+            for s in stuck:
+                s.close()
+    assert r.status_code == 200, r.text
+    assert len(r.json()) == 50
+
+
+def test_a_client_that_never_reads_is_cut_off_after_the_body_timeout(
+    big_board, board_server
+) -> None:
+    with board_server(server=QUICK) as url, _stop_reading(_address(url)) as s:
+        time.sleep(3)  # past the deadline: the server drops what it still held and closes
+        received = _answer(s, 10)
+    assert received.startswith(b"HTTP/1.1 200 ")
+    assert received.count(b"</html>") < 8
+
+
+def test_a_slow_upload_that_keeps_sending_outlives_a_crowd_of_idle_connections(
+    peer_setup, peer_server
+) -> None:
+    limits = ServerLimits(header_timeout=60, body_timeout=60, max_connections=3)
+    body = json.dumps({"body": "x" * 16_000}).encode()
+    idle: list[socket.socket] = []
+    with peer_server(server=limits) as url, socket.create_connection(_address(url)) as up:
+        up.sendall(
+            b"POST /inbox HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + peer_setup.tokens["tidal"].encode() + b"\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
+        try:
+            for i in range(0, len(body), 400):  # 40 slices, one every 0.05 s
+                up.sendall(body[i : i + 400])
+                time.sleep(0.05)
+                if i % 4000 == 0:  # and every 0.5 s a newcomer that sends nothing
+                    idle.append(socket.create_connection(_address(url)))
+            head = _answer(up, 30).partition(b"\r\n")[0]
+        finally:
+            for s in idle:
+                s.close()
+    assert head.startswith(b"HTTP/1.1 201 "), head
+    assert len(peer_setup.stored()) == 1
+
+
+def test_a_client_that_pipelines_a_flood_is_cut_off_not_queued(peer_setup, peer_server) -> None:
+    flood = 2000
+    with peer_server() as url, socket.create_connection(_address(url)) as s:
+        request = b"POST /inbox HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        try:
+            for _ in range(flood // 200):
+                s.sendall(request * 200)
+        except OSError:
+            pass  # already cut off
+        answered = _answer(s, 30).count(b"HTTP/1.1 ")
+    assert answered <= PIPELINE_MAX + 1, answered  # closed, not 2,000 requests held in memory

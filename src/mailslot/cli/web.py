@@ -85,7 +85,7 @@ def limits_opts(f: Any) -> Any:
         type=click.FloatRange(min=0, min_open=True),
         default=d.SERVER_BODY_TIMEOUT_S,
         show_default=True,
-        help="Seconds a client has to send the body after its headers.",
+        help="Seconds a client has to send the body after its headers, and to take an answer.",
     )(f)
     return click.option(
         "--header-timeout",

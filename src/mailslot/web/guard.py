@@ -9,11 +9,17 @@ wraps uvicorn's httptools protocol with:
   connection opening (or of the previous response, on a kept-alive connection), else the client
   gets 408 and the connection closes;
 * a body deadline: the body must arrive within ``body_timeout`` of the headers, else it closes;
+* a read deadline: an answer the client does not take (its receive window and the server's
+  buffers full) for ``body_timeout`` aborts the connection, which otherwise holds a request
+  "busy in the app" for ever;
 * a header cap: more than ``header_bytes`` before the headers end is 431 (httptools has none);
+* a pipeline cap: at most ``PIPELINE_MAX`` requests queued behind the one being answered, else
+  the connection closes (uvicorn queues them without bound: one client, hundreds of MB);
 * a connection bound: at most ``max_connections`` open at once. A connection over the bound
-  evicts the connection that has waited longest for its client (an idle or slow one, never one
-  whose request the app is working on), so a slow crowd cannot keep a prompt client out; if
-  every connection is busy in the app, the newcomer gets 503.
+  evicts the connection whose client has been silent longest (an idle or slow one, or one that
+  does not read its answer; never one whose request the app is working on), so a slow crowd
+  cannot keep a prompt client out, nor evict an upload that keeps sending; if every connection
+  is busy in the app, the newcomer gets 503.
 
 Every answer is JSON ``{"error": ...}`` like the apps' own. Invariant: the app only ever sees
 whole requests; a connection cut here never reached it (head) or sees a disconnect (body).
@@ -37,6 +43,15 @@ log = logging.getLogger(__name__)
 
 _HEAD, _BODY, _APP = "head", "body", "app"
 
+# Requests a client may queue behind the one being answered. No common client pipelines (httpx,
+# curl and browsers do not); a client that sends more is flooding, not batching.
+PIPELINE_MAX = 16
+
+
+class _Flood(Exception):
+    """Raised in a parser callback to stop parsing the rest of a read; httptools reports it as
+    a parser error, whose 400 (``send_400_response``) finds the connection already closed."""
+
 
 def _json_response(status: int, reason: str, message: str, extra: str = "") -> bytes:
     body = json.dumps({"error": message}).encode()
@@ -51,7 +66,8 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
 
     Each call makes a class with its own connection registry: one per server.
     """
-    # Every open connection -> since when it has waited for its client (None: busy in the app).
+    # Every open connection -> when its client last sent a byte, or began to leave its answer
+    # unread (None: busy in the app).
     live: dict[Guarded, float | None] = {}
 
     class Guarded(HttpToolsProtocol):
@@ -59,6 +75,7 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             super().__init__(*args, **kwargs)
             self._phase = _HEAD
             self._timer: asyncio.TimerHandle | None = None
+            self._unread: asyncio.TimerHandle | None = None  # armed while writing is paused
             self._head_bytes = 0
 
         # -- the connection bound ------------------------------------------------------------
@@ -99,7 +116,11 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
                 return
             if answer is not None:
                 self.transport.write(answer)
-            self.transport.close()
+            if self.transport.get_write_buffer_size():
+                # The client is not reading: close() would wait for it for ever, file held.
+                self.transport.abort()
+            else:
+                self.transport.close()
 
         # -- deadlines -----------------------------------------------------------------------
 
@@ -107,6 +128,9 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            if self._unread is not None:
+                self._unread.cancel()
+                self._unread = None
 
         def _arm(self, seconds: float) -> None:
             self._cancel()
@@ -133,9 +157,31 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
 
         # -- parser events -------------------------------------------------------------------
 
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if live.get(self, 0.0) is None:  # the app waits on the client: evictable
+                live[self] = time.monotonic()
+            if self._unread is None:
+                self._unread = self.loop.call_later(limits.body_timeout, self._not_read)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._unread is not None:
+                self._unread.cancel()
+                self._unread = None
+            if self._phase == _APP and self in live:
+                live[self] = None
+
+        def _not_read(self) -> None:
+            self._unread = None
+            log.info("closing a connection whose client did not read its answer in time")
+            self._refuse(None)
+
         def data_received(self, data: bytes) -> None:
             if self._phase != _BODY:
                 self._head_bytes += len(data)
+            if self._phase != _APP and self in live:
+                live[self] = time.monotonic()
             super().data_received(data)
             if self._phase != _BODY and self._head_bytes > limits.header_bytes:
                 # Still no end of headers (it resets the count): refuse before buffering more.
@@ -152,6 +198,10 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._refuse(_json_response(400, "Bad Request", "invalid HTTP request"))
 
         def on_headers_complete(self) -> None:
+            if len(self.pipeline) >= PIPELINE_MAX:
+                log.info("closing a connection that queued over %d requests", PIPELINE_MAX)
+                self._refuse(None)
+                raise _Flood  # stop parsing what is left of this read
             self._phase = _BODY
             self._head_bytes = 0
             if self in live:

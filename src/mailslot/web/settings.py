@@ -50,7 +50,8 @@ BOARD_NEWEST = 50
 # slow link on a loaded box, and bounds how long a client that trickles them (a slow-loris)
 # holds a connection.
 SERVER_HEADER_TIMEOUT_S = 10.0
-# The largest body (32 KB) at a pessimistic 2 KB/s is 16 s; twice that.
+# The largest body (32 KB) at a pessimistic 2 KB/s is 16 s; twice that. The same time bounds a
+# client that stops taking its answer (the board's page is a few hundred KB at most).
 SERVER_BODY_TIMEOUT_S = 30.0
 # An honest request's headers are a few hundred bytes (the bearer token is the longest);
 # nginx's default buffers hold 4 x 8 KB.
