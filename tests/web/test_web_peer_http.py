@@ -207,3 +207,59 @@ def test_a_repeated_idempotency_key_gets_the_first_answer_per_peer(peer_setup, p
     assert other_peer.status_code == 201 and other_peer.json()["id"] != first.json()["id"]
     assert changed.status_code == 422 and "different message" in changed.json()["error"]
     assert len(peer_setup.stored()) == 2  # tidal's once, reef's once
+
+
+# ``peer serve`` in a process that SIGKILLs itself around its first message write: "after", once
+# the message is stored (before the answer leaves); "before", before a byte of it is written.
+_DIES_IN_STORE = """
+import os, signal, sys
+import mailslot.web.peerapp as peerapp
+_store = peerapp.store
+def _store_and_die(*args, **kwargs):
+    if os.environ["DIE"] == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    _store(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+peerapp.store = _store_and_die
+sys.argv[0] = "mailslot"
+from mailslot.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("die", ["after", "before"])
+def test_a_retry_after_the_server_was_killed_mid_request_is_stored_once(
+    peer_setup, peer_server, die: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    args = ["peer", "serve", "--bind", "127.0.0.1:0", "--peers", str(peer_setup.peers_file)]
+    server = subprocess.Popen(
+        [sys.executable, "-c", _DIES_IN_STORE, *args, "--inbox", str(peer_setup.inbox)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DIE": die},
+    )
+    headers = {**_auth(peer_setup.tokens["tidal"]), "Idempotency-Key": "k-killed"}
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        assert "listening on" in line, line
+        with pytest.raises(httpx.TransportError):  # the server died before it answered
+            httpx.post(
+                line.split("listening on ", 1)[1].strip(), json={"body": "x"}, headers=headers
+            )
+        assert server.wait(30) == -9
+    finally:
+        server.kill()
+        server.wait(30)
+    with peer_server() as url:  # the sender retries against the restarted server
+        retry = httpx.post(f"{url}/inbox", json={"body": "x"}, headers=headers)
+        again = httpx.post(f"{url}/inbox", json={"body": "x"}, headers=headers)
+    assert retry.status_code == again.status_code == 201, retry.text
+    assert again.json() == retry.json()
+    stored = peer_setup.stored()
+    assert [p.stem for p in stored] == [retry.json()["id"]]  # once, under the id it was given
+    assert json.loads(stored[0].read_text())["body"] == "x"

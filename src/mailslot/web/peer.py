@@ -39,6 +39,8 @@ from mailslot.web.settings import PEER_BODY_CAP, PEER_SUBJECT_MAX
 __all__ = [
     "PeerMessage",
     "inbox_messages",
+    "is_stored",
+    "new_id",
     "parse_payload",
     "process",
     "send",
@@ -107,21 +109,50 @@ def _stamp(at: datetime) -> str:
     return at.strftime("%Y%m%dT%H%M%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
-def store(inbox: Path, sender: str, subject: str | None, body: str) -> PeerMessage:
-    """Write one accepted message durably into ``inbox``; ``InvalidName`` for a bad sender."""
-    validate_agent(sender, "peer name")
+def new_id(sender: str) -> tuple[str, str]:
+    """A fresh ``(id, received_at)`` for a message from ``sender``, received now."""
     at = now()
-    received_at = format_time(at)
-    record = {"from": sender, "subject": subject, "body": body, "received_at": received_at}
-    data = json.dumps(record, ensure_ascii=False, indent=1) + "\n"
+    return f"{_stamp(at)}-{sender}-{secrets.token_hex(4)}", format_time(at)
+
+
+def store(
+    inbox: Path,
+    sender: str,
+    subject: str | None,
+    body: str,
+    *,
+    planned: tuple[str, str] | None = None,
+) -> PeerMessage:
+    """Write one accepted message durably into ``inbox``; ``InvalidName`` for a bad sender.
+
+    ``planned`` is the ``(id, received_at)`` a receipt already promised (``new_id``): the message
+    gets exactly that id, and ``Conflict`` if a message has it.
+    """
+    validate_agent(sender, "peer name")
     while True:
-        msg_id = f"{_stamp(at)}-{sender}-{secrets.token_hex(4)}"
+        msg_id, received_at = planned or new_id(sender)
+        record = {"from": sender, "subject": subject, "body": body, "received_at": received_at}
+        data = json.dumps(record, ensure_ascii=False, indent=1) + "\n"
         path = inbox / f"{msg_id}.json"
         try:
             atomic_create(path, data, mode=0o640)
-        except Conflict:  # 32 random bits collided within one millisecond: draw again
-            continue
+        except Conflict:
+            if planned is not None:
+                raise
+            continue  # 32 random bits collided within one millisecond: draw again
         return PeerMessage(msg_id, sender, subject, body, received_at, path)
+
+
+def is_stored(inbox: Path, msg_id: str) -> bool:
+    """Whether message ``msg_id`` is in ``inbox`` or was processed (moved to ``processed/``).
+
+    ``process`` links into ``processed/`` before it unlinks, so looking here first and there
+    second finds a message being processed at the same moment.
+    """
+    if not msg_id or "/" in msg_id or msg_id.startswith(".") or "\0" in msg_id:
+        return False
+    name = f"{msg_id}.json"
+    return (inbox / name).is_file() or (inbox / PROCESSED / name).is_file()
 
 
 # A stored record is a capped body plus a few short fields; anything much larger is not ours.

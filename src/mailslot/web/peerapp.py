@@ -28,7 +28,7 @@ from mailslot.core.fsio import sweep_temps
 from mailslot.web.auth import PeerEntry, PeerRegistry, match_token
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
 from mailslot.web.http import BodyCap, install_error_handlers, status_for
-from mailslot.web.peer import parse_payload, store
+from mailslot.web.peer import is_stored, new_id, parse_payload, store
 from mailslot.web.ratelimit import Limiter, per_hour
 from mailslot.web.receipts import Receipts, check_key
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
@@ -159,25 +159,45 @@ def accept(
             first = receipts.get(name, raw)
         except Conflict as e:
             return 422, {"error": str(e)}, None
-        if first is not None:
+        if first is not None and is_stored(settings.inbox, first["id"]):
             return 201, first, {"Idempotent-Replayed": "true"}
-        status, doc, headers = _admit(settings, limiter, peer, subject, body)
-        if status == 201:
-            receipts.put(name, raw, doc)
-        return status, doc, headers
+        # No receipt, or the receipt of a try that never stored its message (the server was
+        # killed, or the disk was full): store it, under the id that try was promised.
+        promised = None if first is None else (first["id"], first["received_at"])
+        return _admit(settings, limiter, peer, subject, body, promised, (receipts, name, raw))
 
 
 def _admit(
-    settings: PeerSettings, limiter: Limiter, peer: PeerEntry, subject: str | None, body: str
+    settings: PeerSettings,
+    limiter: Limiter,
+    peer: PeerEntry,
+    subject: str | None,
+    body: str,
+    promised: tuple[str, str] | None = None,
+    receipt: tuple[Receipts, str, bytes] | None = None,
 ) -> tuple[int, dict[str, Any], dict[str, str] | None]:
-    """The hourly limit (429), then the durable write (201)."""
+    """The hourly limit (429), then the receipt (if any) and the durable write (201)."""
     limit = settings.override_per_hour or peer.per_hour or settings.per_hour
     wait = limiter.take(f"peer:{peer.name}", [per_hour(limit)])
     if wait is not None:
         message = f"peer {peer.name} has used its {limit} messages per hour"
         return 429, {"error": message}, {"Retry-After": str(int(wait))}
-    msg = store(settings.inbox, peer.name, subject, body)
-    return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
+    if receipt is None:
+        msg = store(settings.inbox, peer.name, subject, body)
+        return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
+    receipts, name, raw = receipt
+    while True:
+        msg_id, received_at = promised or new_id(peer.name)
+        answer = {"id": msg_id, "from": peer.name, "received_at": received_at}
+        if promised is None:  # first the receipt: a kill after it leaves a retry to store
+            receipts.put(name, raw, answer)
+        try:
+            store(settings.inbox, peer.name, subject, body, planned=(msg_id, received_at))
+        except Conflict:
+            if promised is not None:
+                raise
+            continue  # a fresh id collided with a stored one: draw again
+        return 201, answer, None
 
 
 def _add_error_schema(app: FastAPI) -> None:

@@ -11,8 +11,11 @@ Invariants:
   peers is two keys (the receipt's name hashes the peer's name with the key).
 * The same key with a different body is refused (``Conflict``), never answered with a receipt for
   a message the sender did not send this time.
-* A receipt is written after its message is stored: a crash in between can store a retried
-  message twice (visible, rare), never answer "stored" for a message that was not.
+* A receipt is written (fsync'd) *before* its message, naming the id the message will get, and
+  it answers a retry only while that message exists (in the inbox or ``processed/``). A server
+  killed between the two, or a disk full for the message, leaves a receipt whose message a
+  retry stores under the promised id: a retry never stores a message twice, and is never told
+  "stored" for a message that is not.
 * Bounded in time and count: a receipt answers for ``RECEIPT_TTL_S`` and at most
   ``RECEIPTS_MAX`` are kept (oldest dropped first); each is a small file read with a byte cap.
 * Durable: receipts live in ``INBOX/receipts/`` (beside ``processed/``, never listed as a
@@ -104,14 +107,16 @@ class Receipts:
         try:
             doc = json.loads(read_regular(self.directory / f"{name}.json", _RECEIPT_BYTES))
             digest, answer = doc["body_sha256"], doc["answer"]
-        except (OSError, ValueError, KeyError, TypeError):
+            if not all(isinstance(answer.get(k), str) for k in ("id", "from", "received_at")):
+                return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # unreadable: treat as unseen (the safe direction is a second copy)
         if digest != hashlib.sha256(body).hexdigest():
             raise Conflict("this Idempotency-Key was used for a different message")
         return dict(answer)
 
     def put(self, name: str, body: bytes, answer: dict[str, Any]) -> None:
-        """Remember ``answer`` for ``name`` (after the message is stored)."""
+        """Remember ``answer`` for ``name`` (before its message is stored)."""
         record = {"body_sha256": hashlib.sha256(body).hexdigest(), "answer": answer}
         try:
             atomic_write(self.directory / f"{name}.json", json.dumps(record) + "\n", mode=0o640)
