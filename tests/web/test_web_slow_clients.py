@@ -79,6 +79,20 @@ def test_headers_over_the_cap_are_431(peer_setup, peer_server) -> None:
     assert "over 16384 bytes" in error
 
 
+def test_headers_over_the_cap_are_431_even_when_they_arrive_whole(peer_setup, peer_server) -> None:
+    with peer_server() as url, socket.create_connection(_address(url)) as s:
+        s.sendall(
+            b"POST /inbox HTTP/1.1\r\nHost: x\r\n"
+            + b"X-Many: y\r\n" * 2000  # 24 KB of small headers, in one write
+            + b"Authorization: Bearer "
+            + peer_setup.tokens["tidal"].encode()
+            + b'\r\nContent-Length: 13\r\n\r\n{"body":"hi"}'
+        )
+        error = _json_error(_answer(s, 10), 431)
+    assert "over 16384 bytes" in error
+    assert peer_setup.stored() == []
+
+
 def test_a_kept_alive_connection_gets_a_new_header_deadline(board_server) -> None:
     with board_server(server=QUICK) as url, socket.create_connection(_address(url)) as s:
         s.sendall(b"GET /api/agora HTTP/1.1\r\nHost: x\r\n\r\n")

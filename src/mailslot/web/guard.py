@@ -76,7 +76,8 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._phase = _HEAD
             self._timer: asyncio.TimerHandle | None = None
             self._unread: asyncio.TimerHandle | None = None  # armed while writing is paused
-            self._head_bytes = 0
+            self._head_bytes = 0  # bytes received since the last end of headers
+            self._head_parsed = 0  # bytes of this request's line and headers, as parsed
 
         # -- the connection bound ------------------------------------------------------------
 
@@ -190,6 +191,31 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
                     self._refuse(_json_response(431, "Request Header Fields Too Large", message))
                 else:  # bytes of a pipelined request while the app answers the last one
                     self._refuse(None)
+
+        # A request whose headers end within one read never trips the count above (the end of
+        # headers resets it mid-read), so the parsed line and headers are counted as well.
+        def on_message_begin(self) -> None:
+            self._head_parsed = 0
+            super().on_message_begin()
+
+        def on_url(self, url: bytes) -> None:
+            self._count_head(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
+            super().on_header(name, value)
+
+        def _count_head(self, n: int) -> None:
+            self._head_parsed += n
+            if self._head_parsed <= limits.header_bytes:
+                return
+            if self.cycle is None or self.cycle.response_complete:
+                message = f"request headers over {limits.header_bytes} bytes"
+                self._refuse(_json_response(431, "Request Header Fields Too Large", message))
+            else:  # a pipelined request: an answer now would cut into the one being sent
+                self._refuse(None)
+            raise _Flood  # stop parsing what is left of this read
 
         def handle_websocket_upgrade(self) -> None:
             self._refuse(None)  # neither app speaks WebSocket; nothing upgrades past the limits
