@@ -76,6 +76,7 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._phase = _HEAD
             self._timer: asyncio.TimerHandle | None = None
             self._unread: asyncio.TimerHandle | None = None  # armed while writing is paused
+            self._running: Any = None  # the request the app is answering
             self._head_bytes = 0  # bytes received since the last end of headers
             self._head_parsed = 0  # bytes of this request's line and headers, as parsed
 
@@ -107,7 +108,18 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel()
             live.pop(self, None)
+            # uvicorn tells only the last request parsed; the one the app is answering (a
+            # pipelined one, when the guard cut the connection) would write to a closed
+            # transport and log a traceback per cut connection.
+            for cycle in (self._running, *(c for c, _ in self.pipeline)):
+                if cycle is not None and not cycle.response_complete:
+                    cycle.disconnected = True
+                    cycle.message_event.set()
             super().connection_lost(exc)
+
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            self._running = cycle
+            super()._start_asgi_task(cycle, app)
 
         def _refuse(self, answer: bytes | None) -> None:
             """Close this connection now (after ``answer``), and stop counting it."""
