@@ -2,12 +2,13 @@
 
 Any number of agents share ``chat-YYYY-MM-DD-HHMMSS.txt``; each appends ``---MSG---`` blocks under
 a lock and blocks in ``wait`` on kernel file events until someone else writes. The end handshake
-and the human check are rules in code (``end``, ``check``, ``approve``), and ``status`` reads them
-back from the file. See ``format`` for the on-disk block and ``room`` for the operations.
+and the human check are rules in code (``end``, ``check``, ``approve``); a participant can
+``leave`` and a silent one can be marked gone (``mark_gone``), and ``status`` reads it all back
+from the file. See ``format`` for the on-disk block and ``room`` for the operations.
 """
 
 from mailslot.chat.format import ChatMessage, parse_messages, render_message
-from mailslot.chat.identity import NameBook, generate_name
+from mailslot.chat.identity import ChatRef, NameBook, generate_name
 from mailslot.chat.locate import list_chats, locate_chat
 from mailslot.chat.room import (
     Batch,
@@ -18,6 +19,8 @@ from mailslot.chat.room import (
     compute_status,
     end,
     join,
+    leave,
+    mark_gone,
     new_chat,
     read,
     say,
@@ -28,6 +31,7 @@ from mailslot.chat.room import (
 __all__ = [
     "Batch",
     "ChatMessage",
+    "ChatRef",
     "ChatStatus",
     "Joined",
     "NameBook",
@@ -37,8 +41,10 @@ __all__ = [
     "end",
     "generate_name",
     "join",
+    "leave",
     "list_chats",
     "locate_chat",
+    "mark_gone",
     "new_chat",
     "parse_messages",
     "read",

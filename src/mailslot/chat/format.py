@@ -47,6 +47,9 @@ __all__ = [
     "END_ACCEPT",
     "END_REJECT",
     "END_REQUEST",
+    "GONE",
+    "HANDSHAKE_KINDS",
+    "LEAVE",
     "MARKERS",
     "MAX_BODY_BYTES",
     "ChatMessage",
@@ -66,6 +69,10 @@ END_ACCEPT = "---END-ACCEPT---"
 END_REJECT = "---END-REJECT---"
 CHECK = "---HUMAN-CHECK---"
 APPROVED = "---HUMAN-APPROVED---"
+# A participant leaving (``---LEAVE--- reason``), and one marked gone by another or by the human
+# (``---GONE--- name``): the end handshake stops waiting for them until they write again.
+LEAVE = "---LEAVE---"
+GONE = "---GONE---"
 # Control markers: a body whose first line starts with one of these is protocol, not talk.
 MARKERS = {
     END_REQUEST: "end-request",
@@ -73,7 +80,11 @@ MARKERS = {
     END_REJECT: "end-reject",
     CHECK: "human-check",
     APPROVED: "human-approved",
+    LEAVE: "leave",
+    GONE: "gone",
 }
+# The kinds that can change whether the chat has ended (a leave can be the last awaited answer).
+HANDSHAKE_KINDS = frozenset({"end-request", "end-accept", "end-reject", "leave", "gone"})
 
 _HEADER_RE = re.compile(
     r"^---MSG---[ \t]*\r?\nFROM:[ \t]*(?P<from>[^\r\n]*?)[ \t]*\r?\n"

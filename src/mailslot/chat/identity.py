@@ -1,24 +1,27 @@
-"""Who is speaking in a chat: an explicit ``--as`` name, or one generated and remembered.
+"""Who is speaking in a chat: a name given with ``--as``, or one generated and remembered.
 
 Seed 002 has each agent pick ``<FirstName>-<5 digits>`` and "remember it for the conversation" --
 in the model's memory, which is exactly the kind of rule that breaks. mailslot remembers it in the
-caller's state dir instead, keyed by (chat file, caller):
+caller's state dir instead, per (chat, session). The rules, and why:
 
-* the *caller* is ``$MAILSLOT_SESSION`` when set, else the current working directory. Two
-  sessions in different directories (the seed's normal case: each advertises its CWD) get
-  different slots; two sessions sharing a directory should set ``MAILSLOT_SESSION`` or pass
-  ``--as`` every time.
-* ``new``/``join`` without ``--as`` generate a name and remember it. If the slot already holds a
-  name, they refuse (``Conflict``) rather than silently hand a second session the first one's
-  identity -- the visible, cheap direction.
-* ``new``/``join`` with ``--as`` remember that name only if the slot is empty, so an explicit name
-  never steals another session's slot.
-* every other command uses ``--as`` if given, else the remembered name, else refuses.
-* a name is held by the caller that first wrote it (recorded per (chat file, name)): a join or a
-  write under a name another caller holds, or one already seen as ``FROM`` in the file that no
-  caller here holds (a hand-run agent, another machine), is refused (``Conflict``). Two writers
-  under one name would each drop the other's messages as their own echo in ``wait`` and could
-  accept an end request for each other.
+* A chat is its file's *real path* (``ChatRef``): ``sub/../chat.txt``, a symlinked directory and
+  the plain path are one chat, so one agent never becomes two speakers by spelling a path
+  another way. State written under the spelling a caller used before (``spelled``) is still
+  read, so nothing remembered is lost; new state is written under the real path.
+* A name belongs to a *session*, not a directory. The session is ``$MAILSLOT_SESSION`` when set;
+  without it the current directory stands in for one, but only to remember a generated name
+  between commands -- never to decide who may speak.
+* An explicit name (``--as``, ``MAILSLOT_AGENT``) acts as that name from any directory and any
+  session: a shared chat file is full trust (anyone who can write it can write any ``FROM:``), so
+  refusing would only stop honest agents (one that ``cd``'d into a subfolder, a human typing in
+  a second terminal). Processes acting under one name are one speaker and share its cursor.
+* Only a *new* speaker can collide: ``join`` under a name that already speaks in the file, or a
+  generated name that does, is refused (``Conflict``) -- two joins as one name would be two
+  agents each dropping the other's messages as its own echo. A name that left or was marked gone
+  may join again.
+* ``new``/``join`` remember the name for the session when the session has none yet, so later
+  commands need no ``--as``; a second ``join`` without ``--as`` from a session that already speaks
+  is refused rather than handing it a second identity.
 
 Names follow the agent-name rule (lowercase; ``kiran-48291``), so the same ``MAILSLOT_AGENT``
 works on every channel. Names written by hand-run agents (``Kiran-48291``) are still read.
@@ -28,14 +31,15 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Container
+from dataclasses import dataclass
 from pathlib import Path
 
 from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import Conflict, MissingAgent
 from mailslot.core.names import validate_agent
 
-__all__ = ["FIRST_NAMES", "NameBook", "caller_key", "generate_name"]
+__all__ = ["FIRST_NAMES", "ChatRef", "NameBook", "caller_key", "generate_name"]
 
 FIRST_NAMES = (
     "amara", "bodhi", "calla", "dario", "esme", "farid", "greta", "hamza", "ines", "jonah",
@@ -43,26 +47,62 @@ FIRST_NAMES = (
     "ulla", "vikram", "wren", "ximena", "yusuf", "zara", "anouk", "bram", "cleo", "dmitri",
     "elif", "femi", "gael", "hana", "idris", "juno", "kofi", "lior", "mira", "nico",
 )  # fmt: skip
+# Fresh draws before a generated name that keeps colliding is refused; 40 x 90,000 names make
+# even one collision rare, so running out means something is wrong, not bad luck.
+GENERATE_TRIES = 20
 
 
-def generate_name() -> str:
-    """A fresh ``<firstname>-<5 digits>`` name (the seed's scheme, lowercase)."""
-    return f"{secrets.choice(FIRST_NAMES)}-{secrets.randbelow(90000) + 10000}"
+def generate_name(taken: Container[str] = ()) -> str:
+    """A fresh ``<firstname>-<5 digits>`` name (the seed's scheme, lowercase) not in ``taken``
+    (lowercased names); ``Conflict`` if ``GENERATE_TRIES`` draws all collide."""
+    for _ in range(GENERATE_TRIES):
+        name = f"{secrets.choice(FIRST_NAMES)}-{secrets.randbelow(90000) + 10000}"
+        if name not in taken:
+            return name
+    raise Conflict(f"no free generated name after {GENERATE_TRIES} tries; pass --as NAME")
 
 
-def _describe(caller: str) -> str:
-    kind, _, value = caller.partition(":")
-    return f"MAILSLOT_SESSION={value}" if kind == "session" else f"directory {value}"
+@dataclass(frozen=True)
+class ChatRef:
+    """One chat: ``path`` is the file's real path (directories resolved, symlinks and ``..``
+    gone), the key for every piece of state; ``spelled`` is the absolute path as the caller
+    wrote it, the key older state may sit under."""
+
+    path: Path
+    spelled: Path
+
+    @classmethod
+    def of(cls, path: Path | str) -> ChatRef:
+        """The chat at ``path`` (``~`` expanded; the file itself need not exist)."""
+        spelled = Path(path).expanduser().absolute()
+        if spelled.name in ("", ".", ".."):
+            return cls(spelled.resolve(), spelled)
+        return cls(spelled.parent.resolve() / spelled.name, spelled)
+
+    @property
+    def keys(self) -> tuple[Path, ...]:
+        """Where state for this chat may be keyed: the real path first, then the spelling."""
+        return (self.path,) if self.spelled == self.path else (self.path, self.spelled)
 
 
 def caller_key() -> str:
-    """Who the caller is for remembering names: ``$MAILSLOT_SESSION``, else the CWD."""
+    """The session that remembers names: ``$MAILSLOT_SESSION``, else the current directory."""
     session = os.environ.get("MAILSLOT_SESSION")
     return f"session:{session}" if session else f"cwd:{Path.cwd().resolve()}"
 
 
+def _refuse_no_name(chat: Path) -> MissingAgent:
+    """The one error for "no name given and none remembered" (a usage error, exit 2)."""
+    return MissingAgent(
+        "who is speaking? pass --as NAME (or set MAILSLOT_AGENT): it works from any directory. "
+        "A name is remembered after new/join only for the same MAILSLOT_SESSION (without one, "
+        "the same directory)",
+        path=chat,
+    )
+
+
 class NameBook:
-    """Remembered chat names in the state dir, one per (chat file, caller)."""
+    """Remembered chat names in the state dir, one per (chat, session)."""
 
     def __init__(self, base: Path | None = None, caller: str | None = None) -> None:
         self._store = CursorStore("chat-names", base)
@@ -71,78 +111,52 @@ class NameBook:
     def _key(self, chat: Path) -> str:
         return f"{chat}\0{self._caller}"
 
-    def _holder_key(self, chat: Path, name: str) -> str:
-        return f"{chat}\0name:{name}"
+    def recall(self, chat: ChatRef | Path) -> str | None:
+        """The name remembered for this session in ``chat``, or ``None``."""
+        chat = ChatRef.of(chat) if isinstance(chat, Path) else chat
+        for path in chat.keys:
+            value = self._store.load(self._key(path))
+            name = value.get("name") if value else None
+            if isinstance(name, str):
+                return name
+        return None
 
-    def holder(self, chat: Path, name: str) -> str | None:
-        """The caller that holds ``name`` in ``chat`` (``session:...``/``cwd:...``), or ``None``.
-
-        A caller whose remembered name is ``name`` holds it (chats joined before names were
-        recorded per holder).
-        """
-        value = self._store.load(self._holder_key(chat, name))
-        caller = value.get("caller") if value else None
-        if isinstance(caller, str):
-            return caller
-        return self._caller if self.recall(chat) == name else None
-
-    def check_speaker(self, chat: Path, name: str, seen: Callable[[], bool]) -> None:
-        """Refuse ``name`` unless this caller holds it, or nobody holds it and ``seen()`` (the name
-        is a ``FROM`` in the file) is false; ``Conflict`` naming the holder and the way out."""
-        holder = self.holder(chat, name)
-        if holder == self._caller:
-            return
-        if holder is None and not seen():
-            return
-        where = f"from {_describe(holder)}" if holder else "(written by a caller unknown here)"
-        here = _describe(self._caller)
-        raise Conflict(
-            f"{name!r} already speaks in this chat {where}; this caller is {here}."
-            f" Pick another name with --as NEW-NAME, or act as {name} from where it joined "
-            "(same MAILSLOT_SESSION, else the same directory)",
-            path=chat,
-        )
-
-    def claim(self, chat: Path, name: str) -> None:
-        """Record this caller as the holder of ``name`` in ``chat`` unless one is recorded."""
-        key = self._holder_key(chat, name)
-        if not self._store.load(key):
-            self._store.save(key, {"caller": self._caller})
-
-    def recall(self, chat: Path) -> str | None:
-        """The name remembered for this caller in ``chat``, or ``None``."""
-        value = self._store.load(self._key(chat))
-        name = value.get("name") if value else None
-        return name if isinstance(name, str) else None
-
-    def pick(self, chat: Path, name: str | None) -> str:
-        """The name to enter ``chat`` with (stores nothing). ``Conflict`` if one is held here."""
+    def pick(self, chat: ChatRef | Path, name: str | None, taken: Container[str]) -> str:
+        """The name to join ``chat`` with (stores nothing): ``name`` checked, else a generated
+        one not in ``taken``. ``Conflict`` when no name is given and this session already
+        speaks here (a second identity must be asked for)."""
+        chat = ChatRef.of(chat) if isinstance(chat, Path) else chat
+        if name is not None:
+            return validate_agent(name, "chat name")
         held = self.recall(chat)
-        if name is None:
-            if held is not None:
-                raise Conflict(
-                    f"this caller already speaks in this chat as {held!r}; pass --as {held} to "
-                    "act as it, or --as NEW-NAME (or set MAILSLOT_SESSION) to join as someone "
-                    "else",
-                    path=chat,
-                )
-            return generate_name()
-        return validate_agent(name, "chat name")
+        if held is not None:
+            raise Conflict(
+                f"this session already speaks in this chat as {held!r}; pass --as {held} to act "
+                "as it, or --as NEW-NAME (or another MAILSLOT_SESSION) to join as someone else",
+                path=chat.path,
+            )
+        return generate_name(taken)
 
-    def remember(self, chat: Path, name: str) -> None:
-        """Remember ``name`` for this caller in ``chat`` unless the slot already holds one."""
-        if self.recall(chat) is None:
-            self._store.save(self._key(chat), {"name": name})
+    def remember(self, chat: ChatRef | Path, name: str) -> bool:
+        """Remember ``name`` for this session in ``chat`` unless one is remembered; whether it
+        stored it (so a failed join can ``forget``). Raises ``OSError`` (a full state dir)."""
+        chat = ChatRef.of(chat) if isinstance(chat, Path) else chat
+        if self.recall(chat) is not None:
+            return False
+        self._store.save(self._key(chat.path), {"name": name})
+        return True
 
-    def resolve(self, chat: Path, name: str | None) -> str:
+    def forget(self, chat: ChatRef | Path) -> None:
+        """Drop the name remembered for this session in ``chat`` (under the real path)."""
+        chat = ChatRef.of(chat) if isinstance(chat, Path) else chat
+        self._store.forget(self._key(chat.path))
+
+    def resolve(self, chat: ChatRef | Path, name: str | None) -> str:
         """``name`` if given, else the remembered one; ``MissingAgent`` if there is neither."""
+        chat = ChatRef.of(chat) if isinstance(chat, Path) else chat
         if name is not None:
             return validate_agent(name, "chat name")
         held = self.recall(chat)
         if held is None:
-            raise MissingAgent(
-                "who is speaking? pass --as NAME (or set MAILSLOT_AGENT); no name is remembered "
-                "for this chat here (join it first)",
-                path=chat,
-            )
+            raise _refuse_no_name(chat.path)
         return held

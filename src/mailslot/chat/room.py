@@ -1,4 +1,4 @@
-"""Chat operations over one append-only file (seed 002): new, join, say, read, wait, end, check.
+"""Chat operations over one append-only file (seed 002): new, join, say, read, wait, end, leave.
 
 Invariants and why:
 
@@ -7,8 +7,13 @@ Invariants and why:
   mailslot) and ``flock`` via ``locked_append`` (so mailslot readers, who take the shared flock,
   never see half a block). The mkdir lock is always taken first, so the two cannot deadlock.
 * Rules are code, not memory: a write that the protocol forbids (saying after the end, accepting
-  your own end request, approving a check you did not open) is checked under the lock against
-  the file itself, and refused.
+  your own end request, approving a check you did not open, marking someone gone too soon) is
+  checked under the lock against the file itself, and refused.
+* A command that fails has written nothing: state that can fail (the joiner's remembered name
+  and cursor, in the state dir) is stored before the block is appended, and taken back if the
+  append fails; a new chat whose state cannot be stored is removed again.
+* A chat is its file's real path (``ChatRef``), and a name given with ``--as`` acts as that
+  speaker from anywhere (see ``identity``).
 * ``wait`` delivers only OTHER participants' messages after the caller's cursor, and is armed
   before it checks (``wait_until``), so a message written at any moment after the cursor is found.
   The cursor lives in the caller's state dir per (file, name); ``say`` never moves it, so a
@@ -17,7 +22,8 @@ Invariants and why:
 * Durable before return, visible at once: the block is fsync'd after both locks are released,
   so a waiting reader sees it the moment it is whole and the sender returns only once it is on
   disk.
-* A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat.
+* A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat. A
+  path this state dir never saw as a chat is ``NotFound`` (exit 1), like ``say`` and ``join``.
 * A writer killed inside its append leaves nothing a reader takes as a message: ``read_from``
   stops before its fragment and the next ``say`` moves the fragment into ``<file>.torn``, which
   ``status`` reports. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
@@ -29,10 +35,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,25 +47,40 @@ from mailslot.chat.format import (
     END_ACCEPT,
     END_REJECT,
     END_REQUEST,
+    GONE,
+    HANDSHAKE_KINDS,
+    LEAVE,
     MARKERS,
     ChatMessage,
     check_utf8,
     parse_messages,
     render_message,
 )
-from mailslot.chat.identity import NameBook, generate_name
+from mailslot.chat.identity import ChatRef, NameBook, generate_name
 from mailslot.chat.locate import LIST_MAX, list_chats
-from mailslot.core.clock import format_time, now
+from mailslot.chat.status import ChatStatus, compute_status
+from mailslot.core.clock import FUTURE_SKEW, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
-from mailslot.core.errors import Conflict, FormatError, Gone, LockBusy, NotFound, WaitTimeout
+from mailslot.core.errors import (
+    Conflict,
+    FormatError,
+    Gone,
+    LockBusy,
+    NotFound,
+    Unresolved,
+    WaitTimeout,
+)
 from mailslot.core.fsio import atomic_create, locked_append, read_from, torn_of
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
 
 __all__ = [
+    "CURSOR_MAX",
     "CWD_NOTE",
+    "GONE_AFTER_SECONDS",
+    "HUMAN",
     "Batch",
     "ChatStatus",
     "Joined",
@@ -69,6 +89,8 @@ __all__ = [
     "compute_status",
     "end",
     "join",
+    "leave",
+    "mark_gone",
     "new_chat",
     "read",
     "say",
@@ -89,6 +111,16 @@ LOCK_SPIN_SECONDS = 0.001
 TOPIC_MAX_CHARS = 200
 # A default wait mirrors the seed's 5-minute safety net; exit 3 tells the agent to loop again.
 DEFAULT_WAIT_SECONDS = 300.0
+# A byte cursor past any real file: the largest integer JSON carries exactly (2^53 - 1, far
+# below off_t's 2^63), so every face can pass one through without rounding or overflow.
+CURSOR_MAX = 2**53 - 1
+# A participant may mark another gone after this long without a block from them: twelve of the
+# seed's 5-minute safety-net wakings. A live agent answers well within it; one waiting on its
+# human may not, so the mark is visible, states the silence, and their next message undoes it.
+GONE_AFTER_SECONDS = 3600.0
+# The name a human's ``gone --human`` mark is written under when no ``--as`` is given; a name
+# whose only blocks are gone marks is not a participant, so nobody waits for it.
+HUMAN = "human"
 
 
 @dataclass
@@ -117,97 +149,20 @@ class Joined:
     history: list[ChatMessage]
     cursor: int
 
+    @property
+    def topic(self) -> str | None:
+        """The chat's topic (the opening message's ``TOPIC:`` line), or ``None``."""
+        return compute_status(self.history[:1]).topic
+
     def to_json(self) -> dict[str, Any]:
-        """Path, name, cursor and the history as message dicts."""
+        """Path, name, topic, cursor and the history as message dicts."""
         return {
             "path": str(self.path),
             "name": self.name,
+            "topic": self.topic,
             "cursor": self.cursor,
             "messages": [m.to_json() for m in self.history],
         }
-
-
-@dataclass
-class ChatStatus:
-    """What the file says about the conversation (computed from every block, in order)."""
-
-    topic: str | None = None
-    participants: list[str] = field(default_factory=list)
-    end_request: dict[str, Any] | None = None
-    ended: bool = False
-    ended_at: str | None = None
-    last_rejection: dict[str, Any] | None = None
-    human_checks: list[dict[str, Any]] = field(default_factory=list)
-    messages: int = 0
-    torn: dict[str, Any] | None = None  # ``<file>.torn``: fragments of appends killed mid-write
-
-    @property
-    def human_check(self) -> dict[str, Any] | None:
-        """The most recent open human check, or ``None``."""
-        return self.human_checks[-1] if self.human_checks else None
-
-    def to_json(self) -> dict[str, Any]:
-        """DESIGN's ``participants, end_request, ended, human_check`` plus details."""
-        return {
-            "participants": self.participants,
-            "end_request": self.end_request,
-            "ended": self.ended,
-            "human_check": self.human_check,
-            "human_checks": self.human_checks,
-            "ended_at": self.ended_at,
-            "last_rejection": self.last_rejection,
-            "topic": self.topic,
-            "messages": self.messages,
-            "torn": self.torn,
-        }
-
-
-def _time(m: ChatMessage) -> str:
-    return format_time(m.at) if m.at is not None else m.time_raw
-
-
-def compute_status(messages: list[ChatMessage]) -> ChatStatus:
-    """Fold the messages into a status: participants, the end handshake, open human checks.
-
-    An end request is pending until every participant other than the requester (participants
-    are every ``FROM`` seen so far, including later joiners) has accepted -- then the chat has
-    ended, for good. With no other participant (a hand-written lone request) it stays pending
-    until someone joins and accepts: nobody ends a chat alone. Any reject cancels it. A new
-    request replaces a pending one.
-    """
-    st = ChatStatus(messages=len(messages))
-    accepted: list[str] = []
-    for m in messages:
-        if m.sender not in st.participants:
-            st.participants.append(m.sender)
-        if st.topic is None and m.body.startswith("TOPIC:"):
-            st.topic = m.body.split("\n", 1)[0][len("TOPIC:") :].strip()
-        if st.ended:
-            continue
-        kind = m.kind
-        if kind == "end-request":
-            st.end_request = {"from": m.sender, "time": _time(m), "reason": m.marker_text}
-            accepted = []
-        elif kind == "end-accept" and st.end_request is not None:
-            if m.sender != st.end_request["from"] and m.sender not in accepted:
-                accepted.append(m.sender)
-        elif kind == "end-reject" and st.end_request is not None:
-            st.last_rejection = {"from": m.sender, "time": _time(m), "reason": m.marker_text}
-            st.end_request = None
-        elif kind == "human-check":
-            st.human_checks.append({"from": m.sender, "time": _time(m), "text": m.marker_text})
-        elif kind == "human-approved":
-            mine = [c for c in st.human_checks if c["from"] == m.sender]
-            if mine:
-                st.human_checks.remove(mine[0])
-        if st.end_request is not None:
-            others = [p for p in st.participants if p != st.end_request["from"]]
-            st.end_request["accepted"] = list(accepted)
-            st.end_request["waiting_for"] = [p for p in others if p not in accepted]
-            if others and not st.end_request["waiting_for"]:  # someone else must accept
-                st.ended = True
-                st.ended_at = _time(m)
-    return st
 
 
 @contextlib.contextmanager
@@ -271,33 +226,27 @@ def _quick_status(data: bytes) -> ChatStatus:
     return compute_status(parse_messages(data)[0])
 
 
-def _seen_as_sender(data: bytes, name: str) -> bool:
-    """Whether ``name`` is the ``FROM`` of a block in ``data`` (case-insensitive: ``Kiran-1``
-    written by hand and ``kiran-1`` would read as one speaker). A byte search first, so a say in
-    a long chat stays cheap; the parse confirms (a hand-written body line may read ``FROM: x``)."""
-    pattern = rb"(?im)^FROM:[ \t]*" + re.escape(name.encode()) + rb"[ \t]*\r?$"
-    if re.search(pattern, data) is None:
-        return False
-    return any(m.sender.lower() == name.lower() for m in parse_messages(data)[0])
-
-
 def _write(
     path: Path,
     name: str,
     body: str,
-    book: NameBook,
     *,
     rule: Callable[[ChatStatus], None] | None = None,
+    compose: Callable[[], str] | None = None,
+    prepare: Callable[[int], Callable[[], None]] | None = None,
 ) -> tuple[int, int]:
     """Append one block under both locks after ``rule(status)`` allows it; (start, end).
 
-    ``name`` must be this caller's (``book.check_speaker``, under the lock, so two callers
-    cannot both take a new name); the caller is recorded as its holder once the block is written.
+    ``compose()``, when given, makes the body once the rule has passed (a body that states what
+    the rule found, such as a silence).
+    ``prepare(start)`` runs under the lock once the rules pass and before the append, to store
+    what must exist if the block does (a joiner's name and cursor); it returns an undo that runs
+    if the append then fails. An ``OSError`` from it (a full state dir) leaves the file untouched.
     The block is visible to readers as soon as it is whole; the fsync happens after the locks
     are released and before this returns (a reader never waits for the disk, a sender never
     returns before its message is durable).
     """
-    block = render_message(name, now(), body)
+    block = render_message(name, now(), body) if compose is None else ""
     with _seed_lock(path):
         if not path.is_file():
             raise _no_chat(path, " (was it removed?)")
@@ -308,21 +257,40 @@ def _write(
                 f"the chat ended by mutual agreement at {st.ended_at}; nothing more is written",
                 path=path,
             )
-        book.check_speaker(path, name, lambda: _seen_as_sender(data, name))
         if rule is not None:
             rule(st)
-        start = locked_append(path, block)
-        book.claim(path, name)
+        if compose is not None:
+            block = render_message(name, now(), compose())
+        undo = _prepared(prepare, len(data)) if prepare is not None else None
+        try:
+            start = locked_append(path, block)
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
     sync_file(path)
     return start, start + len(block.encode())
 
 
-def _chat_path(path: Path | str) -> Path:
-    return Path(path).expanduser().absolute()
+def _prepared(prepare: Callable[[int], Callable[[], None]], start: int) -> Callable[[], None]:
+    try:
+        return prepare(start)
+    except OSError as e:
+        raise OSError(
+            e.errno, f"{e.strerror} (in the state dir); nothing was written to the chat", e.filename
+        ) from e
 
 
 def _cursor_key(path: Path, name: str) -> str:
     return f"{path}\0{name}"
+
+
+def _load_cursor(store: CursorStore, chat: ChatRef, name: str) -> ByteCursor | None:
+    """The cursor stored for ``name`` in ``chat`` under its real path, else its spelling."""
+    for path in chat.keys:
+        if store.load(_cursor_key(path, name)) is not None:
+            return store.load_bytes(_cursor_key(path, name))
+    return None
 
 
 def new_chat(
@@ -337,7 +305,8 @@ def new_chat(
     """Create ``chat-YYYY-MM-DD-HHMMSS[-N].txt`` with the opening message; never overwrites.
 
     The stamp is UTC. Two chats made in the same second get ``-2``, ``-3``... Raises
-    ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name.
+    ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name, ``OSError``
+    when the state dir cannot hold the name (the new file is removed again).
     """
     topic = topic.strip()
     check_utf8("topic", topic)
@@ -351,7 +320,7 @@ def new_chat(
         body += "\n" + text.strip("\n")
     when = now()
     block = render_message(who, when, body)
-    folder = _chat_path(directory or here)
+    folder = ChatRef.of(directory or here).path
     stamp = when.strftime("%Y-%m-%d-%H%M%S")
     for n in range(1, 10_000):
         path = folder / (f"chat-{stamp}.txt" if n == 1 else f"chat-{stamp}-{n}.txt")
@@ -362,10 +331,24 @@ def new_chat(
             continue
     else:  # pragma: no cover - ten thousand chats in one second
         raise Conflict(f"no free chat name for {stamp}", path=folder)
-    book.remember(path, who)
-    book.claim(path, who)
+    ref = ChatRef.of(path)
+    try:
+        book.remember(ref, who)
+        cursor = ByteCursor.at_end(path)
+        CursorStore("chat", state).save_bytes(_cursor_key(ref.path, who), cursor)
+    except OSError as e:
+        # Nobody has the path yet (it is printed on success), so taking the file back is safe.
+        kept = ""
+        try:
+            path.unlink()
+        except OSError:
+            kept = f"; the chat file {path} was created but could not be removed"
+        raise OSError(
+            e.errno,
+            f"{e.strerror} (in the state dir){kept or '; no chat was created'}",
+            e.filename,
+        ) from e
     messages, end_ = parse_messages(block.encode())
-    CursorStore("chat", state).save_bytes(_cursor_key(path, who), ByteCursor.at_end(path))
     return Joined(path, who, messages, end_)
 
 
@@ -379,23 +362,60 @@ def join(
 ) -> Joined:
     """Write the joining message (name, CWD, the note), return the history up to it.
 
-    The joiner's cursor is set just past its own message, so ``wait`` next delivers exactly what
-    others wrote after it. Raises ``NotFound``, ``Conflict`` (ended chat; a name already held here).
+    The joiner's name and cursor are stored before the message is appended (so a full state dir
+    fails the join with nothing written), and the cursor ends just past the joining message, so
+    ``wait`` next delivers exactly what others wrote after it. Raises ``NotFound``, ``Conflict``
+    (ended chat; a name that already speaks here; a session that already speaks, without
+    ``--as``), ``OSError`` (the state dir).
     """
-    path = _chat_path(path)
+    ref = ChatRef.of(path)
+    path = ref.path
     if not path.is_file():
         raise _no_chat(path)
     book = NameBook(state)
-    who = book.pick(path, name)
+    store = CursorStore("chat", state)
+    try:
+        speaking = {p.lower() for p in compute_status(_all(path)[0]).present}
+    except FormatError:
+        speaking = set()  # not a chat: the write below refuses it with the reason
+    who = book.pick(ref, name, speaking)
     here = (cwd or Path.cwd()).resolve()
     body = f"{who} joined.\nCWD: {here}\n{CWD_NOTE}"
     if text and text.strip():
         body += "\n" + text.strip("\n")
-    _, end_ = _write(path, who, body, book)
-    book.remember(path, who)  # only once the joining message is written
+    key = _cursor_key(path, who)
+
+    def rule(st: ChatStatus) -> None:
+        taken = st.find(who)
+        if taken is not None and taken in st.present:
+            raise Conflict(
+                f"{taken!r} already speaks in this chat, so {who!r} cannot join as a new "
+                f"speaker. To act as {taken}, pass --as {taken} to say/wait/end (no join "
+                "needed, from any directory); to join as someone else, pick another name with "
+                "--as NEW-NAME",
+                path=path,
+            )
+
+    def prepare(start: int) -> Callable[[], None]:
+        before = store.load(key)
+        store.save_bytes(key, ByteCursor(start, path.stat().st_ino))
+        remembered = book.remember(ref, who)
+
+        def undo() -> None:
+            with contextlib.suppress(OSError):
+                if remembered:
+                    book.forget(ref)
+                if before is None:
+                    store.forget(key)
+                else:
+                    store.save(key, before)
+
+        return undo
+
+    _, end_ = _write(path, who, body, rule=rule, prepare=prepare)
+    with contextlib.suppress(OSError):  # at ``start`` already; past our own block is a nicety
+        store.save_bytes(key, ByteCursor(end_, path.stat().st_ino))
     history, _ = parse_messages(read_from(path, 0)[:end_])
-    inode = path.stat().st_ino
-    CursorStore("chat", state).save_bytes(_cursor_key(path, who), ByteCursor(end_, inode))
     return Joined(path, who, history, end_)
 
 
@@ -404,27 +424,35 @@ def _refuse_markers(body: str) -> None:
     for marker in MARKERS:
         if first.startswith(marker):
             raise FormatError(
-                f"a message starting with {marker} is protocol; use `mailslot chat end` or "
-                "`chat check`/`chat approve`, which check the rules first",
+                f"a message starting with {marker} is protocol; use `mailslot chat end`, "
+                "`chat leave`, `chat gone` or `chat check`/`chat approve`, which check the rules "
+                "first",
                 field="body",
             )
+
+
+def _check_cursor(value: int, what: str) -> int:
+    if not 0 <= value <= CURSOR_MAX:
+        raise FormatError(f"a byte cursor is 0 to {CURSOR_MAX}, got {value}", field=what)
+    return value
 
 
 def say(
     path: Path | str, body: str, name: str | None = None, *, state: Path | None = None
 ) -> ChatMessage:
     """Append one message. Raises ``NotFound``, ``Conflict`` (ended), ``LimitExceeded``."""
-    path = _chat_path(path)
-    book = NameBook(state)
-    who = book.resolve(path, name)
+    ref = ChatRef.of(path)
+    who = NameBook(state).resolve(ref, name)
     _refuse_markers(body)
-    start, end_ = _write(path, who, body, book)
-    return parse_messages(read_from(path, start)[: end_ - start], start)[0][0]
+    start, end_ = _write(ref.path, who, body)
+    return parse_messages(read_from(ref.path, start)[: end_ - start], start)[0][0]
 
 
 def read(path: Path | str, since: int = 0) -> Batch:
-    """Every complete message from byte ``since`` on (a peek: moves no cursor); ``NotFound``."""
-    path = _chat_path(path)
+    """Every complete message from byte ``since`` on (a peek: moves no cursor); ``NotFound``,
+    ``FormatError`` for a cursor outside 0..``CURSOR_MAX``."""
+    path = ChatRef.of(path).path
+    since = _check_cursor(since, "since")
     try:
         data = read_from(path, since)
     except NotFound:
@@ -447,26 +475,30 @@ def wait(
 ) -> Batch:
     """Block until another participant writes after the caller's cursor; return those messages.
 
-    The cursor is the one stored for (file, name), moved past what is returned, unless
-    ``cursor`` is given (then nothing is stored). ``keep_cursor`` is asked just before the
-    cursor is stored: False leaves it where it was (a caller that gave up on this wait, such as
-    an MCP call the host cancelled, must not skip what it was never shown). Raises
-    ``Conflict`` when another caller holds ``name`` (its cursor is not ours to move),
+    The cursor is the one stored for (file, name) -- every process acting as ``name`` shares
+    it -- moved past what is returned, unless ``cursor`` is given (then nothing is stored).
+    ``keep_cursor`` is asked just before the cursor is stored: False leaves it where it was (a
+    caller that gave up on this wait, such as an MCP call the host cancelled, must not skip what
+    it was never shown). Raises ``NotFound`` (exit 1) for a path that was never a chat here,
     ``WaitTimeout`` (exit 3) after ``timeout`` seconds with nothing new and ``Gone`` (exit 4)
-    when the file is removed or the chat has ended.
+    when a chat this state dir knew is removed, or the chat has ended.
     """
-    path = _chat_path(path)
+    ref = ChatRef.of(path)
+    path = ref.path
     book = NameBook(state)
-    who = book.resolve(path, name)
-    if cursor is None:  # the stored cursor is the name holder's: nobody else may move it
-        book.check_speaker(path, who, lambda: False)
+    who = book.resolve(ref, name)
+    if cursor is not None:
+        _check_cursor(cursor, "cursor")
     store = CursorStore("chat", state)
     key = _cursor_key(path, who)
+    stored = _load_cursor(store, ref, who)
     if not path.exists():
+        known = bool(cursor) or stored is not None or book.recall(ref) is not None
+        if not known:  # never joined, waited on or given a cursor: a wrong path, not an end
+            raise _no_chat(path)
         raise Gone("the chat file was removed: the conversation is over", path=path)
     if cursor is None:
-        stored = store.load_bytes(key)
-        pos = stored.offset if stored.valid_for(path) else 0
+        pos = stored.offset if stored is not None and stored.valid_for(path) else 0
     else:
         pos = cursor
     try:
@@ -484,7 +516,7 @@ def wait(
         others = [m for m in messages if m.sender != who]
         if others:
             return others
-        ending = started_ended or any(m.kind.startswith("end-") for m in messages)
+        ending = started_ended or any(m.kind in HANDSHAKE_KINDS for m in messages)
         if ending and status(path).ended:
             raise Gone("the chat has ended by mutual agreement", path=path)
         return None
@@ -508,18 +540,22 @@ def wait(
         save()
         raise
     save()
-    ended = any(m.kind.startswith("end-") for m in found) and status(path).ended
+    ended = any(m.kind in HANDSHAKE_KINDS for m in found) and status(path).ended
     return Batch(found, pos, ended)
 
 
 def status(path: Path | str) -> ChatStatus:
     """The conversation's status from the whole file, and its ``.torn`` file if one exists;
     ``NotFound`` if it is missing."""
-    path = _chat_path(path)
+    path = ChatRef.of(path).path
     st = compute_status(_all(path)[0])
     torn = torn_of(path)
     st.torn = torn.to_json() if torn is not None else None
     return st
+
+
+def _others_present(st: ChatStatus, who: str) -> list[str]:
+    return [p for p in st.present if p != who]
 
 
 def end(
@@ -532,13 +568,12 @@ def end(
 ) -> ChatStatus:
     """Write ``request``/``accept``/``reject`` of the end handshake; return the new status.
 
-    Refused (``Conflict``) when it cannot count: a request with no other participant to accept
-    it, a second request while one is pending, an accept or reject with none pending, accepting
-    your own request, accepting twice. ``FormatError`` for an unknown action.
+    Refused (``Conflict``) when it cannot count: a request with no other present participant to
+    accept it, a second request while one is pending, an accept or reject with none pending,
+    accepting your own request, accepting twice. ``FormatError`` for an unknown action.
     """
-    path = _chat_path(path)
-    book = NameBook(state)
-    who = book.resolve(path, name)
+    ref = ChatRef.of(path)
+    who = NameBook(state).resolve(ref, name)
     marker = {"request": END_REQUEST, "accept": END_ACCEPT, "reject": END_REJECT}.get(action)
     if marker is None:
         raise FormatError(f"unknown end action {action!r}: request, accept or reject")
@@ -550,10 +585,11 @@ def end(
         req = st.end_request
         if action == "request" and req is not None:
             raise Conflict(f"an end request by {req['from']} is pending; accept or reject it")
-        if action == "request" and not [p for p in st.participants if p != who]:
+        if action == "request" and not _others_present(st, who):
             raise Conflict(
-                "no other participant has joined, so nobody could accept an end request; wait "
-                "for someone to join, or remove the chat file to end it (the human's override)"
+                "no other participant is here (none joined, or all left or are gone), so nobody "
+                "could accept an end request; wait for someone to join, leave with `chat leave`, "
+                "or remove the chat file to end it (the human's override)"
             )
         if action != "request" and req is None:
             raise Conflict("no end request is pending")
@@ -563,20 +599,139 @@ def end(
             if who in req["accepted"]:
                 raise Conflict("you already accepted this end request")
 
-    _write(path, who, f"{marker} {reason}".rstrip(), book, rule=rule)
-    return status(path)
+    _write(ref.path, who, f"{marker} {reason}".rstrip(), rule=rule)
+    return status(ref.path)
+
+
+def leave(
+    path: Path | str,
+    reason: str | None = None,
+    name: str | None = None,
+    *,
+    state: Path | None = None,
+) -> ChatStatus:
+    """Write ``---LEAVE---``: the end handshake stops waiting for the caller (a later message
+    from it brings it back). ``Conflict`` for a name that is not in the chat or already left."""
+    ref = ChatRef.of(path)
+    who = NameBook(state).resolve(ref, name)
+    reason = (reason or "").strip()
+    if reason:
+        check_one_line("leave reason", reason)
+
+    def rule(st: ChatStatus) -> None:
+        if st.find(who) is None:
+            raise Conflict(f"{who!r} is not in this chat, so it cannot leave it")
+        if who in st.left:
+            raise Conflict(f"{who!r} already left this chat at {st.left[who]['time']}")
+
+    body = (
+        f"{LEAVE} {reason}".rstrip() + f"\n{who} has left the chat; the end handshake no longer "
+        f"waits for {who}. A new message from {who} brings them back."
+    )
+    _write(ref.path, who, body, rule=rule)
+    return status(ref.path)
+
+
+def _silence(seconds: float) -> str:
+    """``2h 05m``, ``12m``, ``40s``: a silence as people say it."""
+    whole = int(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"{whole // 60}m" if whole >= 60 else f"{whole}s"
+
+
+def mark_gone(
+    path: Path | str,
+    target: str,
+    reason: str | None = None,
+    name: str | None = None,
+    *,
+    silence: float = GONE_AFTER_SECONDS,
+    human: bool = False,
+    state: Path | None = None,
+) -> ChatStatus:
+    """Write ``---GONE--- TARGET``: the end handshake stops waiting for a participant that went
+    silent (crashed, or left without saying so). A later message from it brings it back.
+
+    A participant may mark another once ``silence`` seconds have passed since the target's last
+    block (the mark states how long); the human (``human=True``, written as ``name`` or
+    ``human``) may mark at any time. Refused: ``Conflict`` for an unknown, departed or too
+    recently heard target, for yourself (use ``leave``), or for a writer who is not in the chat;
+    ``Unresolved`` when the target's last ``TIME`` does not parse (the silence cannot be told).
+    """
+    ref = ChatRef.of(path)
+    book = NameBook(state)
+    who = validate_agent(name, "chat name") if human and name else HUMAN
+    if not human:
+        who = book.resolve(ref, name)
+    if not silence >= 0:
+        raise FormatError(f"must be a number of seconds >= 0, got {silence}", field="silence")
+    reason = (reason or "").strip()
+    if reason:
+        check_one_line("gone reason", reason)
+    at = now()
+    found: dict[str, str] = {}
+
+    def rule(st: ChatStatus) -> None:
+        gone = st.find(target)
+        if gone is None:
+            shown = ", ".join(st.participants) or "none"
+            raise Conflict(f"no participant {target!r} in this chat (participants: {shown})")
+        if gone.lower() == who.lower():
+            raise Conflict("you cannot mark yourself gone; use `chat leave`")
+        if gone in st.left:
+            raise Conflict(f"{gone!r} already left this chat at {st.left[gone]['time']}")
+        if gone in st.gone:
+            raise Conflict(f"{gone!r} is already marked gone (by {st.gone[gone]['by']})")
+        if not human and st.find(who) not in st.present:
+            raise Conflict(
+                f"{who!r} is not a participant here, so it cannot mark anyone gone; the human "
+                "can, with --human"
+            )
+        last = st.last_block[gone]
+        when = last.at
+        if when is None or when > at + FUTURE_SKEW:
+            if not human:
+                raise Unresolved(
+                    f"cannot tell how long {gone!r} has been silent (its last TIME is "
+                    f"{last.time_raw!r}); the human can mark it gone with --human"
+                )
+            found["line"] = f"{gone} was marked gone by the human."
+        else:
+            quiet = max(0.0, (at - when).total_seconds())
+            if not human and quiet < silence:
+                raise Conflict(
+                    f"{gone!r} last wrote {_silence(quiet)} ago; a participant may mark it gone "
+                    f"after {_silence(silence)} of silence. Until then ask it in the chat, or "
+                    "ask your human (--human)"
+                )
+            by = "the human" if human else f"{who} (silence bound {_silence(silence)})"
+            found["line"] = (
+                f"{gone} has written nothing since {last.time_raw} ({_silence(quiet)}); "
+                f"marked gone by {by}."
+            )
+        found["name"] = gone
+
+    def body() -> str:
+        gone = found["name"]
+        return (
+            f"{GONE} {gone}\n{found['line']} The end handshake no longer waits for {gone}; a "
+            f"new message from {gone} brings them back." + (f"\nreason: {reason}" if reason else "")
+        )
+
+    _write(ref.path, who, "", rule=rule, compose=body)
+    return status(ref.path)
 
 
 def check(
     path: Path | str, text: str, name: str | None = None, *, state: Path | None = None
 ) -> ChatStatus:
     """Open a human check (``---HUMAN-CHECK---`` + the decision); others hold until approved."""
-    path = _chat_path(path)
-    book = NameBook(state)
-    who = book.resolve(path, name)
+    ref = ChatRef.of(path)
+    who = NameBook(state).resolve(ref, name)
     check_chars("human check", text.strip(), 1, 1 << 16)
-    _write(path, who, f"{CHECK}\n{text.strip()}", book)
-    return status(path)
+    _write(ref.path, who, f"{CHECK}\n{text.strip()}")
+    return status(ref.path)
 
 
 def approve(
@@ -587,14 +742,13 @@ def approve(
     Raises ``Conflict`` when the caller has no open check (only the agent that asked its human
     may write the human's answer).
     """
-    path = _chat_path(path)
-    book = NameBook(state)
-    who = book.resolve(path, name)
+    ref = ChatRef.of(path)
+    who = NameBook(state).resolve(ref, name)
     check_chars("human decision", text.strip(), 1, 1 << 16)
 
     def rule(st: ChatStatus) -> None:
         if not any(c["from"] == who for c in st.human_checks):
             raise Conflict(f"{who} has no open human check to approve (open one with `chat check`)")
 
-    _write(path, who, f"{APPROVED}\n{text.strip()}", book, rule=rule)
-    return status(path)
+    _write(ref.path, who, f"{APPROVED}\n{text.strip()}", rule=rule)
+    return status(ref.path)

@@ -107,6 +107,10 @@ class CursorStore:
         data = json.dumps({"key": key, **value}, sort_keys=True)
         atomic_write(self.path_for(key), data, durable=durable)
 
+    def forget(self, key: str) -> None:
+        """Drop the value stored for ``key`` (nothing if there is none)."""
+        self.path_for(key).unlink(missing_ok=True)
+
     def load_bytes(self, key: str) -> ByteCursor:
         """The byte cursor for ``key``; offset 0 if none was stored."""
         value = self.load(key)
