@@ -9,9 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from chat_helpers import seed_create
+from click.testing import CliRunner
 
 from mailslot import chat
 from mailslot.chat.format import parse_messages
+from mailslot.cli import cli
 from mailslot.core import clock
 from mailslot.core.errors import (
     Conflict,
@@ -260,3 +263,14 @@ def test_a_refused_join_remembers_no_name(chat_file: Path, monkeypatch) -> None:
     with pytest.raises(Conflict, match="ended"):
         chat.join(chat_file)
     assert chat.NameBook().recall(chat_file) is None
+
+
+def test_the_topic_line_counts_wherever_it_stands_in_the_opening_message(tmp_path: Path) -> None:
+    path = seed_create(tmp_path, "kiran-48291", "split the parser work")  # greeting, then TOPIC:
+    assert chat.status(path).topic == "split the parser work"
+    joined = chat.join(path, "zara")
+    assert joined.topic == "split the parser work"
+    chat.say(path, "TOPIC: something else entirely", "zara")  # not the opening message
+    assert chat.status(path).topic == "split the parser work"
+    r = CliRunner().invoke(cli, ["chat", "join", str(path), "--as", "neel"])
+    assert r.exit_code == 0 and r.output.splitlines()[1] == "TOPIC: split the parser work"

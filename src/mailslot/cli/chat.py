@@ -44,6 +44,12 @@ def _messages_text(messages: list[dict[str, Any]]) -> str:
 def _status_text(st: dict[str, Any]) -> str:
     topic = shown_line(st["topic"]) if st["topic"] else "-"
     lines = [f"topic: {topic}", f"participants: {_names(st['participants'])}"]
+    for p in st["left"]:
+        lines.append(f"left: {_name(p['name'])} at {shown_line(p['time'])}")
+    for p in st["gone"]:
+        lines.append(
+            f"gone: {_name(p['name'])}, marked by {_name(p['by'])} at {shown_line(p['time'])}"
+        )
     req = st["end_request"]
     if st["ended"]:
         lines.append(f"ended: yes, by mutual agreement at {shown_line(st['ended_at'])}")
@@ -86,8 +92,11 @@ def chat() -> None:
       mailslot chat say FILE "I'd start with a monolith."
       mailslot chat wait FILE --timeout 300               # exit 3 timeout, 4 file removed/ended
       mailslot chat end FILE request | accept | reject "not yet"
-    Names: --as NAME, or a generated one (kiran-48291) remembered per chat file and caller
-    ($MAILSLOT_SESSION, else the current directory), so later commands need no --as.
+      mailslot chat leave FILE "my part is done"
+    Names: --as NAME acts as that speaker from any directory; without it, new/join generate
+    one (kiran-48291) remembered for the chat and your session ($MAILSLOT_SESSION, else the
+    current directory), so later commands there need no --as. A participant can leave, and a
+    silent one can be marked gone, so the end handshake stops waiting for them.
     """
 
 
@@ -136,12 +145,11 @@ def join_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
 
     joined = join(Path(file), env.agent, text)
     data = joined.to_json()
-    topic = next((m["body"] for m in data["messages"] if m["body"].startswith("TOPIC:")), "")
+    topic = f"TOPIC: {shown_line(data['topic'])}" if data["topic"] is not None else "TOPIC: -"
     emit(
         data,
         as_json,
-        f"Joined chat as {joined.name!r}.\n{shown_line(topic.split(chr(10), 1)[0])}\n\n"
-        + _messages_text(data["messages"]),
+        f"Joined chat as {joined.name!r}.\n{topic}\n\n" + _messages_text(data["messages"]),
     )
 
 
@@ -230,6 +238,67 @@ def end_cmd(env: Env, file: str, action: str, reason: str | None, as_json: bool)
     from mailslot.chat import end
 
     st = end(Path(file), action, reason, env.agent)
+    emit(st.to_json(), as_json, _status_text)
+
+
+@chat.command("leave")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("reason", required=False)
+@json_option
+@pass_env
+def leave_cmd(env: Env, file: str, reason: str | None, as_json: bool) -> None:
+    """Leave FILE (writes ---LEAVE---): the end handshake stops waiting for you.
+
+    A later message from you brings you back; a name that left may join again.
+
+    \b
+    Example:
+      mailslot chat leave FILE "my part is done; over to zara"
+    """
+    from mailslot.chat import leave
+
+    emit(leave(Path(file), reason, env.agent).to_json(), as_json, _status_text)
+
+
+@chat.command("gone")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("name")
+@click.argument("reason", required=False)
+@click.option(
+    "--silence",
+    type=click.FloatRange(min=0),
+    help="Seconds NAME must have been silent before a participant may mark it gone "
+    "(default: 3600, twelve of the seed's 5-minute wakings).",
+)
+@click.option("--human", is_flag=True, help="You are the human: mark now, whatever the silence.")
+@json_option
+@pass_env
+def gone_cmd(
+    env: Env,
+    file: str,
+    name: str,
+    reason: str | None,
+    silence: float | None,
+    human: bool,
+    as_json: bool,
+) -> None:
+    """Mark NAME gone (writes ---GONE--- NAME): the end handshake stops waiting for it.
+
+    For an agent that crashed or left without `chat leave`. A participant may mark it after
+    --silence seconds without a message from NAME (the mark states the silence); the human may
+    mark it at any time with --human (written as --as NAME, else "human"). A new message from
+    NAME brings it back.
+
+    \b
+    Example:
+      mailslot chat gone FILE dave-12345 "no answer since the deploy"
+      mailslot chat gone FILE dave-12345 --human
+    """
+    from mailslot.chat import mark_gone
+    from mailslot.chat.room import GONE_AFTER_SECONDS
+
+    bound = GONE_AFTER_SECONDS if silence is None else silence
+    st = mark_gone(Path(file), name, reason, env.agent, silence=bound, human=human)
     emit(st.to_json(), as_json, _status_text)
 
 
