@@ -115,3 +115,13 @@ def test_wait_on_a_path_that_never_was_a_chat_is_not_found(tmp_path: Path, run_c
     path.unlink()  # a chat alice knew, then removed: gone, not a wrong path
     r = run_cli("chat", "wait", str(path), "--as", "alice", "--timeout", "1")
     assert r.returncode == 4 and r.stderr.startswith("mailslot: gone:")
+
+
+def test_a_cursor_out_of_range_is_one_line_naming_it(tmp_path: Path) -> None:
+    path = run("chat", "new", "t", "--dir", str(tmp_path), "--as", "alice").output.splitlines()[0]
+    for since in ("99999999999999999999999", "1000000"):
+        r = run("chat", "read", path, "--since", since)
+        assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
+        assert r.stderr.startswith("mailslot: error:") and "field 'since'" in r.stderr
+    r = run("chat", "wait", path, "--as", "alice", "--cursor", "1000000", "--timeout", "0")
+    assert r.exit_code == 1 and "field 'cursor'" in r.stderr and "past the end" in r.stderr

@@ -26,6 +26,8 @@ ALL_TOOLS = {
     "chat_wait",
     "chat_read",
     "chat_end",
+    "chat_leave",
+    "chat_gone",
     "peer_send",
     "log_append",
 }

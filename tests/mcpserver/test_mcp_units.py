@@ -28,7 +28,7 @@ def _config(setup: Setup, agent: str = "claude"):
 def test_tool_list_fits_the_context_budget(setup: Setup) -> None:
     tools = build_tools(_config(setup))
     size = len(json.dumps(tool_list_json(tools)))
-    assert len(tools) == 14 and size <= TOOL_LIST_MAX_CHARS, size
+    assert len(tools) == 16 and size <= TOOL_LIST_MAX_CHARS, size
 
 
 def test_idle_result_fits_its_budget(setup: Setup) -> None:
@@ -246,3 +246,66 @@ def test_exchange_tools_decide_debts_by_arrival_order(setup: Setup) -> None:
     args = {"topic": topic, "status": "done"}
     reply = dispatch({t.name: t for t in build_tools(claude)}, claude, "exchange_state", args)
     assert reply.error and "0002-claude.md" in reply.text, reply.text
+
+
+def _filled(schema: dict) -> dict:
+    """Valid values for a schema's required arguments (first enum value, else a short string)."""
+    out = {}
+    for name in schema.get("required", []):
+        spec = schema["properties"][name]
+        out[name] = spec["enum"][0] if "enum" in spec else "x"
+    return out
+
+
+def test_every_numeric_argument_is_bounded_and_checked(setup: Setup) -> None:
+    cfg = _config(setup)
+    tools = {t.name: t for t in build_tools(cfg)}
+    numeric = [
+        (tool, name, spec)
+        for tool in tools.values()
+        for name, spec in tool.schema["properties"].items()
+        if spec["type"] in ("integer", "number")
+    ]
+    assert {(t.name, n) for t, n, _ in numeric} >= {
+        ("chat_read", "since"),
+        ("chat_wait", "timeout"),
+    }
+    for tool, name, spec in numeric:
+        assert "minimum" in spec and "maximum" in spec, (tool.name, name)
+        for bad in (1e30, 10**30, -1e30, -(10**30), float("nan"), float("inf")):
+            r = dispatch(tools, cfg, tool.name, {**_filled(tool.schema), name: bad})
+            assert r.error and f"field '{name}'" in r.text, (tool.name, name, bad, r.text)
+            assert "internal error" not in r.text
+
+
+def test_a_huge_chat_cursor_is_a_tool_error_naming_since(setup: Setup) -> None:
+    from mailslot.chat.room import CURSOR_MAX
+    from mailslot.mcpserver import chat_tools
+
+    assert chat_tools.CURSOR_MAX == CURSOR_MAX
+    cfg = _config(setup, "claude")
+    tools = {t.name: t for t in build_tools(cfg)}
+    name = dispatch(tools, cfg, "chat_new", {"topic": "t"}).text.split()[1]
+    for since in (1e30, 10**30, CURSOR_MAX + 1):
+        r = dispatch(tools, cfg, "chat_read", {"chat": name, "since": since})
+        assert r.error and r.text.startswith("error: field 'since': must be at most"), r.text
+    r = dispatch(tools, cfg, "chat_read", {"chat": name, "since": 0.0})  # 0.0 is an integer
+    assert not r.error and "1 messages" in r.text
+    r = dispatch(tools, cfg, "chat_read", {"chat": name, "since": CURSOR_MAX})
+    assert r.error and r.text.startswith("error: ") and "past the end of the chat" in r.text
+
+
+def test_leave_and_gone_through_the_tools(setup: Setup) -> None:
+    from mailslot import chat
+
+    a, b = _config(setup, "claude"), _config(setup, "olu")
+    tools = {t.name: t for t in build_tools(a)}
+    name = dispatch(tools, a, "chat_new", {"topic": "t"}).text.split()[1]
+    assert not dispatch(tools, b, "chat_join", {"chat": name}).error
+    chat.say(setup.chats / name, "I may crash", "carol")
+    r = dispatch(tools, a, "chat_gone", {"chat": name, "participant": "carol"})
+    assert r.error and "of silence" in r.text  # a model waits out the bound like anyone
+    r = dispatch(tools, b, "chat_leave", {"chat": name, "reason": "done here"})
+    assert not r.error and r.text.startswith("left; ")
+    st = chat.status(setup.chats / name)
+    assert list(st.left) == ["olu"] and st.present == ["claude", "carol"]

@@ -431,9 +431,17 @@ def _refuse_markers(body: str) -> None:
             )
 
 
-def _check_cursor(value: int, what: str) -> int:
+def _check_cursor(value: int, what: str, path: Path) -> int:
+    """``value`` if it is a byte cursor within ``path``; ``FormatError`` naming ``what``
+    otherwise (a file only grows, so a cursor past its end was never one of its cursors)."""
     if not 0 <= value <= CURSOR_MAX:
         raise FormatError(f"a byte cursor is 0 to {CURSOR_MAX}, got {value}", field=what)
+    with contextlib.suppress(FileNotFoundError):  # a missing file is reported by the caller
+        size = path.stat().st_size
+        if value > size:
+            raise FormatError(
+                f"cursor {value} is past the end of the chat ({size} bytes)", field=what, path=path
+            )
     return value
 
 
@@ -452,7 +460,7 @@ def read(path: Path | str, since: int = 0) -> Batch:
     """Every complete message from byte ``since`` on (a peek: moves no cursor); ``NotFound``,
     ``FormatError`` for a cursor outside 0..``CURSOR_MAX``."""
     path = ChatRef.of(path).path
-    since = _check_cursor(since, "since")
+    since = _check_cursor(since, "since", path)
     try:
         data = read_from(path, since)
     except NotFound:
@@ -488,7 +496,7 @@ def wait(
     book = NameBook(state)
     who = book.resolve(ref, name)
     if cursor is not None:
-        _check_cursor(cursor, "cursor")
+        _check_cursor(cursor, "cursor", path)
     store = CursorStore("chat", state)
     key = _cursor_key(path, who)
     stored = _load_cursor(store, ref, who)

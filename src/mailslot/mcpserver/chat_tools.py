@@ -1,9 +1,12 @@
-"""The chat's tools (seed 002): new, join, say, wait, read, end, over one ``--chat-dir``.
+"""The chat's tools (seed 002): new, join, say, wait, read, end, leave, gone, over one
+``--chat-dir``.
 
 Each calls the function ``mailslot chat ...`` calls (``new_chat``, ``join``, ``say``, ``wait``,
-``read``, ``end``) with the server's ``--as`` name. A chat is named by its file name inside the
-chat directory and found with ``locate_chat``: a name that is not there is an error listing the
-chats that are, and no tool can reach a file outside the directory.
+``read``, ``end``, ``leave``, ``mark_gone``) with the server's ``--as`` name. ``chat_gone`` keeps
+the chat's silence bound and has no ``--human`` switch: a model is a participant, not the human.
+A chat is named by its file name inside the chat directory and found with ``locate_chat``: a
+name that is not there is an error listing the chats that are, and no tool can reach a file
+outside the directory.
 
 Chat names are what the ``FROM:`` line of a block says: the chat is one shared file, and anyone
 who can write it can write any name. Results say so next to each message, and bodies are fenced
@@ -23,6 +26,10 @@ from mailslot.mcpserver.fence import Fence, safe
 from mailslot.mcpserver.spec import Call, Reply, ToolSpec, obj, prop
 
 __all__ = ["CHAT_WAIT_MAX_SECONDS", "chat_tools"]
+
+# The schema's bound for a byte cursor, the channel's own (see ``mailslot.chat.room``); written
+# out so building the tool list imports no channel, and pinned to it by a test.
+CURSOR_MAX = 2**53 - 1
 
 CHAT_WAIT_MAX_SECONDS = 300
 CHAT_WAIT_DEFAULT_SECONDS = 30
@@ -123,10 +130,26 @@ def _end(call: Call) -> Reply:
     return Reply(_status(st))
 
 
+def _leave(call: Call) -> Reply:
+    from mailslot.chat import leave
+
+    st = leave(_path(call), call.args["reason"], call.config.agent)
+    return Reply(f"left; {_status(st)}")
+
+
+def _gone(call: Call) -> Reply:
+    from mailslot.chat import mark_gone
+
+    a = call.args
+    st = mark_gone(_path(call), a["participant"], a["reason"], call.config.agent)
+    return Reply(f"marked {safe(a['participant'])} gone; {_status(st)}")
+
+
 def chat_tools(chat_dir: Path, agent: str) -> list[ToolSpec]:
     """The chat tools for ``agent`` over the chats in ``chat_dir``."""
     chat = prop("string", "The chat's file name (see chat_new).", minLength=1)
     text = prop("string", "Your message.", minLength=1)
+    reason = prop("string", "One line.")
     return [
         ToolSpec(
             "chat_new",
@@ -166,7 +189,11 @@ def chat_tools(chat_dir: Path, agent: str) -> list[ToolSpec]:
         ToolSpec(
             "chat_read",
             "Read a chat's messages from a byte cursor (moves nothing).",
-            obj(["chat"], chat=chat, since=prop("integer", "Byte cursor.", minimum=0, default=0)),
+            obj(
+                ["chat"],
+                chat=chat,
+                since=prop("integer", "Byte cursor.", minimum=0, maximum=CURSOR_MAX, default=0),
+            ),
             _read,
             read_only=True,
         ),
@@ -177,8 +204,25 @@ def chat_tools(chat_dir: Path, agent: str) -> list[ToolSpec]:
                 ["chat", "action"],
                 chat=chat,
                 action=prop("string", enum=["request", "accept", "reject"]),
-                reason=prop("string", "One line."),
+                reason=reason,
             ),
             _end,
+        ),
+        ToolSpec(
+            "chat_leave",
+            "Leave a chat: the end handshake stops waiting for you.",
+            obj(["chat"], chat=chat, reason=reason),
+            _leave,
+        ),
+        ToolSpec(
+            "chat_gone",
+            "Mark a participant silent for 1h+ as gone: the end handshake stops waiting for it.",
+            obj(
+                ["chat", "participant"],
+                chat=chat,
+                participant=prop("string", "Its FROM name.", minLength=1),
+                reason=reason,
+            ),
+            _gone,
         ),
     ]

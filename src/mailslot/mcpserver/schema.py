@@ -6,10 +6,16 @@ wrong types, values outside an ``enum`` or a bound are refused with one line nam
 Only the keywords our schemas use are understood (``type`` string/integer/number/boolean/array of
 strings, ``enum``, ``minimum``, ``maximum``, ``minLength``, ``maxLength``, ``default``, ``items``,
 ``maxItems``); an unknown keyword in a schema is a programming error caught by the tests.
+
+Numbers are bounded on both sides (every numeric property declares ``minimum`` and ``maximum``,
+a test checks it) and must be finite, so no value a model sends -- ``1e30``, ``NaN`` -- reaches a
+channel as something it cannot hold. An integer may arrive as an integral float (``5.0``, which
+JSON Schema counts as an integer); it is passed on as an ``int``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mailslot.core.errors import FormatError
@@ -38,6 +44,11 @@ def _check(name: str, value: Any, spec: dict[str, Any]) -> Any:
     kind = spec["type"]
     if isinstance(value, bool) and kind != "boolean":
         raise FormatError(f"expected {kind}, got a boolean", field=name)
+    if kind in ("number", "integer") and isinstance(value, float):
+        if not math.isfinite(value):
+            raise FormatError(f"must be a finite number, got {value}", field=name)
+        if kind == "integer" and value.is_integer():
+            value = int(value)
     if not _is(value, kind):
         raise FormatError(f"expected {kind}, got {type(value).__name__}", field=name)
     if kind == "array":
