@@ -119,7 +119,7 @@ def test_what_cannot_be_left_or_marked(chat_file: Path) -> None:
         chat.mark_gone(chat_file, "alice", name="alice")
     with pytest.raises(Conflict, match="no participant 'zed'"):
         chat.mark_gone(chat_file, "zed", name="alice")
-    with pytest.raises(Conflict, match="not a participant"):
+    with pytest.raises(Conflict, match="not present in this chat"):
         chat.mark_gone(chat_file, "bob", name="mallory")
     with pytest.raises(Conflict, match="not in this chat"):
         chat.leave(chat_file, name="mallory")
@@ -139,11 +139,11 @@ def test_what_cannot_be_left_or_marked(chat_file: Path) -> None:
 def test_status_shows_who_left_and_who_is_gone(chat_file: Path) -> None:
     chat.join(chat_file, "bob")
     chat.join(chat_file, "carol")
-    chat.leave(chat_file, name="carol")
+    chat.leave(chat_file, "bye for now", name="carol")
     later(GONE_AFTER_SECONDS + 1)
     chat.mark_gone(chat_file, "bob", name="alice")
     st = json.loads(run("chat", "status", str(chat_file), "--json").output)
-    assert [p["name"] for p in st["left"]] == ["carol"]
+    assert [(p["name"], p["reason"]) for p in st["left"]] == [("carol", "bye for now")]
     assert [(p["name"], p["by"]) for p in st["gone"]] == [("bob", "alice")]
     assert st["present"] == ["alice"]
     text = run("chat", "status", str(chat_file)).output

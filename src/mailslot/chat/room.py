@@ -693,8 +693,8 @@ def mark_gone(
             raise Conflict(f"{gone!r} is already marked gone (by {st.gone[gone]['by']})")
         if not human and st.find(who) not in st.present:
             raise Conflict(
-                f"{who!r} is not a participant here, so it cannot mark anyone gone; the human "
-                "can, with --human"
+                f"{who!r} is not present in this chat (never joined, left or marked gone), so it "
+                "cannot mark anyone gone; say something first, or the human can, with --human"
             )
         last = st.last_block[gone]
         when = last.at

@@ -129,7 +129,8 @@ def compute_status(messages: list[ChatMessage]) -> ChatStatus:
             if mine:
                 st.human_checks.remove(mine[0])
         elif kind == "leave":
-            st.left[m.sender] = {"name": m.sender, "time": message_time(m), "text": m.marker_text}
+            reason = m.marker_text.split("\n", 1)[0].strip()  # what follows is our sentence
+            st.left[m.sender] = {"name": m.sender, "time": message_time(m), "reason": reason}
         elif kind == "gone":
             target = gone_target(m.marker_text, st.participants)
             if target is not None and target != m.sender and target not in st.left:
