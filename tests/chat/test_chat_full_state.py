@@ -28,9 +28,7 @@ def full_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "state"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)], check=False)
-    if r.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)], check=True)
     try:
         monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
         filler = mnt / "filler"
@@ -92,3 +90,17 @@ def test_a_new_chat_on_a_full_state_dir_leaves_no_file(tmp_path: Path, full_stat
         chat.new_chat("t", room, "alice")
     assert list(room.iterdir()) == []
     assert "no chat was created" in str(failed.value)
+
+
+def test_a_state_dir_that_fills_midway_keeps_nothing_of_the_join(
+    shared_chat: Path, full_state: Path
+) -> None:
+    state = full_state.parent / "mailslot" / "cursors"
+    (state / "chat").mkdir(parents=True)  # directories take no pages on a tmpfs
+    (state / "chat-names").mkdir()
+    os.truncate(full_state, full_state.stat().st_size - 4096)  # room for one small file
+    before = shared_chat.read_bytes()
+    with pytest.raises(OSError, match="nothing was written"):
+        chat.join(shared_chat, "bob")  # the cursor fits, the remembered name does not
+    assert shared_chat.read_bytes() == before
+    assert list((state / "chat").iterdir()) == [] and list((state / "chat-names").iterdir()) == []

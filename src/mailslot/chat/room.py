@@ -398,8 +398,7 @@ def join(
 
     def prepare(start: int) -> Callable[[], None]:
         before = store.load(key)
-        store.save_bytes(key, ByteCursor(start, path.stat().st_ino))
-        remembered = book.remember(ref, who)
+        remembered = False
 
         def undo() -> None:
             with contextlib.suppress(OSError):
@@ -410,6 +409,12 @@ def join(
                 else:
                     store.save(key, before)
 
+        try:
+            store.save_bytes(key, ByteCursor(start, path.stat().st_ino))
+            remembered = book.remember(ref, who)
+        except BaseException:
+            undo()  # a state dir that filled up between the two leaves neither behind
+            raise
         return undo
 
     _, end_ = _write(path, who, body, rule=rule, prepare=prepare)
