@@ -288,8 +288,9 @@ def _cursor_key(path: Path, name: str) -> str:
 def _load_cursor(store: CursorStore, chat: ChatRef, name: str) -> ByteCursor | None:
     """The cursor stored for ``name`` in ``chat`` under its real path, else its spelling."""
     for path in chat.keys:
-        if store.load(_cursor_key(path, name)) is not None:
-            return store.load_bytes(_cursor_key(path, name))
+        value = store.load(_cursor_key(path, name))
+        if value is not None:
+            return ByteCursor(int(value.get("offset", 0)), value.get("inode"))
     return None
 
 
@@ -504,13 +505,17 @@ def wait(
         _check_cursor(cursor, "cursor", path)
     store = CursorStore("chat", state)
     key = _cursor_key(path, who)
-    stored = _load_cursor(store, ref, who)
     if not path.exists():
-        known = bool(cursor) or stored is not None or book.recall(ref) is not None
+        known = (
+            bool(cursor)
+            or _load_cursor(store, ref, who) is not None
+            or book.recall(ref) is not None
+        )
         if not known:  # never joined, waited on or given a cursor: a wrong path, not an end
             raise _no_chat(path)
         raise Gone("the chat file was removed: the conversation is over", path=path)
     if cursor is None:
+        stored = _load_cursor(store, ref, who)
         pos = stored.offset if stored is not None and stored.valid_for(path) else 0
     else:
         pos = cursor
