@@ -306,6 +306,6 @@ def test_leave_and_gone_through_the_tools(setup: Setup) -> None:
     r = dispatch(tools, a, "chat_gone", {"chat": name, "participant": "carol"})
     assert r.error and "of silence" in r.text  # a model waits out the bound like anyone
     r = dispatch(tools, b, "chat_leave", {"chat": name, "reason": "done here"})
-    assert not r.error and r.text.startswith("left; ")
+    assert not r.error and r.text == "left; open; participants: claude, carol, olu (left)"
     st = chat.status(setup.chats / name)
     assert list(st.left) == ["olu"] and st.present == ["claude", "carol"]

@@ -63,7 +63,8 @@ def _status(st: Any) -> str:
             f"end requested by {safe(req['from'])}; accepted: "
             f"{', '.join(req['accepted']) or '-'}; waiting for: {', '.join(req['waiting_for'])}"
         )
-    return f"open; participants: {safe(', '.join(d['participants']))}"
+    away = [f"{p['name']} (left)" for p in d["left"]] + [f"{p['name']} (gone)" for p in d["gone"]]
+    return f"open; participants: {safe(', '.join(d['present'] + away))}"
 
 
 def _new(call: Call) -> Reply:
