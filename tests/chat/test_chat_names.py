@@ -100,6 +100,7 @@ def test_every_spelling_of_the_path_is_one_chat(
     joined = chat.join(dotted)  # a generated name, remembered for this session
     assert joined.path == chat_file.resolve()
     assert chat.say(via_link, "no --as needed").sender == joined.name
+    monkeypatch.chdir(room / "sub")  # a session's name follows it from directory to directory
     assert chat.say(chat_file, "nor here").sender == joined.name
     with pytest.raises(Conflict, match=f"already speaks in this chat as '{joined.name}'"):
         chat.join(via_link)  # the same chat: no second identity for this session
