@@ -67,6 +67,7 @@ from mailslot.core.errors import (
     FormatError,
     Gone,
     LockBusy,
+    NoSpace,
     NotFound,
     Unresolved,
     WaitTimeout,
@@ -241,7 +242,8 @@ def _write(
     the rule found, such as a silence).
     ``prepare(start)`` runs under the lock once the rules pass and before the append, to store
     what must exist if the block does (a joiner's name and cursor); it returns an undo that runs
-    if the append then fails. An ``OSError`` from it (a full state dir) leaves the file untouched.
+    if the append then fails. A ``NoSpace``/``OSError`` from it (a full state dir) leaves the file
+    untouched.
     The block is visible to readers as soon as it is whole; the fsync happens after the locks
     are released and before this returns (a reader never waits for the disk, a sender never
     returns before its message is durable).
@@ -272,13 +274,18 @@ def _write(
     return start, start + len(block.encode())
 
 
+def _state_failed(e: OSError | NoSpace, outcome: str) -> OSError | NoSpace:
+    """``e`` (a state-dir write that failed) restated with what became of the chat."""
+    if isinstance(e, NoSpace):
+        return NoSpace(f"{e.message} (in the state dir); {outcome}", path=e.path)
+    return OSError(e.errno, f"{e.strerror} (in the state dir); {outcome}", e.filename)
+
+
 def _prepared(prepare: Callable[[int], Callable[[], None]], start: int) -> Callable[[], None]:
     try:
         return prepare(start)
-    except OSError as e:
-        raise OSError(
-            e.errno, f"{e.strerror} (in the state dir); nothing was written to the chat", e.filename
-        ) from e
+    except (OSError, NoSpace) as e:
+        raise _state_failed(e, "nothing was written to the chat") from e
 
 
 def _cursor_key(path: Path, name: str) -> str:
@@ -306,8 +313,8 @@ def new_chat(
     """Create ``chat-YYYY-MM-DD-HHMMSS[-N].txt`` with the opening message; never overwrites.
 
     The stamp is UTC. Two chats made in the same second get ``-2``, ``-3``... Raises
-    ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name, ``OSError``
-    when the state dir cannot hold the name (the new file is removed again).
+    ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name,
+    ``NoSpace``/``OSError`` when the state dir cannot hold the name (the new file is removed).
     """
     topic = topic.strip()
     check_utf8("topic", topic)
@@ -337,18 +344,14 @@ def new_chat(
         book.remember(ref, who)
         cursor = ByteCursor.at_end(path)
         CursorStore("chat", state).save_bytes(_cursor_key(ref.path, who), cursor)
-    except OSError as e:
+    except (OSError, NoSpace) as e:
         # Nobody has the path yet (it is printed on success), so taking the file back is safe.
-        kept = ""
+        outcome = "no chat was created"
         try:
             path.unlink()
         except OSError:
-            kept = f"; the chat file {path} was created but could not be removed"
-        raise OSError(
-            e.errno,
-            f"{e.strerror} (in the state dir){kept or '; no chat was created'}",
-            e.filename,
-        ) from e
+            outcome = f"the chat file {path} was created but could not be removed"
+        raise _state_failed(e, outcome) from e
     messages, end_ = parse_messages(block.encode())
     return Joined(path, who, messages, end_)
 
@@ -367,7 +370,7 @@ def join(
     fails the join with nothing written), and the cursor ends just past the joining message, so
     ``wait`` next delivers exactly what others wrote after it. Raises ``NotFound``, ``Conflict``
     (ended chat; a name that already speaks here; a session that already speaks, without
-    ``--as``), ``OSError`` (the state dir).
+    ``--as``), ``NoSpace``/``OSError`` (the state dir).
     """
     ref = ChatRef.of(path)
     path = ref.path
@@ -402,7 +405,7 @@ def join(
         remembered = False
 
         def undo() -> None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, NoSpace):
                 if remembered:
                     book.forget(ref)
                 if before is None:
@@ -419,7 +422,7 @@ def join(
         return undo
 
     _, end_ = _write(path, who, body, rule=rule, prepare=prepare)
-    with contextlib.suppress(OSError):  # at ``start`` already; past our own block is a nicety
+    with contextlib.suppress(OSError, NoSpace):  # at ``start`` already; past our block is nicer
         store.save_bytes(key, ByteCursor(end_, path.stat().st_ino))
     history, _ = parse_messages(read_from(path, 0)[:end_])
     return Joined(path, who, history, end_)
