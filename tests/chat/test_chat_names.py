@@ -152,5 +152,5 @@ def test_a_human_in_a_second_terminal_speaks_with_as(tmp_path: Path, run_cli) ->
     seen = seed_read(path, mark)  # what the hand-run agent's loop reads next
     assert seen.count("FROM: kiran-48291") == 2 and "human here" in seen
     r = run_cli("chat", "say", str(path), "who?", cwd=elsewhere, env={"MAILSLOT_AGENT": ""})
-    assert r.returncode != 0 and "--as" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and "--as" in r.stderr and r.stderr.count("\n") == 1
     assert os.path.getsize(path) == mark + len(seen.encode())
