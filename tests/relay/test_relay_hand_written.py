@@ -178,3 +178,22 @@ def test_an_unreadable_reply_is_reported_to_the_waiting_asker(mb: Path, run_cli)
         f.write("- [14:03] (w1) id=R01 T1=1722868961456 say=forged\n")
     r = run_cli("relay", "recover", env=env)
     assert r.returncode == 3 and "to-w1.md line 2: signed (w1), but only manager" in r.stderr
+
+
+@pytest.mark.parametrize("stamp", ["\u00b2", "\u0661\u0662\u0663", "9" * 5000])
+def test_a_stamp_that_is_not_ascii_epoch_ms_is_unreadable_not_a_crash(
+    mb: Path, run_cli, stamp: str
+) -> None:
+    # '²' and Arabic-Indic digits pass str.isdigit(); 5000 digits is past int()'s limit.
+    with (mb / "to-manager.md").open("a") as f:
+        f.write(f"- [HH:MM] (w1) C01 id=C01 T0={stamp} — Human says: when do we ship?\n")
+    env = {"MAILSLOT_ROOT": str(mb), "MAILSLOT_AGENT": "manager"}
+    r = run_cli("relay", "serve", "--json", "--timeout", "0.5", env=env)
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    assert "to-manager.md line 1:" in r.stderr and "T0" in r.stderr
+    r = run_cli("relay", "status", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["malformed_lines"] == 1
+    r = run_cli("relay", "stats", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["turns"] == []

@@ -77,8 +77,16 @@ _SEED_SAY_RE = re.compile("(?:(?:\u2014|\u2013|--?) )?[Hh]uman says: ?")
 _STAMPS = {"C": ("T0",), "R": ("T1",), "Q": ("T0", "T1"), "A": ("T1", "T0")}
 # A delivery record names the reply or the turn it answered: C03 and R03 are the same turn.
 _DELIVERED = {"C": "R", "R": "R", "Q": "A", "A": "A"}
+# An epoch-ms stamp: ASCII digits only (str.isdigit() also takes '²', which int() refuses) and
+# short enough to be a time (13 digits today), never a big integer to parse.
+_MS_RE = re.compile(r"[0-9]{1,16}")
 # What an unreadable line shows of itself in a report.
 EXCERPT_CHARS = 80
+
+
+def _is_ms(value: str) -> bool:
+    """Whether ``value`` is an epoch-millisecond stamp (1-16 ASCII digits)."""
+    return _MS_RE.fullmatch(value) is not None
 
 
 def turn_id(prefix: str, number: int) -> str:
@@ -125,7 +133,7 @@ class TurnLine:
     def ms(self, key: str) -> int | None:
         """A ``T0``/``T1``/``T2``/``at`` field as epoch milliseconds, ``None`` if absent/bad."""
         value = self.fields.get(key)
-        return int(value) if value is not None and value.isdigit() else None
+        return int(value) if value is not None and _is_ms(value) else None
 
     @property
     def stamp(self) -> int | None:
@@ -144,7 +152,7 @@ class TurnLine:
             "hhmm": self.hhmm,
             "say": self.say,
             "flags": sorted(self.flags),
-            **{k: (int(v) if v.isdigit() else v) for k, v in self.fields.items() if k != "id"},
+            **{k: (int(v) if _is_ms(v) else v) for k, v in self.fields.items() if k != "id"},
         }
 
 
@@ -203,7 +211,7 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
         if any(label != ident for label in labels):
             raise FormatError(f"label {labels[0]} does not match id={ident}", field="id")
         stamps = _STAMPS[ident[0]]
-        if not any(fields.get(stamp, "").isdigit() for stamp in stamps):
+        if not any(_is_ms(fields.get(stamp, "")) for stamp in stamps):
             raise FormatError(
                 f"{ident[0]} turns carry {' or '.join(stamps)}=<epoch ms>", field=stamps[0]
             )
@@ -230,12 +238,12 @@ def _is_turn(fields: Mapping[str, str], say: str | None) -> bool:
     ident = fields.get("id", "")
     if not TURN_ID_RE.fullmatch(ident) or say is None or not say.strip():
         return False
-    return any(fields.get(stamp, "").isdigit() for stamp in _STAMPS[ident[0]])
+    return any(_is_ms(fields.get(stamp, "")) for stamp in _STAMPS[ident[0]])
 
 
 def _check_stamps(fields: Mapping[str, str]) -> None:
     for key in ("T0", "T1", "T2", "at"):
-        if key in fields and not fields[key].isdigit():
+        if key in fields and not _is_ms(fields[key]):
             raise FormatError(f"{key} must be epoch milliseconds", field=key)
 
 
