@@ -197,3 +197,30 @@ def test_a_stamp_that_is_not_ascii_epoch_ms_is_unreadable_not_a_crash(
     r = run_cli("relay", "stats", "--json", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["turns"] == []
+
+
+def test_a_turn_id_written_twice_is_reported_not_dropped(mb: Path, run_cli) -> None:
+    # C2, C02 and C002 are one id: the later lines are turns nobody would ever answer.
+    for label, text in (("C2", "first"), ("C02", "second"), ("C002", "third")):
+        bash(WORKER_TEMPLATE, mb, N=label[1:], message=text)
+    env = {"MAILSLOT_ROOT": str(mb), "MAILSLOT_AGENT": "manager"}
+    r = run_cli("relay", "serve", "--json", "--timeout", "5", env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["id"], out["say"]) == ("C02", "first")
+    assert [(u["line"], u["reason"]) for u in out["unreadable"]] == [
+        (2, "C02 repeats turn C02 of line 1; an id is used once"),
+        (3, "C002 repeats turn C02 of line 1; an id is used once"),
+    ]
+    assert relay.status(mb)["malformed_lines"] == 2
+
+
+def test_a_turn_in_the_wrong_inbox_is_reported_not_read(mb: Path) -> None:
+    # The manager writes its inbox's kinds only (R, Q, STOP); a C line by hand opens nothing.
+    with (mb / "to-w1.md").open("a") as f:
+        f.write("- [HH:MM] (manager) id=C01 T0=1722868950123 say=not the manager's kind\n")
+    st = relay.status(mb)
+    assert st["open_turn"] is None and st["malformed_lines"] == 1
+    assert "C lines do not belong in to-w1.md" in st["unreadable"][0]["reason"]
+    relay.ask(mb, "w1", "when do we ship?", wait=False)
+    assert relay.status(mb)["open_turn"]["id"] == "C01"

@@ -23,7 +23,8 @@ Every seed-003 bug is closed by code, not by a rule to remember:
 * A stop from either side is honoured at once: it ends held waits and refuses every later turn.
   Appends cannot be recalled: lines already written stay; a stop only prevents future sends.
 * Never silently skip a message: a line in a reader's inbox that is not a turn (or is signed by
-  the wrong side) is reported to that reader by ``serve``, ``ask`` and ``recover`` through
+  the wrong side, is of a kind that inbox does not take, or repeats a turn id) is reported to
+  that reader by ``serve``, ``ask`` and ``recover`` through
   ``on_unreadable``, naming the file, the line number and why, once per reader (a mark in the
   reader's state dir), not on every poll.
 """
@@ -265,19 +266,32 @@ def scan(relay: Relay) -> Conversation:
         name = relay.inbox(reader).name
         found = read_inbox(_read(relay.inbox(reader)), file=name)
         conv.unreadable += found.unreadable
+        allowed = _ALLOWED[relay.role(reader)]
         for line in found.lines:
+            why = None
+            key = line.prefix if line.kind == "turn" else line.kind
             if line.author != writer:
+                why = f"signed ({line.author}), but only {writer} writes {name}"
+            elif key not in allowed:
+                why = f"{key} lines do not belong in {name}"
+            elif line.kind == "turn" and (first := conv.turns.get(line.id)) is not None:
+                # C2, C02 and C002 are one id: a second line with it is a turn nobody answers.
+                why = (
+                    f"{line.label or line.id} repeats turn {line.id} of line "
+                    f"{found.line_number(first.offset)}; an id is used once"
+                )
+            if why is not None:
                 conv.unreadable.append(
                     Unreadable(
                         name,
                         found.line_number(line.offset),
                         line.offset,
-                        f"signed ({line.author}), but only {writer} writes {name}",
-                        f"({line.author}) {line.kind} {line.id}",
+                        why,
+                        f"({line.author}) {line.kind} {line.label or line.id}",
                     )
                 )
             elif line.kind == "turn":
-                conv.turns.setdefault(line.id, line)
+                conv.turns[line.id] = line
             elif line.kind == "ack":
                 conv.acks.setdefault(line.id, line)
             elif line.kind == "stop" and conv.stopped is None:
