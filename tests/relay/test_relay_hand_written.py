@@ -4,14 +4,16 @@ and anything still unreadable reported to the reader, never skipped in silence."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from mailslot import relay
-from mailslot.core.errors import Conflict, WaitTimeout
-from mailslot.relay.lines import parse_line
+from mailslot.core.errors import Conflict, LimitExceeded, WaitTimeout
+from mailslot.relay.lines import LINE_MAX_BYTES, UNREADABLE_KEPT, parse_line
+from mailslot.relay.mailbox import INBOX_MAX_BYTES
 
 # The voice-side worker's shell pattern, exactly as its instructions give it; a test customises
 # only what the instructions say to customise (<N>, the message, the mailbox directory).
@@ -224,3 +226,42 @@ def test_a_turn_in_the_wrong_inbox_is_reported_not_read(mb: Path) -> None:
     assert "C lines do not belong in to-w1.md" in st["unreadable"][0]["reason"]
     relay.ask(mb, "w1", "when do we ship?", wait=False)
     assert relay.status(mb)["open_turn"]["id"] == "C01"
+
+
+def test_thousands_of_unreadable_lines_cost_a_bounded_report(mb: Path, run_cli) -> None:
+    # The latest UNREADABLE_KEPT lines are reported in detail, the rest counted in one line.
+    with (mb / "to-manager.md").open("a") as f:
+        f.write("junk\n" * 5000)
+    env = {"MAILSLOT_ROOT": str(mb), "MAILSLOT_AGENT": "manager"}
+    r = run_cli("relay", "serve", "--json", "--timeout", "0.5", env=env)
+    assert r.returncode == 3
+    warnings = r.stderr.splitlines()[:-1]  # the last line is the timeout
+    assert len(warnings) == UNREADABLE_KEPT + 1
+    assert "4900 more unreadable lines before this one are not listed" in warnings[0]
+    assert warnings[1].startswith("mailslot: warning: to-manager.md line 4901:")
+    st = relay.status(mb)
+    assert st["malformed_lines"] == 5000 and len(st["unreadable"]) == UNREADABLE_KEPT
+    with (mb / "to-manager.md").open("a") as f:
+        f.write("junk\n" + "- [x] (w1) " + "a " * 100_000 + "\n")  # a line past the cap
+    r = run_cli("relay", "serve", "--timeout", "0.5", env=env)
+    assert r.returncode == 3 and len(r.stderr.splitlines()) == 3  # only the new lines, once
+    assert f"line 5002: field 'line': a turn line is at most {LINE_MAX_BYTES} bytes" in r.stderr
+
+
+def test_an_inbox_that_is_not_a_bounded_file_is_refused_not_read(mb: Path, run_cli) -> None:
+    env = {"MAILSLOT_ROOT": str(mb), "MAILSLOT_AGENT": "manager"}
+    inbox = mb / "to-manager.md"
+    inbox.unlink()
+    os.mkfifo(inbox)  # nobody writes it: an unbounded open would block every reader
+    r = run_cli("relay", "serve", "--timeout", "0.5", env=env, timeout=30)
+    assert r.returncode == 1 and "not a regular file" in r.stderr
+    inbox.unlink()
+    inbox.write_bytes(b"x\n" * (INBOX_MAX_BYTES // 2 + 1))
+    r = run_cli("relay", "status", env=env)
+    assert r.returncode == 1 and f"at most {INBOX_MAX_BYTES} bytes" in r.stderr
+    with pytest.raises(LimitExceeded):
+        relay.ask(mb, "w1", "when do we ship?", wait=False)
+    inbox.write_bytes(b"\n" * (INBOX_MAX_BYTES - 10))  # readable, but no room for a turn
+    with pytest.raises(LimitExceeded, match=r"to-manager\.md"):
+        relay.ask(mb, "w1", "when do we ship?", wait=False)
+    assert inbox.stat().st_size == INBOX_MAX_BYTES - 10  # refused before the write

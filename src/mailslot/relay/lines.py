@@ -36,8 +36,8 @@ it (``FormatError``), so diagnostics cannot enter an inbox.
 
 from __future__ import annotations
 
-import bisect
 import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,8 +80,14 @@ _DELIVERED = {"C": "R", "R": "R", "Q": "A", "A": "A"}
 # An epoch-ms stamp: ASCII digits only (str.isdigit() also takes '²', which int() refuses) and
 # short enough to be a time (13 digits today), never a big integer to parse.
 _MS_RE = re.compile(r"[0-9]{1,16}")
+# A turn line is a prefix, a few stamps and a say= of at most 1000 characters: a longer line is
+# not one, and is refused before it is parsed (parsing cost grows with the line).
+LINE_MAX_BYTES = 8192
 # What an unreadable line shows of itself in a report.
 EXCERPT_CHARS = 80
+# How many unreadable lines a read keeps in detail (the latest; all are counted): a file of
+# junk lines must not cost memory per line, and a reader needs the newest ones to act on.
+UNREADABLE_KEPT = 100
 
 
 def _is_ms(value: str) -> bool:
@@ -160,6 +166,8 @@ def parse_line(line: str, *, offset: int = 0) -> TurnLine:
     """Parse one line (without its newline); ``FormatError`` naming what is wrong."""
     if "\n" in line or "\r" in line:
         raise FormatError("a turn is exactly one physical line", field="line")
+    if len(line) > LINE_MAX_BYTES:
+        raise FormatError(f"a turn line is at most {LINE_MAX_BYTES} bytes", field="line")
     check_utf8("line", line)
     m = _PREFIX_RE.match(line)
     if not m:
@@ -316,7 +324,8 @@ class Unreadable:
 
     def describe(self) -> str:
         """``to-w1.md line 3: <why> (<start of the line>)`` for a one-line report."""
-        return f"{self.file} line {self.line}: {self.reason} ({self.text!r})"
+        shown = f" ({self.text!r})" if self.text else ""
+        return f"{self.file} line {self.line}: {self.reason}{shown}"
 
     def to_json(self) -> dict[str, Any]:
         """``file, line, offset, reason, text``."""
@@ -331,36 +340,45 @@ class Unreadable:
 
 @dataclass
 class InboxRead:
-    """What ``read_inbox`` found: the turn lines and every other complete line."""
+    """What ``read_inbox`` found: the turn lines, the last ``UNREADABLE_KEPT`` other complete
+    lines (``unreadable``) and how many there are in all (``unreadable_count``)."""
 
     lines: list[TurnLine] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)
-    starts: list[int] = field(default_factory=list)
-    first_line: int = 1
+    unreadable_count: int = 0
+    numbers: dict[int, int] = field(default_factory=dict)
 
     def line_number(self, offset: int) -> int:
-        """The line number of the complete line starting at ``offset``."""
-        return bisect.bisect_right(self.starts, offset) - 1 + self.first_line
+        """The line number of the turn line starting at ``offset``."""
+        return self.numbers[offset]
 
 
 def read_inbox(data: bytes, *, file: str = "", base: int = 0, first_line: int = 1) -> InboxRead:
     """Parse the complete lines of ``data`` (bytes of ``file`` from offset ``base``, whose first
-    line is ``first_line``): turn lines, and an ``Unreadable`` for each other non-blank line.
+    line is ``first_line``): turn lines, and an ``Unreadable`` for each other non-blank line, of
+    which the last ``UNREADABLE_KEPT`` are kept (memory stays bounded whatever the file holds).
 
     The last piece, when it does not end in a newline, is a line still being written: it waits.
     """
-    out = InboxRead(first_line=first_line)
-    pos = base
-    for number, raw in enumerate(data.split(b"\n")[:-1], start=first_line):
-        out.starts.append(pos)
-        text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        if text.strip():
-            try:
-                out.lines.append(parse_line(text, offset=pos))
-            except FormatError as e:
-                shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
-                out.unreadable.append(Unreadable(file, number, pos, e.message, shown))
-        pos += len(raw) + 1
+    out = InboxRead()
+    kept: deque[Unreadable] = deque(maxlen=UNREADABLE_KEPT)
+    start, number = 0, first_line - 1
+    while (end := data.find(b"\n", start)) != -1:
+        raw, pos = data[start:end], base + start
+        start, number = end + 1, number + 1
+        text = raw[: LINE_MAX_BYTES + 1].decode("utf-8", errors="replace").rstrip("\r")
+        if len(raw) <= LINE_MAX_BYTES and not text.strip():
+            continue
+        try:
+            if len(raw) > LINE_MAX_BYTES:  # refused unparsed: parsing cost grows with the line
+                raise FormatError(f"a turn line is at most {LINE_MAX_BYTES} bytes", field="line")
+            out.lines.append(parse_line(text, offset=pos))
+            out.numbers[pos] = number
+        except FormatError as e:
+            shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+            kept.append(Unreadable(file, number, pos, e.message, shown))
+            out.unreadable_count += 1
+    out.unreadable = list(kept)
     return out
 
 
@@ -371,4 +389,4 @@ def parse_inbox(data: bytes, base: int = 0) -> tuple[list[TurnLine], int]:
     is counted and skipped, never selected. ``read_inbox`` says which lines and why.
     """
     found = read_inbox(data, base=base)
-    return found.lines, len(found.unreadable)
+    return found.lines, found.unreadable_count

@@ -43,13 +43,21 @@ from typing import Any
 from mailslot.core.clock import epoch_ms, format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_file
-from mailslot.core.errors import Conflict, FormatError, Gone, NotFound, WaitTimeout
+from mailslot.core.errors import (
+    Conflict,
+    FormatError,
+    Gone,
+    LimitExceeded,
+    NotFound,
+    WaitTimeout,
+)
 from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from, torn_of
 from mailslot.core.limits import check_chars, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
 from mailslot.relay.lines import (
     TURN_ID_RE,
+    UNREADABLE_KEPT,
     TurnLine,
     Unreadable,
     canonical_id,
@@ -83,6 +91,10 @@ __all__ = [
 MANAGER_SAY_MAX_WORDS = 25
 # The worker relays the human faithfully but concisely; a line is still a line, not a payload.
 SAY_MAX_CHARS = 1000
+# An inbox holds one conversation of one-line turns (a turn and its reply take well under 4 KiB):
+# a reader never reads more than this from a file the other side appends to, and no write makes
+# an inbox grow past it. A longer conversation starts a new mailbox.
+INBOX_MAX_BYTES = 4 * 1024 * 1024
 # Notes are diagnostics, not documents.
 NOTE_MAX_BYTES = 16 * 1024
 # A default held wait longer than the seed's worst observed turn (16.7 s) with room to think.
@@ -143,11 +155,13 @@ class Conversation:
     acks: dict[str, TurnLine] = field(default_factory=dict)
     stopped: TurnLine | None = None
     unreadable: list[Unreadable] = field(default_factory=list)
+    unreadable_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def malformed(self) -> int:
-        """How many complete lines in the two inboxes are not turns of their writer."""
-        return len(self.unreadable)
+        """How many complete lines in the two inboxes are not turns of their writer (``unreadable``
+        lists the last ``UNREADABLE_KEPT`` of each inbox)."""
+        return sum(self.unreadable_counts.values())
 
     @property
     def open_turn(self) -> TurnLine | None:
@@ -252,8 +266,9 @@ def open_relay(root: Path | str) -> Relay:
 
 
 def _read(path: Path, offset: int = 0) -> bytes:
+    """The inbox from ``offset``, bounded (``LimitExceeded``, ``FormatError`` for a non-file)."""
     try:
-        return read_from(path, offset)
+        return read_from(path, offset, limit=INBOX_MAX_BYTES)
     except NotFound:
         return b""
 
@@ -265,7 +280,8 @@ def scan(relay: Relay) -> Conversation:
         writer = relay.other(reader)
         name = relay.inbox(reader).name
         found = read_inbox(_read(relay.inbox(reader)), file=name)
-        conv.unreadable += found.unreadable
+        bad = list(found.unreadable)
+        count = found.unreadable_count
         allowed = _ALLOWED[relay.role(reader)]
         for line in found.lines:
             why = None
@@ -281,7 +297,8 @@ def scan(relay: Relay) -> Conversation:
                     f"{found.line_number(first.offset)}; an id is used once"
                 )
             if why is not None:
-                conv.unreadable.append(
+                count += 1
+                bad.append(
                     Unreadable(
                         name,
                         found.line_number(line.offset),
@@ -296,6 +313,8 @@ def scan(relay: Relay) -> Conversation:
                 conv.acks.setdefault(line.id, line)
             elif line.kind == "stop" and conv.stopped is None:
                 conv.stopped = line
+        conv.unreadable += sorted(bad, key=lambda u: u.offset)[-UNREADABLE_KEPT:]
+        conv.unreadable_counts[name] = count
     return conv
 
 
@@ -401,8 +420,12 @@ def _append(relay: Relay, author: str, line: str, conv: Conversation | None) -> 
         _check_say(relay, author, parsed.say)
     if conv is not None and parsed.kind != "stop":
         _check_turn(conv, parsed)
-    locked_append(relay.inbox(reader), line + "\n")
-    sync_file(relay.inbox(reader))  # visible at once, durable before returning
+    inbox = relay.inbox(reader)
+    with contextlib.suppress(FileNotFoundError):
+        if (size := inbox.stat().st_size) + len(line.encode()) + 1 > INBOX_MAX_BYTES:
+            raise LimitExceeded(f"{inbox.name} after this line", INBOX_MAX_BYTES, size, "bytes")
+    locked_append(inbox, line + "\n")
+    sync_file(inbox)  # visible at once, durable before returning
     return parsed
 
 
@@ -445,14 +468,32 @@ class _Reporter:
         except FileNotFoundError:
             return
         mark = self.store.load(self.key) or {}
-        through = int(mark.get("through", 0)) if mark.get("inode") == inode else 0
+        same = mark.get("inode") == inode
+        through = int(mark.get("through", 0)) if same else 0
         fresh = sorted((u for u in mine if u.offset >= through), key=lambda u: u.offset)
         if not fresh:
             return
+        # Only the latest unreadable lines are kept in detail; say how many more are new.
+        total = conv.unreadable_counts.get(self.inbox.name, len(mine))
+        unlisted = total - (int(mark.get("count", 0)) if same else 0) - len(fresh)
+        if unlisted > 0:
+            first = fresh[0]
+            self.report(
+                Unreadable(
+                    first.file,
+                    first.line,
+                    first.offset,
+                    f"{unlisted} more unreadable lines before this one are not listed "
+                    "(`mailslot relay status` counts them)",
+                    "",
+                )
+            )
         for u in fresh:
             self.report(u)
         self.store.save(  # loss only repeats a report
-            self.key, {"inode": inode, "through": fresh[-1].offset + 1}, durable=False
+            self.key,
+            {"inode": inode, "through": fresh[-1].offset + 1, "count": total},
+            durable=False,
         )
 
 

@@ -18,6 +18,10 @@ from mailslot.relay.mailbox import open_relay, scan
 
 __all__ = ["STAGES", "Stats", "stats"]
 
+# The notes files are each side's own diagnostics (seen lines and notes of up to 16 KiB each);
+# stats reads them whole, so a bounded read.
+NOTES_READ_MAX_BYTES = 16 * 1024 * 1024
+
 STAGES = (
     ("transport", "File transport (ask written -> replier woke)"),
     ("think", "Replier think time (woke -> reply written)"),
@@ -61,7 +65,7 @@ class Stats:
 
 def _notes(path: Any) -> list[TurnLine]:
     try:
-        return parse_inbox(read_from(path, 0))[0]
+        return parse_inbox(read_from(path, 0, limit=NOTES_READ_MAX_BYTES))[0]
     except NotFound:
         return []
 
