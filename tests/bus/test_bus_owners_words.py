@@ -51,6 +51,10 @@ OWNER_TABLE = """\
 """
 
 
+# A readable table: what follows it must not be dropped in silence for its sake.
+TAKEN_TABLE = "| path | writer |\n|---|---|\n| outbox/taken/ | beacon |\n"
+
+
 def check(run_cli, root: Path, agent: str, *paths: str):
     return run_cli("owners", "check", "--as", agent, *paths, env={"MAILSLOT_ROOT": str(root)})
 
@@ -95,6 +99,15 @@ def test_a_row_naming_the_bus_folder_is_refused_when_ambiguous(root: Path, run_c
         ("| Path | Who writes |\n|---|---|\n| shared/LOG.md | beacon |\n", "line 1.*writer"),
         ("| Agent | Sole writer |\n|---|---|\n| lantern | beacon |\n", "line 1.*path"),
         ("| path | writer |\n|---|---|\n| shared/ | beacon |\n", "line 3.*bus folder itself"),
+        # Beside a readable table, each of these used to own nothing, silently.
+        (TAKEN_TABLE + "- shared/TASKS.md \u27f6 beacon\n", "line 4.*not an arrow"),
+        (TAKEN_TABLE + "- shared/TASKS.md \u21d2 beacon\n", "line 4.*not an arrow"),
+        (TAKEN_TABLE + "- shared/TASKS.md => beacon\n", "line 4.*not an arrow"),
+        (TAKEN_TABLE + "- shared/TASKS.md --> beacon\n", "line 4.*not an arrow"),
+        (TAKEN_TABLE + "- shared/TASKS.md \u2014> beacon\n", "line 4.*not an arrow"),
+        (TAKEN_TABLE + "\n| shared/TASKS.md | beacon |\n", "line 5.*no header"),
+        (TAKEN_TABLE + "```\nexample/ -> nobody\n", "line 4.*never closed"),
+        (TAKEN_TABLE + "```\nexample\n~~~\nshared/TASKS.md -> beacon\n", "line 4.*never closed"),
     ],
 )
 def test_a_row_that_cannot_be_understood_fails_closed(
@@ -124,3 +137,19 @@ def test_show_flags_rows_that_match_no_file(root: Path, run_cli) -> None:
     r = run_cli("owners", "show", env={"MAILSLOT_ROOT": str(root)})
     assert r.returncode == 0 and "warning: line 4: 'TAKS.md' matches no file" in r.stdout
     assert "docs/*.md' matches" not in r.stdout
+
+
+def test_an_html_comment_beside_the_table_is_not_a_row(root: Path) -> None:
+    (root / "DIVISION-OF-WORK.md").write_text(
+        TAKEN_TABLE + "<!-- TASKS.md --> beacon, once -->\n<!--\nmulti-line\n-->\n"
+    )
+    assert [r.pattern for r in owners.load(root).rules] == ["outbox/taken/"]
+
+
+def test_a_checked_path_with_the_bus_folders_name_is_the_path_inside(root: Path, run_cli) -> None:
+    """As the charter's rows read `shared/site/`, so a check of `shared/site/x` means site/x."""
+    (root / "DIVISION-OF-WORK.md").write_text(TAKEN_TABLE + "| shared/site/ | tidal |\n")
+    r = check(run_cli, root, "lantern", "shared/site/x", "shared/free.txt")
+    assert r.returncode == 1 and "site/x is owned by tidal" in r.stderr
+    assert "free.txt" not in r.stderr
+    assert [v.path for v in owners.check(root, "tidal", ["shared/site/x"])] == ["site/x"]

@@ -242,6 +242,15 @@ def _clean(cell: str) -> str:
 _SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 # ``→`` or ``->`` (not the ``-->`` that closes an HTML comment).
 _ARROW_RE = re.compile(r"\s*(?:\u2192|(?<!-)->(?!>))\s*")
+# Arrows a person types for "→" that are not ``→``/``->``: a row written with one must not be
+# read as prose beside a table (it would own nothing, silently). ``-->`` counts when something
+# follows it on a line without ``<!--`` (else it closes an HTML comment).
+_LOOKALIKE_RE = re.compile(
+    "[\u21d2\u21e2\u2794\u2799\u279c\u279d\u279e\u27a1\u27f6\u27f9\u2b62\u2b95]"
+    r"|=>|[\u2014\u2013]\s*>|--+>(?=\s*\S)"
+)
+# A code fence: three or more backticks or tildes (CommonMark); it closes with the same mark.
+_FENCE_RE = re.compile(r"^(`{3,}|~{3,})")
 _BULLET_RE = re.compile(r"^(?:#+|[-*+]|[0-9]+[.)])\s+")
 # The writer of an arrow line, then nothing or a comment: ``(why)``, ``— why``, ``# why``.
 _ARROW_WRITER_RE = re.compile(
@@ -328,13 +337,18 @@ def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> C
     rules: list[Rule] = []
     tables = 0
     usable = 0
-    fenced = False
+    fence: tuple[str, int] | None = None  # the open fence's mark and line
     i = 0
     while i < len(lines):
         stripped = lines[i].strip()
-        if stripped.startswith(("```", "~~~")):
-            fenced = not fenced
-        if fenced or stripped.startswith("```") or stripped.startswith("~~~"):
+        mark = _FENCE_RE.match(stripped)
+        if fence is not None:  # closed only by the same mark, at least as long, alone
+            if mark and mark[1][0] == fence[0][0] and len(mark[1]) >= len(fence[0]):
+                fence = None if stripped == mark[1] else fence
+            i += 1
+            continue
+        if mark:
+            fence = (mark[1], i + 1)
             i += 1
             continue
         if not stripped.startswith("|"):
@@ -343,6 +357,12 @@ def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> C
                 usable += 1
                 if rule is not None:
                     rules.append(rule)
+            elif (odd := _LOOKALIKE_RE.search(stripped)) and "<!--" not in stripped:
+                raise FormatError(
+                    f"line {i + 1}: {stripped!r}: {odd[0]!r} is not an arrow mailslot reads; "
+                    "write 'path → writer' or 'path -> writer'",
+                    path=path,
+                )
             i += 1
             continue
         start = i
@@ -351,6 +371,12 @@ def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> C
         block = lines[start:i]
         tables += 1
         if len(block) < 2 or not _SEPARATOR_RE.match(block[1]):
+            if any(len([c for c in _cells(row) if c]) >= 2 for row in block):
+                raise FormatError(
+                    f"line {start + 1}: a table row with no header and '|---|' line above it "
+                    "(a blank line ends a table); as it stands it owns nothing",
+                    path=path,
+                )
             continue  # not a table, just a line starting with a pipe
         header = [_clean(c).lower() for c in _cells(block[0])]
         pcol, wcol = _column(header, PATH_WORDS), _column(header, WRITER_WORDS)
@@ -377,6 +403,12 @@ def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> C
                 continue
             pattern = _pattern(raw_path, offset, path, root)
             rules.append(Rule(pattern, _writer(raw_writer, offset, path), offset))
+    if fence is not None:
+        raise FormatError(
+            f"line {fence[1]}: a code fence ({fence[0]}) that is never closed: every line after "
+            "it would be an example, not a row",
+            path=path,
+        )
     if usable == 0:
         raise FormatError(
             f"no table with a 'path' and a 'writer' column ({tables} table(s) seen) and no "
@@ -466,7 +498,14 @@ def _relative(layout: Layout, path: str) -> str:
             raise MailslotError(f"{path!r} is outside the bus root {layout.root}")
         rel = real.relative_to(root).as_posix() + ("/" if path.endswith("/") else "")
         return normalise(rel)
-    return normalise(path)
+    rel = normalise(path)
+    # As in the charter's rows: `shared/TASKS.md` in a bus called shared (with no folder of that
+    # name inside) is TASKS.md; read literally it would be a free path nobody's row matches.
+    head, _, rest = rel.partition("/")
+    names = {layout.root.name, Path(os.path.realpath(layout.root)).name}
+    if rest and head in names and not os.path.lexists(layout.root / head):
+        return normalise(rest)
+    return rel
 
 
 def _resolved(layout: Layout, rel: str) -> str | None:
