@@ -119,6 +119,22 @@ def test_hand_dropped_file_is_an_item(root: Path) -> None:
     assert (root / "outbox/taken/notes.txt").read_text() == "dropped with cp"  # not overwritten
 
 
+def test_a_record_that_is_not_a_bounded_file_is_no_record(
+    root: Path, tmp_path: Path, run_cli
+) -> None:
+    # Anyone may drop files in records/: a FIFO there must not hang list and take.
+    item = outbox.put(root, "lantern", deliverable(tmp_path), recipient="beacon")
+    record = root / "outbox/records" / f"{item.name}.json"
+    record.unlink()
+    os.mkfifo(record)
+    env = {"MAILSLOT_ROOT": str(root)}
+    r = run_cli("outbox", "list", "--json", env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert [i["has_record"] for i in json.loads(r.stdout)["items"]] == [False]
+    r = run_cli("outbox", "take", "--as", "beacon", env=env, timeout=30)
+    assert r.returncode == 0 and r.stdout.strip().endswith(f"outbox/taken/{item.name}")
+
+
 def test_edited_item_is_flagged(root: Path, tmp_path: Path) -> None:
     item = outbox.put(root, "lantern", deliverable(tmp_path))
     (root / item.path).write_bytes(b"tampered")

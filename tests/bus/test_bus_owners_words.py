@@ -3,6 +3,7 @@ lines, rows that start with the bus folder's own name; whatever cannot be read f
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,27 @@ def test_a_checked_path_with_the_bus_folders_name_is_the_path_inside(root: Path,
     assert r.returncode == 1 and "site/x is owned by tidal" in r.stderr
     assert "free.txt" not in r.stderr
     assert [v.path for v in owners.check(root, "tidal", ["shared/site/x"])] == ["site/x"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_charter_that_is_not_a_bounded_file_fails_closed_at_once(
+    root: Path, run_cli, kind: str
+) -> None:
+    charter = root / "DIVISION-OF-WORK.md"
+    charter.unlink()
+    if kind == "fifo":
+        os.mkfifo(charter)  # nobody writes it: an unbounded read would wait for ever
+    elif kind == "device":
+        charter.symlink_to("/dev/zero")  # would feed an unbounded read without end
+    else:
+        charter.write_text(TAKEN_TABLE + "<!-- padding -->\n" * 70_000)
+    r = run_cli(
+        "owners",
+        "check",
+        "--as",
+        "beacon",
+        "free.txt",
+        env={"MAILSLOT_ROOT": str(root)},
+        timeout=30,
+    )
+    assert r.returncode == 1 and "DIVISION-OF-WORK.md" in r.stderr

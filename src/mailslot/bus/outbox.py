@@ -47,6 +47,7 @@ from mailslot.core.fsio import (
     fsync_dir,
     highest_number,
     publish_temp,
+    read_from,
     stream_to_temp,
     sweep_temps,
 )
@@ -62,6 +63,9 @@ ITEM_MAX_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 1 << 20
 # A note says what the item is in a sentence; the item is the payload.
 NOTE_MAX = 500
+# A record is a few names, a note and a hash; anyone can drop a file in records/, so its read is
+# bounded (a FIFO or a device there is a mangled record, never waited on).
+RECORD_MAX_BYTES = 64 * 1024
 WIDTH = 6
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9._+-]+")
 
@@ -126,8 +130,8 @@ def _check_note(note: str) -> None:
 
 def _record(path: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_bytes())
-    except (FileNotFoundError, ValueError):
+        value = json.loads(read_from(path, limit=RECORD_MAX_BYTES))
+    except (MailslotError, ValueError):
         return None  # hand-dropped item, or a record someone mangled: shown without one
     return value if isinstance(value, dict) else None
 

@@ -54,7 +54,7 @@ from typing import Any
 
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
 from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound, Unresolved
-from mailslot.core.fsio import atomic_write
+from mailslot.core.fsio import atomic_write, read_from
 from mailslot.core.names import validate_agent
 
 __all__ = [
@@ -78,6 +78,9 @@ GIT_TIMEOUT = 60  # seconds; a git plumbing call on a local repo takes milliseco
 # Header words people use for the two columns (and for the two sides of an arrow line).
 PATH_WORDS = frozenset({"path", "paths", "file", "files", "file or folder", "folder"})
 WRITER_WORDS = frozenset({"writer", "sole writer", "owner", "sole owner", "owned by", "written by"})
+# A charter is a page of rows; it is read whole before every check, so a bounded read (a FIFO
+# or a device in its place is refused, never waited on or read without end).
+CHARTER_MAX_BYTES = 1 << 20
 # ``show`` looks for a match of each row among at most this many names (a bus is small).
 SHOW_SCAN_MAX = 20_000
 
@@ -422,8 +425,8 @@ def load(root: Path) -> Charter:
     """The charter of the bus at ``root``; an empty one if it has none; ``FormatError``."""
     layout = Layout.at(root)
     try:
-        text = layout.charter.read_bytes().decode("utf-8")
-    except FileNotFoundError:
+        text = read_from(layout.charter, limit=CHARTER_MAX_BYTES).decode("utf-8")
+    except NotFound:
         return Charter([], None)
     except UnicodeDecodeError as e:
         raise FormatError(f"not UTF-8 ({e.reason})", path=layout.charter) from None
