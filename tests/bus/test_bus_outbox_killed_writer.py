@@ -117,3 +117,37 @@ def test_a_pipe_over_the_limit_is_refused_and_leaves_nothing(
         outbox.put(root, "lantern", Path("big.bin"), stream=io.BytesIO(b"x" * 1001))
     assert dot_names(root / "outbox") == [] and outbox.list_items(root) == []
     assert os.listdir(root / "outbox" / "records") == []
+
+
+def test_a_live_put_stalled_past_the_stale_age_is_never_swept(root: Path, tmp_path: Path) -> None:
+    """Staleness is by age and by the writer's lock: a producer quiet for hours is alive."""
+    env = {**os.environ, "MAILSLOT_ROOT": str(root)}
+    put = [sys.executable, "-m", "mailslot", "outbox", "put", "--as", "lantern"]
+    producer = subprocess.Popen(
+        [*put, "-", "--name", "render.png"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert producer.stdin is not None
+    producer.stdin.write(b"first half,")
+    producer.stdin.flush()
+    temps: list[str] = []
+    for _ in range(1200):  # until the temp exists (bounded; not a timing assertion)
+        temps = dot_names(root / "outbox")
+        if temps and (root / "outbox" / temps[0]).stat().st_size > 0:
+            break
+        if producer.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert len(temps) == 1, producer.communicate()[1]
+    age(root / "outbox" / temps[0])  # quiet for two hours, as a stalled pipe is
+    other = tmp_path / "note.txt"
+    other.write_text("another put sweeps the outbox")
+    outbox.put(root, "lantern", other)
+    assert dot_names(root / "outbox") == temps  # the live writer's temp stays
+    out, err = producer.communicate(b"second half", timeout=60)
+    assert producer.returncode == 0, err
+    name = out.decode().strip().removeprefix("outbox/")
+    assert (root / "outbox" / name).read_bytes() == b"first half,second half"

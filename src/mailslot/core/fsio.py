@@ -168,10 +168,13 @@ def stream_to_temp(
 
     Readers ignore dot-names, so the temp is never taken for a message. If anything raises (the
     disk, or the caller's iterator refusing a limit) the temp is removed and the error raised.
+    The writer holds ``flock`` on the temp while the bytes go in (a pipe may stall for hours):
+    ``sweep_temps`` never removes a temp whose writer is alive; a killed writer's lock is gone.
     """
     tmp = Path(directory) / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
         for chunk in chunks:
             write_all(fd, chunk)
         if sync:
@@ -604,12 +607,33 @@ def is_temp_name(name: str) -> bool:
     return _TEMP_RE.match(name) is not None
 
 
+def _being_written(path: str) -> bool:
+    """Whether a live writer holds the temp at ``path`` locked (``stream_to_temp`` does)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def sweep_temps(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
-    """Remove temp files that dead writers left in ``directory``; return what was removed."""
+    """Remove temp files that dead writers left in ``directory``; return what was removed.
+
+    A temp is left when it is younger than ``older_than`` or its writer still holds it locked
+    (alive, waiting on a stalled pipe); a killed writer's lock died with it.
+    """
     removed = []
     cutoff = time.time() - older_than
     for entry in os.scandir(directory):
-        if _TEMP_RE.match(entry.name) and entry.stat().st_mtime < cutoff:
+        if not _TEMP_RE.match(entry.name) or _being_written(entry.path):
+            continue
+        if entry.stat(follow_symlinks=False).st_mtime < cutoff:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
