@@ -1,0 +1,338 @@
+"""Waiting, beside the peers doing the same work in the same run: one message becomes visible
+(written by another process), the waiter returns it.
+
+In-process: a process blocked in ``exchange.Watcher.watch`` and one in ``chat.wait`` (both with
+their defaults: the cursor is saved), letterbox's ``Watcher`` (watchdog's inotify thread feeding
+an asyncio queue) and the bare kernel wake (``core.wait.Watch`` on a file) run side by side and
+are served round-robin, so a busy machine slows all four alike. Commands: ``mailslot exchange
+watch`` and ``mailslot chat wait`` started, left to block, then the message lands; timed to the
+first line of output and to the process's exit, beside ``agent-chat wait`` (a sleep-poll every
+5 s by default, so its few samples are spread evenly over that period). Times run from just
+before the syscall that makes the message visible (a rename, or the append) to the waiter's own
+``CLOCK_MONOTONIC`` reading, which processes share.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from common import PEER_DRIVER, Result, Vs, dist, mailslot_exe, peers, wait_blocked
+
+from mailslot import chat
+from mailslot.chat.format import render_message
+from mailslot.core.clock import now
+from mailslot.core.cursor import CursorStore
+from mailslot.core.fsio import locked_append
+from mailslot.exchange.create import create_exchange
+from mailslot.exchange.watch import WATCH_NAMESPACE, mark_all_seen
+
+ROUNDS = 200
+WARMUP = 10
+CLI_ROUNDS = 13  # the first is a warm-up
+PEER_POLL = 5.0  # agent-chat wait's default --interval
+PEER_CLI_PHASES = 4
+
+RAW = r"""
+import os, sys, time
+from pathlib import Path
+from mailslot.core.wait import Watch
+log = Path(sys.argv[1]); n = int(sys.argv[2])
+out = os.fdopen(1, "w", buffering=1)
+seen = 0
+with Watch([log]) as w:
+    for _ in range(n):
+        out.write("armed\n")
+        while os.stat(log).st_size <= seen:
+            w.wait(30)
+        out.write(f"{time.monotonic_ns()}\n")
+        seen = os.stat(log).st_size
+"""
+
+EXCHANGE = r"""
+import os, sys, time
+from pathlib import Path
+from mailslot.exchange.layout import load_exchange
+from mailslot.exchange.watch import Watcher
+ex = load_exchange(Path(sys.argv[1])); n = int(sys.argv[2])
+out = os.fdopen(1, "w", buffering=1)
+w = Watcher(ex, "olu")
+for _ in range(n):
+    r = w.watch(30, on_armed=lambda: out.write("armed\n"))
+    out.write(f"{time.monotonic_ns()} {len(r.items)}\n")
+"""
+
+CHAT = r"""
+import os, sys, time
+from mailslot import chat
+path, n = sys.argv[1], int(sys.argv[2])
+out = os.fdopen(1, "w", buffering=1)
+for _ in range(n):
+    out.write("armed\n")
+    batch = chat.wait(path, "bob", timeout=30)
+    out.write(f"{time.monotonic_ns()} {len(batch.messages)}\n")
+"""
+
+Fire = Callable[[int, list[str]], int]  # make round i's message visible; ns just before
+
+
+def _entry(body: str) -> bytes:
+    at = "2026-11-29T10:00:01Z"
+    return f"---\nfrom: claude\nat: {at}\naction: required\n---\n{body}\n".encode()
+
+
+def _exchange(root: Path, state: Path) -> tuple[Path, Fire]:
+    """A two-sided exchange whose olu side has seen everything; fire renames an entry in."""
+    ex = create_exchange(root, ["claude", "olu"], git=False)
+    topic = ex.inbox("olu") / "2026-11-29-bench"
+    topic.mkdir()
+    (topic / "0001-claude.md").write_bytes(_entry("opening"))
+    mark_all_seen(ex, "olu", store=CursorStore(WATCH_NAMESPACE, state))
+    count = iter(range(2, 10_000))
+
+    def fire(i: int, _: list[str]) -> int:
+        n = next(count)
+        tmp = topic / f".incoming-{n}"
+        tmp.write_bytes(_entry(f"entry {i}"))
+        visible = time.monotonic_ns()
+        os.rename(tmp, topic / f"{n:04d}-claude.md")
+        return visible
+
+    return ex.root, fire
+
+
+def _chat(tmp: Path, name: str) -> tuple[Path, Fire]:
+    """A chat alice and bob joined; fire appends alice's block as ``say`` does (flock'd)."""
+    path = chat.new_chat(name, tmp, "alice").path
+    chat.join(path, "bob")
+
+    def fire(i: int, _: list[str]) -> int:
+        block = render_message("alice", now(), f"message {i}")
+        visible = time.monotonic_ns()
+        locked_append(path, block)
+        return visible
+
+    return path, fire
+
+
+def _rename(_: int, words: list[str]) -> int:
+    visible = time.monotonic_ns()
+    os.rename(words[0], words[1])
+    return visible
+
+
+class _Waiter:
+    def __init__(self, cmd: list[str], fire: Fire, env: dict[str, str]) -> None:
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        assert self.p.stdout is not None
+        self.out: IO[str] = self.p.stdout
+        self.fire = fire
+        self.samples: list[float] = []
+
+    def round(self, i: int) -> None:
+        words = self.out.readline().split()
+        assert words and words[0] == "armed", words
+        wait_blocked(self.p.pid, 5.0)
+        time.sleep(0.002)  # blocked in its wait, not between two checks
+        visible = self.fire(i, words[1:])
+        woke = int(self.out.readline().split()[0])
+        if i >= WARMUP:
+            self.samples.append((woke - visible) / 1e6)
+
+
+def in_process(tmp: Path) -> list[Result]:
+    env = {**os.environ, "MAILSLOT_STATE_DIR": str(tmp / "state")}
+    os.environ["MAILSLOT_STATE_DIR"] = env["MAILSLOT_STATE_DIR"]
+    log = tmp / "raw.log"
+    log.touch()
+    n = str(ROUNDS)
+    ex_root, ex_fire = _exchange(tmp / "ex", tmp / "state")
+    chat_path, chat_fire = _chat(tmp, "wait")
+    waiters = {
+        "raw": _Waiter(
+            [sys.executable, "-c", RAW, str(log), n],
+            lambda i, _: _append(log),
+            env,
+        ),
+        "exchange": _Waiter([sys.executable, "-c", EXCHANGE, str(ex_root), n], ex_fire, env),
+        "chat": _Waiter([sys.executable, "-c", CHAT, str(chat_path), n], chat_fire, env),
+    }
+    pe = peers()
+    if pe.python is not None:
+        cmd = [str(pe.python), str(PEER_DRIVER), "lb-wait", str(tmp / "letterbox"), n]
+        waiters["letterbox"] = _Waiter(cmd, _rename, env)
+    for i in range(ROUNDS):
+        for w in waiters.values():
+            w.round(i)
+    for w in waiters.values():
+        w.p.wait(timeout=60)
+    ahead = [
+        Vs("wait.letterbox", "letterbox Watcher", max_ratio=1.0),
+        Vs("wait.raw", "raw inotify", max_ratio=2.0),
+    ]
+    note = "one process per waiter, served round-robin with the others in this block"
+    rows = [
+        dist(
+            "wait, bare inotify on a file (cross-process, interleaved)",
+            waiters["raw"].samples,
+            "ms",
+            key="wait.raw",
+            note="baseline: core.wait.Watch armed once; the kernel's own wake",
+        ),
+        dist(
+            "exchange Watcher.watch, visible -> returned (default, cursor saved)",
+            waiters["exchange"].samples,
+            "ms",
+            key="wait.exchange",
+            vs=ahead,
+            note=note,
+        ),
+        dist(
+            "chat.wait, visible -> returned (default, stored cursor)",
+            waiters["chat"].samples,
+            "ms",
+            key="wait.chat",
+            vs=ahead,
+            note=note,
+        ),
+    ]
+    name = "peer letterbox 1.2.2: Watcher, visible -> event off its queue"
+    if "letterbox" in waiters:
+        rows.append(
+            dist(
+                name,
+                waiters["letterbox"].samples,
+                "ms",
+                key="wait.letterbox",
+                note="watchdog inotify thread -> asyncio queue; written .json.tmp -> rename",
+            )
+        )
+    else:
+        rows.append(pe.na(name, "ms"))
+    return rows
+
+
+def _append(log: Path) -> int:
+    visible = time.monotonic_ns()
+    locked_append(log, "x\n")
+    return visible
+
+
+def _command(
+    cmd: list[str], env: dict[str, str], fire: Callable[[], int], phase: float = 0.0
+) -> tuple[float, float]:
+    """Start ``cmd``, let it block, make a message visible: (ms to first output, ms to exit)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
+    assert p.stdout is not None
+    wait_blocked(p.pid, 10.0)
+    time.sleep(0.002 + phase)
+    visible = fire()
+    p.stdout.readline()
+    first = time.monotonic_ns()
+    p.stdout.read()
+    rc = p.wait(timeout=60)
+    gone = time.monotonic_ns()
+    assert rc == 0, (cmd, rc)
+    return (first - visible) / 1e6, (gone - visible) / 1e6
+
+
+def commands(tmp: Path) -> list[Result]:
+    state = tmp / "cli-state"
+    env = {**os.environ, "MAILSLOT_STATE_DIR": str(state)}
+    os.environ["MAILSLOT_STATE_DIR"] = str(state)
+    exe = mailslot_exe()
+    ex_root, ex_fire = _exchange(tmp / "cli-ex", state)
+    chat_path, chat_fire = _chat(tmp, "cli-wait")
+    watch = [exe, "--root", str(ex_root), "--as", "olu", "exchange", "watch", "--timeout", "30"]
+    wait = [exe, "chat", "wait", str(chat_path), "--as", "bob", "--timeout", "30"]
+    got: dict[str, tuple[list[float], list[float]]] = {
+        k: ([], []) for k in ("watch", "wait", "peer")
+    }
+    pe = peers()
+    peer_cmd: list[str] = []
+    if pe.bin is not None:
+        ac_root = tmp / "agent-chat"
+        init = [str(pe.bin / "agent-chat"), "--root", str(ac_root), "init", "bench"]
+        subprocess.run([*init, "--members", "claude,olu"], check=True, capture_output=True)
+        channel = ac_root / "bench"
+        peer_cmd = [str(pe.bin / "agent-chat"), "--root", str(ac_root), "wait", "bench"]
+        peer_cmd += ["--as", "olu", "--timeout", "30"]
+        seq = iter(range(1, 10_000))
+
+        def peer_fire() -> int:
+            n = next(seq)
+            src = channel / f".incoming-{n}"
+            src.write_text(
+                f"---\nseq: {n}\nfrom: claude\nto: all\nchannel: bench\n"
+                f"ts: 2026-11-29T10:00:00+00:00\nstatus: discussion\ntitle: bench\n---\n"
+                f"message {n}\n"
+            )
+            visible = time.monotonic_ns()
+            os.rename(src, channel / f"{n:04d}-claude-bench.md")
+            return visible
+
+    phases = iter(range(PEER_CLI_PHASES))
+    for i in range(CLI_ROUNDS):
+        for key, cmd, fire in (
+            ("watch", watch, lambda i=i: ex_fire(i, [])),
+            ("wait", wait, lambda i=i: chat_fire(i, [])),
+        ):
+            first, gone = _command(cmd, env, fire)
+            if i:
+                got[key][0].append(first)
+                got[key][1].append(gone)
+        if peer_cmd and i % 3 == 1 and (k := next(phases, None)) is not None:
+            first, gone = _command(peer_cmd, env, peer_fire, k / PEER_CLI_PHASES * PEER_POLL)
+            got["peer"][0].append(first)
+            got["peer"][1].append(gone)
+    rows = []
+    for key, what in (("watch", "mailslot exchange watch"), ("wait", "mailslot chat wait")):
+        first, gone = got[key]
+        rows.append(
+            dist(
+                f"{what} command: visible -> first output",
+                first,
+                "ms",
+                key=f"cmd.{key}.first",
+                vs=[Vs("cmd.peer.first", "agent-chat wait")],
+                note="started, left to block (wchan), then the message lands",
+            )
+        )
+        rows.append(
+            dist(
+                f"{what} command: visible -> process exit",
+                gone,
+                "ms",
+                key=f"cmd.{key}.exit",
+                target="p50 <= 3 ms",
+                ok=bool(gone) and sorted(gone)[len(gone) // 2] <= 3.0,
+                vs=[Vs("cmd.peer.exit", "agent-chat wait")],
+            )
+        )
+    for part, label in (("first", "first output"), ("exit", "process exit")):
+        name = f"peer agent-chat 0.7.5: wait command, visible -> {label}"
+        if peer_cmd:
+            rows.append(
+                dist(
+                    name,
+                    got["peer"][0 if part == "first" else 1],
+                    "ms",
+                    key=f"cmd.peer.{part}",
+                    note=f"sleep-poll every {PEER_POLL:g} s (its default); phases spread evenly",
+                )
+            )
+        else:
+            rows.append(pe.na(name, "ms"))
+    return rows
+
+
+def run(tmp: Path) -> list[Result]:
+    try:
+        return in_process(tmp) + commands(tmp)
+    finally:
+        os.environ.pop("MAILSLOT_STATE_DIR", None)
