@@ -176,7 +176,7 @@ def table(rows: Sequence[Result]) -> str:
             fmt(r.p90),
             fmt(r.p99),
             str(r.n or ""),
-            " | ".join(f"{v.label}: {fmt(v.base_p50)}" for v in r.vs),
+            " | ".join(f"{v.label}: {fmt(v.base_p50) if v.base_p50 else 'n/a'}" for v in r.vs),
             " | ".join(_ratio(v) for v in r.vs),
             r.target,
             {True: "PASS", False: "FAIL", None: ""}[r.ok],
