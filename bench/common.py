@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ def dist(
         note=note,
         extra={"mean": statistics.fmean(samples) if samples else None},
         key=key,
-        vs=list(vs),
+        vs=[replace(v) for v in vs],  # each row its own: compare() fills them in
         need=need,
     )
 

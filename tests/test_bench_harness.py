@@ -111,3 +111,13 @@ def test_a_peer_venv_that_cannot_be_made_says_why_in_one_line(
     assert row.p50 is None
     assert row.note.startswith("n/a (peer not installable: ") and "\n" not in row.note
     assert not (tmp_path / "venv").exists()
+
+
+def test_rows_built_from_one_list_of_comparisons_are_judged_each_on_its_own(common: ModuleType):
+    base = common.Result("peer", "ms", p50=2.0, key="peer")
+    shared = [common.Vs("peer", max_ratio=1.0)]
+    fast = common.dist("fast", [1.0], "ms", vs=shared)
+    slow = common.dist("slow", [4.0], "ms", vs=shared)
+    common.compare([base, fast, slow])
+    assert (fast.vs[0].ratio, fast.ok) == (0.5, True)
+    assert (slow.vs[0].ratio, slow.ok) == (2.0, False)
