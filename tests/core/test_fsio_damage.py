@@ -155,3 +155,56 @@ def test_a_planted_sidecar_cuts_nothing_and_follows_nothing(tmp_path: Path, kind
     assert locked_append(log, "second\n") == len("first\n")
     assert log.read_text() == "first\nsecond\n" and victim.read_text() == "keep me\n"
     assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+def test_a_sidecar_planted_by_a_user_who_cannot_write_the_file_cuts_nothing(
+    tmp_path: Path, killed_in_write
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # sticky and open to all, like /tmp: anyone may create a dot-file
+    log = shared / "LOG.md"
+    locked_append(log, "one\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    sidecar = shared / ".LOG.md.intent"
+    well_formed = sidecar.read_bytes()  # an intent for the bytes after "one\n"
+    locked_append(log, "committed two\n")  # repairs, then commits a record at that offset
+    torn = torn_of(log)
+    assert torn is not None
+    log.chmod(0o644)  # only its owner may write it
+    sidecar.write_bytes(well_formed)
+    os.chown(sidecar, 65534, 65534)  # planted by a user who could not cut the file by hand
+    assert read_from(log) == b"one\ncommitted two\n"
+    locked_append(log, "three\n")
+    assert log.read_text() == "one\ncommitted two\nthree\n"
+    assert torn_of(log) == torn and _sidecars(shared) == []
+
+
+def test_a_sidecar_left_for_a_replaced_file_cuts_nothing(tmp_path: Path, killed_in_write) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    assert _sidecars(tmp_path) == [".LOG.md.intent"]
+    fresh = tmp_path / "LOG.md.new"  # an editor or a checkout puts a new file in its place
+    fresh.write_text("".join(f"line {i}\n" for i in range(1000)))
+    fresh.replace(log)
+    kept = log.read_bytes()
+    assert read_from(log) == kept  # the intent was for the old file's bytes, not these
+    locked_append(log, "next\n")
+    assert log.read_bytes() == kept + b"next\n" and torn_of(log) is None
+
+
+def test_a_symlink_to_the_file_finds_the_same_sidecar(tmp_path: Path, killed_in_write) -> None:
+    log = tmp_path / "LOG.md"
+    link = tmp_path / "mine.md"
+    link.symlink_to("LOG.md")
+    locked_append(log, "first\n")
+    killed_in_write(str(link), RECORD, at_bytes=4096, code=APPEND)
+    assert read_from(log) == b"first\n" and read_from(link) == b"first\n"
+    locked_append(log, "second\n")
+    assert log.read_text() == "first\nsecond\n"
+    torn = torn_of(link)
+    assert torn is not None and torn == torn_of(log) and torn.path == tmp_path / "LOG.md.torn"
+    assert RECORD[:2500] in torn.path.read_text() and _sidecars(tmp_path) == []

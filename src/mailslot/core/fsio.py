@@ -25,6 +25,11 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   intent's start unless the record there is whole (its CRC matches); the next appender (exclusive
   lock) repairs: it moves the fragment, and anything written after it without the lock, into
   ``<name>.torn`` and cuts the file back to the intent's start. ``torn_of`` reports that file.
+  A sidecar is believed only if it names the file's own device and inode (a file replaced by a
+  rename, or a sidecar carried along by a copy, is not the file it spoke of) and its owner could
+  have written the file itself: in a shared directory anyone may create a dot-file, so a
+  sidecar planted by a user without write access must never cut a committed record. Every
+  spelling of the file (a symlink to it) resolves to its real name, so all find one sidecar.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
   records no intent, so its own torn write stays undetectable; and the sidecar is not fsync'd
   (that would double the fsyncs of every append), so it guards against a killed process, not
@@ -40,6 +45,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import pwd
 import re
 import secrets
 import stat
@@ -375,6 +381,12 @@ class Torn:
         return {"path": str(self.path), "size": self.size}
 
 
+def _real(path: Path) -> Path:
+    """``path`` with every symlink resolved: a file reached through a symlink keeps its sidecar
+    and ``.torn`` beside its real name, so every spelling of it finds the same ones."""
+    return Path(os.path.realpath(path))
+
+
 def _intent_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.intent")
 
@@ -385,7 +397,7 @@ def _torn_path(path: Path) -> Path:
 
 def torn_of(path: Path) -> Torn | None:
     """The fragments file of ``path`` (bytes of appends whose writer was killed), or ``None``."""
-    torn = _torn_path(Path(path))
+    torn = _torn_path(_real(path))
     try:
         st = os.lstat(torn)
     except FileNotFoundError:
@@ -395,36 +407,75 @@ def torn_of(path: Path) -> Torn | None:
 
 @dataclass(frozen=True)
 class _Intent:
-    """What an appender is about to write: ``length`` bytes at ``start`` with CRC ``crc``."""
+    """What an appender is about to write into the file ``(dev, ino)``: ``length`` bytes at
+    ``start`` with CRC ``crc``."""
 
+    dev: int
+    ino: int
     start: int
     length: int
     crc: int
 
     def encode(self) -> bytes:
-        body = b"mailslot-intent %016x %016x %08x" % (self.start, self.length, self.crc)
+        body = b"mailslot-intent %016x %016x %016x %016x %08x" % (
+            self.dev,
+            self.ino,
+            self.start,
+            self.length,
+            self.crc,
+        )
         return body + b" %08x\n" % zlib.crc32(body)
 
 
-_INTENT_SIZE = len(_Intent(0, 0, 0).encode())
+_INTENT_SIZE = len(_Intent(0, 0, 0, 0, 0).encode())
 _INTENT_RE = re.compile(
-    rb"^(mailslot-intent ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{8})) ([0-9a-f]{8})\n$"
+    rb"^(mailslot-intent ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{8}))"
+    rb" ([0-9a-f]{8})\n$"
 )
 
 
-def _read_intent(sidecar: Path) -> _Intent | bool | None:
-    """The intent in ``sidecar``; ``None`` when there is none; ``False`` when it is invalid (a
-    sidecar torn by a kill before its record's first byte, or something else under its name)."""
+def _could_write(uid: int, st: os.stat_result) -> bool:
+    """Whether user ``uid`` may write the file whose status is ``st``: its owner, root, this
+    process's user, or anyone its mode lets write it."""
+    if uid in (0, st.st_uid, os.geteuid()) or st.st_mode & stat.S_IWOTH:
+        return True
+    if not st.st_mode & stat.S_IWGRP:
+        return False
     try:
-        raw = read_regular(sidecar, _INTENT_SIZE)
+        user = pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return st.st_gid in os.getgrouplist(user.pw_name, user.pw_gid)
+
+
+def _read_intent(sidecar: Path, file_st: os.stat_result) -> _Intent | bool | None:
+    """The intent in ``sidecar`` for the file whose status is ``file_st``; ``None`` when there is
+    none; ``False`` when it is not to be believed: torn by a kill before its record's first byte,
+    something else under its name, an intent for another file (one since replaced by a rename,
+    or a sidecar copied from elsewhere), or planted by a user who could not write the file
+    itself (in a shared directory anyone may create a dot-file; only a writer may cut)."""
+    try:
+        fd = os.open(sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError:
         return False
-    m = _INTENT_RE.match(raw)
-    if m is None or zlib.crc32(m[1]) != int(m[5], 16):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _could_write(st.st_uid, file_st):
+            return False
+        raw = os.pread(fd, _INTENT_SIZE + 1, 0)
+    except OSError:
         return False
-    return _Intent(int(m[2], 16), int(m[3], 16), int(m[4], 16))
+    finally:
+        os.close(fd)
+    m = _INTENT_RE.match(raw)
+    if m is None or zlib.crc32(m[1]) != int(m[7], 16):
+        return False
+    intent = _Intent(*(int(m[i], 16) for i in range(2, 7)))
+    if (intent.dev, intent.ino) != (file_st.st_dev, file_st.st_ino):
+        return False
+    return intent
 
 
 def _record_whole(fd: int, intent: _Intent, size: int) -> bool:
@@ -448,7 +499,7 @@ def _visible_end(path: Path, fd: int, size: int) -> int:
 
     Called under a lock: while anyone holds one, no live mailslot writer owns the sidecar.
     """
-    intent = _read_intent(_intent_path(path))
+    intent = _read_intent(_intent_path(path), os.fstat(fd))
     if not isinstance(intent, _Intent) or intent.start >= size:
         return size
     return size if _record_whole(fd, intent, size) else intent.start
@@ -457,7 +508,7 @@ def _visible_end(path: Path, fd: int, size: int) -> int:
 def _repair(path: Path, fd: int) -> None:
     """Under the exclusive lock: settle what a killed appender left (see the module docstring)."""
     sidecar = _intent_path(path)
-    intent = _read_intent(sidecar)
+    intent = _read_intent(sidecar, os.fstat(fd))
     if intent is None:
         return
     if isinstance(intent, _Intent):
@@ -496,7 +547,7 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
 def _write_intent(sidecar: Path, intent: _Intent) -> None:
     fd = os.open(
         sidecar,
-        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
         0o666,
     )
     try:
@@ -525,7 +576,7 @@ def settle_appends(path: Path) -> None:
     bytes are carried into a new file, where the intent's offset would no longer mean anything.
     Takes the exclusive ``flock``; a missing file is left to the caller.
     """
-    path = Path(path)
+    path = _real(path)
     try:
         fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -547,16 +598,17 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     an ``OSError`` (a full disk) means nothing was appended. ``FormatError`` if ``path`` is not a
     regular file.
     """
-    path = Path(path)
+    path = _real(path)
     raw = _as_bytes(data)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_EX)
         _repair(path, fd)
-        start = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        start = st.st_size
         sidecar = _intent_path(path)
-        _write_intent(sidecar, _Intent(start, len(raw), zlib.crc32(raw)))
+        _write_intent(sidecar, _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw)))
         try:
             write_all(fd, raw)
             if fsync:
@@ -579,14 +631,15 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
     not a regular file; ``LimitExceeded`` when more than ``limit`` bytes follow ``offset``.
     """
     path = Path(path)
+    real = _real(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise NotFound("no such file", path=path) from None
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_SH)
-        end = _visible_end(path, fd, os.fstat(fd).st_size)
+        end = _visible_end(real, fd, os.fstat(fd).st_size)
         if end - offset > limit:
             raise LimitExceeded(f"{path} from byte {offset}", limit, end - offset, "bytes")
         chunks = []
