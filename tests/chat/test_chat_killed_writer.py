@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from mailslot import chat
+from mailslot.chat import room
+from mailslot.core.errors import LockBusy
 
 BIG = "the long plan, " * 2000  # a 30 KB message: its write is the first large one
 
@@ -53,3 +59,46 @@ def test_a_whole_message_leaves_no_sidecar_and_no_torn_file(chat_file: Path) -> 
     chat.say(chat_file, BIG, "alice")
     assert sorted(os.listdir(chat_file.parent)) == [chat_file.name]
     assert chat.status(chat_file).torn is None
+
+
+# Seed 002's writing procedure for one message: spin on the mkdir lock, `cat >>`, rmdir.
+SEED_SAY = r"""
+CHAT_FILE="$1"
+while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.1; done
+cat >> "$CHAT_FILE" <<EOF
+
+---MSG---
+FROM: Kiran-48291
+TIME: $(date -Iseconds)
+---
+Hand-run agent, waiting on the lock.
+EOF
+rmdir "$CHAT_FILE.lock"
+"""
+
+
+def test_a_bash_agent_that_was_waiting_on_the_dead_writers_lock_keeps_its_message(
+    chat_file: Path, killed_in_write, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bash = shutil.which("bash")
+    if not bash:
+        pytest.skip("bash not installed")
+    chat.join(chat_file, "bob")
+    killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
+    script = tmp_path / "seed-say.sh"
+    script.write_text(SEED_SAY)
+    agent = subprocess.Popen([bash, str(script), str(chat_file)])  # spins on the dead lock
+
+    monkeypatch.setattr(room, "LOCK_WAIT_SECONDS", 0.2)
+    with pytest.raises(LockBusy, match="rmdir"):  # the next mailslot writer finds the lock held
+        chat.say(chat_file, "anyone?", "carol")
+    os.rmdir(f"{chat_file}.lock")  # as the error says; the waiting agent goes at once
+    assert agent.wait(timeout=60) == 0
+
+    said = "Hand-run agent, waiting on the lock."
+    assert [m.body for m in chat.read(chat_file).messages][-1] == said  # readers see it
+    chat.say(chat_file, "after the crash", "bob")
+    bodies = [m.body for m in chat.read(chat_file).messages]
+    assert bodies[-2:] == [said, "after the crash"] and bodies.count(said) == 1
+    torn = Path(f"{chat_file}.torn").read_text()
+    assert BIG[:1000] in torn and said not in torn  # only the fragment is kept aside

@@ -26,7 +26,9 @@ Invariants and why:
   path this state dir never saw as a chat is ``NotFound`` (exit 1), like ``say`` and ``join``.
 * A writer killed inside its append leaves nothing a reader takes as a message: ``read_from``
   stops before its fragment and the next ``say`` moves the fragment into ``<file>.torn``, which
-  ``status`` reports. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
+  ``status`` reports. A writer that finds the ``mkdir`` lock held settles first, so a dead
+  writer's fragment is out before anyone removes its stale lock and a waiting bash writer
+  appends. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
   intent, so its own torn write is not detected. Every read is bounded (``read_from``): a FIFO or
   a huge file named like a chat is refused, never waited on or read whole.
 """
@@ -72,7 +74,13 @@ from mailslot.core.errors import (
     Unresolved,
     WaitTimeout,
 )
-from mailslot.core.fsio import atomic_create, locked_append, read_from, torn_of
+from mailslot.core.fsio import (
+    atomic_create,
+    locked_append,
+    read_from,
+    settle_appends,
+    torn_of,
+)
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
@@ -171,11 +179,19 @@ def _seed_lock(path: Path) -> Iterator[None]:
     """Hold seed 002's ``mkdir FILE.lock`` lock; ``LockBusy`` after ``LOCK_WAIT_SECONDS``."""
     lock = Path(f"{path}.lock")
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    settled = False
     while True:
         try:
             os.mkdir(lock)
             break
         except FileExistsError:
+            if not settled:
+                # The holder may be a mailslot writer killed mid-append: its fragment is cut
+                # out now, while the lock still keeps bash writers out -- once someone removes
+                # the lock, a waiting bash writer appends at once, after the fragment.
+                settled = True
+                with contextlib.suppress(OSError):  # the append itself repairs again
+                    settle_appends(path)
             if time.monotonic() >= deadline:
                 raise LockBusy(
                     f"{lock} has been held for {LOCK_WAIT_SECONDS:g}s; if no writer is running, "
