@@ -208,3 +208,24 @@ def test_a_symlink_to_the_file_finds_the_same_sidecar(tmp_path: Path, killed_in_
     torn = torn_of(link)
     assert torn is not None and torn == torn_of(log) and torn.path == tmp_path / "LOG.md.torn"
     assert RECORD[:2500] in torn.path.read_text() and _sidecars(tmp_path) == []
+
+
+def test_a_whole_record_whose_sidecar_cannot_be_removed_is_appended_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    unlink = os.unlink
+
+    def refuse_sidecar(path: object, *a: object, **k: object) -> None:
+        if str(path).endswith(".intent"):
+            raise OSError(5, "Input/output error")
+        unlink(path, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", refuse_sidecar)
+    assert locked_append(log, "second\n", fsync=True) == len("first\n")  # done, not an error
+    monkeypatch.undo()
+    assert read_from(log) == b"first\nsecond\n"
+    locked_append(log, "third\n")  # the leftover sidecar's record is whole: nothing is cut
+    assert log.read_text() == "first\nsecond\nthird\n"
+    assert torn_of(log) is None and _sidecars(tmp_path) == []

@@ -617,7 +617,11 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
             os.ftruncate(fd, start)
             os.unlink(sidecar)  # only once the cut succeeded: else the next append repairs
             raise
-        os.unlink(sidecar)
+        # The record is whole: a sidecar that cannot be removed now is harmless (readers find
+        # its record whole, the next append removes it), and failing here would make the
+        # caller retry a record that is already in the file.
+        with contextlib.suppress(OSError):
+            os.unlink(sidecar)
         return start
     finally:
         os.close(fd)
