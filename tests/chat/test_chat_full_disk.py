@@ -1,16 +1,20 @@
-"""A say that fails on a full disk has written nothing, so its retry writes the message once.
+"""A say that fails on the disk never leads to the message twice.
 
-The caller's hold on its name is state on another disk (the state directory): when that disk is
-full, the block must not be in the chat while the say reports a failure.
+A full disk fails before anything is written, so the retry writes the message once. The caller's
+hold on its name is state on another disk (the state directory): when that disk is full, the
+block must not be in the chat while the say reports a failure. A block already written whose
+fsync fails is reported as written, so nobody sends it again.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from mailslot import chat
+from mailslot.core.errors import MailslotError
 
 
 def test_a_new_speaker_whose_state_disk_is_full_writes_nothing(
@@ -27,3 +31,16 @@ def test_a_new_speaker_whose_state_disk_is_full_writes_nothing(
     chat.say(chat_file, "hello from bob", "bob", state=state)
     bodies = [m.body for m in chat.read(chat_file).messages]
     assert bodies.count("hello from bob") == 1
+
+
+def test_a_message_the_disk_does_not_confirm_is_reported_as_written(
+    chat_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def eio(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", eio)
+    with pytest.raises(MailslotError, match=r"WAS written.*do not send it again"):
+        chat.say(chat_file, "said once", "alice")
+    monkeypatch.undo()
+    assert [m.body for m in chat.read(chat_file).messages].count("said once") == 1

@@ -63,7 +63,7 @@ from mailslot.chat.locate import LIST_MAX, list_chats
 from mailslot.chat.status import ChatStatus, compute_status
 from mailslot.core.clock import FUTURE_SKEW, now
 from mailslot.core.cursor import ByteCursor, CursorStore
-from mailslot.core.durable import sync_file
+from mailslot.core.durable import sync_appended
 from mailslot.core.errors import (
     Conflict,
     FormatError,
@@ -286,7 +286,7 @@ def _write(
             if undo is not None:
                 undo()
             raise
-    sync_file(path)
+    sync_appended(path, "message")
     return start, start + len(block.encode())
 
 

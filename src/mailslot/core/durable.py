@@ -4,7 +4,9 @@
 shared lock) waits for the disk -- milliseconds on real disks -- before it can see a record that
 is already whole. A writer that appends without fsync, releases the lock and then calls
 ``sync_file`` keeps both promises: a reader sees the record the moment it is complete, and the
-writer does not return (does not claim "sent") until the bytes are durable.
+writer does not return (does not claim "sent") until the bytes are durable. If that fsync fails
+the record is already there for readers: ``sync_appended`` says so, so the caller does not send
+it a second time.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["sync_file"]
+from mailslot.core.errors import MailslotError
+
+__all__ = ["sync_appended", "sync_file"]
 
 
 def sync_file(path: Path) -> bool:
@@ -29,3 +33,16 @@ def sync_file(path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def sync_appended(path: Path, what: str) -> None:
+    """``sync_file`` for a record already appended and visible (``what`` names it); a failed
+    fsync is a ``MailslotError`` that says the record WAS written, so nobody writes it again."""
+    try:
+        sync_file(path)
+    except OSError as e:
+        raise MailslotError(
+            f"the {what} WAS written and readers see it, but the disk did not confirm it "
+            f"durable ({e.strerror}): do not send it again",
+            path=path,
+        ) from None

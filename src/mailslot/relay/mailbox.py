@@ -42,7 +42,7 @@ from typing import Any
 
 from mailslot.core.clock import epoch_ms, format_time, now
 from mailslot.core.cursor import ByteCursor, CursorStore
-from mailslot.core.durable import sync_file
+from mailslot.core.durable import sync_appended
 from mailslot.core.errors import (
     Conflict,
     FormatError,
@@ -425,7 +425,7 @@ def _append(relay: Relay, author: str, line: str, conv: Conversation | None) -> 
         if (size := inbox.stat().st_size) + len(line.encode()) + 1 > INBOX_MAX_BYTES:
             raise LimitExceeded(f"{inbox.name} after this line", INBOX_MAX_BYTES, size, "bytes")
     locked_append(inbox, line + "\n")
-    sync_file(inbox)  # visible at once, durable before returning
+    sync_appended(inbox, "line")  # visible at once, durable before returning
     return parsed
 
 
