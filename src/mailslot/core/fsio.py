@@ -387,6 +387,18 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _open_real(path: Path, flags: int, mode: int = 0o666) -> tuple[int, Path]:
+    """Open ``path``; return the descriptor and the name its sidecar goes beside: ``path``
+    itself, or its real name when ``path`` is a symlink (resolved only then: cheap when not)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode), path
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+    real = _real(path)
+    return os.open(real, flags, mode), real
+
+
 def _intent_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.intent")
 
@@ -576,9 +588,8 @@ def settle_appends(path: Path) -> None:
     bytes are carried into a new file, where the intent's offset would no longer mean anything.
     Takes the exclusive ``flock``; a missing file is left to the caller.
     """
-    path = _real(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, path = _open_real(Path(path), os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return
     try:
@@ -598,9 +609,9 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     an ``OSError`` (a full disk) means nothing was appended. ``FormatError`` if ``path`` is not a
     regular file.
     """
-    path = _real(path)
     raw = _as_bytes(data)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    fd, path = _open_real(Path(path), flags)
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -635,9 +646,8 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
     not a regular file; ``LimitExceeded`` when more than ``limit`` bytes follow ``offset``.
     """
     path = Path(path)
-    real = _real(path)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, real = _open_real(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise NotFound("no such file", path=path) from None
     try:
