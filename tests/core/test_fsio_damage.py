@@ -229,3 +229,30 @@ def test_a_whole_record_whose_sidecar_cannot_be_removed_is_appended_once(
     locked_append(log, "third\n")  # the leftover sidecar's record is whole: nothing is cut
     assert log.read_text() == "first\nsecond\nthird\n"
     assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+def test_whoever_may_read_the_file_may_read_its_sidecar(tmp_path: Path, killed_in_write) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("reading as another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    log = shared / "LOG.md"
+    locked_append(log, "first\n")
+    log.chmod(0o644)  # anyone may read it
+    strict = "os.umask(0o077)\n"  # the writer keeps its own new files private
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=strict + APPEND)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a reader running as another user
+        try:
+            os.close(r)
+            os.chdir(shared)  # the test's parent directories are root's alone
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(w, read_from(Path("LOG.md")))
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r, "rb") as got:
+        assert got.read() == b"first\n"  # not the torn record's half

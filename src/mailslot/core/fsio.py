@@ -30,6 +30,7 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   have written the file itself: in a shared directory anyone may create a dot-file, so a
   sidecar planted by a user without write access must never cut a committed record. Every
   spelling of the file (a symlink to it) resolves to its real name, so all find one sidecar.
+  The sidecar takes the file's permission bits, so everyone who may read the file may read it.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
   records no intent, so its own torn write stays undetectable; and the sidecar is not fsync'd
   (that would double the fsyncs of every append), so it guards against a killed process, not
@@ -556,13 +557,17 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
         os.close(out)
 
 
-def _write_intent(sidecar: Path, intent: _Intent) -> None:
+def _write_intent(sidecar: Path, intent: _Intent, mode: int) -> None:
+    """Create ``sidecar`` with ``intent``, readable by exactly whoever may read the file (its
+    ``mode``): a reader who cannot read the sidecar could not tell a torn record from a whole one,
+    whatever this writer's umask."""
     fd = os.open(
         sidecar,
         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-        0o666,
+        0o600,
     )
     try:
+        os.fchmod(fd, stat.S_IMODE(mode) & 0o666)
         write_all(fd, intent.encode())
     except BaseException:
         os.close(fd)
@@ -619,7 +624,8 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
         st = os.fstat(fd)
         start = st.st_size
         sidecar = _intent_path(path)
-        _write_intent(sidecar, _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw)))
+        intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw))
+        _write_intent(sidecar, intent, st.st_mode)
         try:
             write_all(fd, raw)
             if fsync:
