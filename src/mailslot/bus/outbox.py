@@ -18,6 +18,9 @@ Invariants:
 * Taking is a claim by ``rename`` into ``outbox/taken/``: of two consumers racing for one item
   exactly one rename succeeds and the other moves on, so no item is taken twice. The taker's
   record (``taken_by``, ``taken_at``) goes to ``outbox/taken/records/``.
+* A take is shown or undone: the move comes first (it is the claim), then the output; output
+  that fails (a closed pipe, Ctrl-C) moves the item back. A taker killed between the move and
+  its output leaves the item in ``outbox/taken/`` under its name (``outbox list --taken``).
 * Only the writer of ``outbox/taken/`` in ``DIVISION-OF-WORK.md`` may take; with nobody named,
   nobody takes (fail safe: the items stay visible).
 """
@@ -31,7 +34,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -51,6 +54,7 @@ from mailslot.core.fsio import (
     stream_to_temp,
     sweep_temps,
 )
+from mailslot.core.handover import held_signals
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
@@ -337,7 +341,17 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _claim(layout: Layout, agent: str) -> Item | None:
+@dataclass(frozen=True)
+class _Claim:
+    """A taken item, and what undoing the take needs: where it came from and its record."""
+
+    item: Item
+    src: Path
+    dest: Path
+    record: dict[str, Any] | None
+
+
+def _claim(layout: Layout, agent: str) -> _Claim | None:
     for src in _pending(layout.outbox):
         record = _record(layout.records / f"{src.name}.json")
         wanted = (record or {}).get("for")
@@ -346,34 +360,73 @@ def _claim(layout: Layout, agent: str) -> Item | None:
         dest = layout.taken / src.name
         if dest.exists():  # a hand-dropped name taken before: keep both
             dest = layout.taken / f"{src.name}.{format_time().replace(':', '')}"
+        moved = False
         try:
-            os.rename(src, dest)  # the claim: exactly one racer's rename finds the source
-        except FileNotFoundError:
-            continue
-        fsync_dir(layout.taken)
-        fsync_dir(layout.outbox)
-        taken_record = {
-            **(record or {"item": src.name}),
-            "taken_by": agent,
-            "taken_at": format_time(),
-        }
-        atomic_write(
-            layout.taken_records / f"{dest.name}.json",
-            json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
-        )
-        with contextlib.suppress(FileNotFoundError):
-            (layout.records / f"{src.name}.json").unlink()
-        item = _item(layout, dest, taken_record if record is not None else None)
-        item.taken_by, item.taken_at = agent, taken_record["taken_at"]
-        if record is not None and record.get("sha256"):
-            item.sha256_ok = _sha256(dest) == record["sha256"]
-        return item
+            with held_signals():  # the move and its taken record, whole
+                try:
+                    os.rename(src, dest)  # the claim: exactly one racer's rename finds the source
+                except FileNotFoundError:
+                    continue
+                moved = True
+                fsync_dir(layout.taken)
+                fsync_dir(layout.outbox)
+                taken_record = {
+                    **(record or {"item": src.name}),
+                    "taken_by": agent,
+                    "taken_at": format_time(),
+                }
+                atomic_write(
+                    layout.taken_records / f"{dest.name}.json",
+                    json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
+                )
+                with contextlib.suppress(FileNotFoundError):
+                    (layout.records / f"{src.name}.json").unlink()
+            item = _item(layout, dest, taken_record if record is not None else None)
+            item.taken_by, item.taken_at = agent, taken_record["taken_at"]
+            if record is not None and record.get("sha256"):
+                item.sha256_ok = _sha256(dest) == record["sha256"]
+            return _Claim(item, src, dest, record)
+        except BaseException:  # a failure after the move, or a signal held during it: undo
+            if moved:
+                with held_signals():
+                    _release(layout, src, dest, record)
+            raise
     return None
 
 
-def take(root: Path, agent: str, *, wait: float = 0) -> Item:
+def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | None) -> bool:
+    """Undo a take whose output failed: the item back under its old name in ``outbox/`` with
+    its record. ``False`` (the item stays taken) if that name was dropped again meanwhile.
+
+    Killed half-way, the item may be both waiting and taken: taken twice, never lost.
+    """
+    if record is not None:
+        body = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+        atomic_write(layout.records / f"{src.name}.json", body)
+    try:
+        os.link(dest, src)  # never over an item dropped under the name since
+    except FileExistsError:
+        if record is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (layout.records / f"{src.name}.json").unlink()
+        return False
+    fsync_dir(layout.outbox)
+    os.unlink(dest)
+    with contextlib.suppress(FileNotFoundError):
+        (layout.taken_records / f"{dest.name}.json").unlink()
+    fsync_dir(layout.taken)
+    return True
+
+
+def take(
+    root: Path, agent: str, *, wait: float = 0, show: Callable[[Item], None] | None = None
+) -> Item:
     """Claim the oldest item for ``agent`` into ``outbox/taken/``, waiting up to ``wait`` s.
 
+    The move is the claim, so it comes first; ``show`` then writes the item out, and if it
+    raises (a closed pipe, Ctrl-C) the claim is undone: the item is back in ``outbox/`` for the
+    next take. A taker killed after the move and before its output leaves the item in
+    ``outbox/taken/`` with its ``taken_by`` (``outbox list --taken`` finds it).
     Raises ``Conflict`` unless the charter names ``agent`` as the writer of ``outbox/taken/``,
     ``OutboxEmpty`` (exit 3) when there is nothing to take, ``WaitTimeout`` after a wait.
     """
@@ -393,13 +446,22 @@ def take(root: Path, agent: str, *, wait: float = 0) -> Item:
     _sweep(layout)
     if wait > 0:
         try:
-            return wait_until(
+            claim = wait_until(
                 lambda: _claim(layout, agent), [layout.outbox], wait, what="outbox item to take"
             )
         except WaitTimeout as e:
             e.payload = {"taken": None}
             raise
-    item = _claim(layout, agent)
-    if item is None:
-        raise OutboxEmpty("nothing to take in outbox/", payload={"taken": None})
-    return item
+    else:
+        found = _claim(layout, agent)
+        if found is None:
+            raise OutboxEmpty("nothing to take in outbox/", payload={"taken": None})
+        claim = found
+    if show is not None:
+        try:
+            show(claim.item)
+        except BaseException:
+            with held_signals():
+                _release(layout, claim.src, claim.dest, claim.record)
+            raise
+    return claim.item

@@ -16,6 +16,8 @@ Invariants and why:
   speaker from anywhere (see ``identity``).
 * ``wait`` delivers only OTHER participants' messages after the caller's cursor, and is armed
   before it checks (``wait_until``), so a message written at any moment after the cursor is found.
+  The cursor moves past them only once they were shown (``core.handover``): output that fails
+  or is interrupted leaves them to the next wait.
   The cursor lives in the caller's state dir per (file, name); ``say`` never moves it, so a
   message that lands while the caller composes is never skipped (the seed's ``CUR=$(wc -c)`` after
   writing could skip one).
@@ -81,6 +83,7 @@ from mailslot.core.fsio import (
     settle_appends,
     torn_of,
 )
+from mailslot.core.handover import show_then_record
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
@@ -505,11 +508,14 @@ def wait(
     cursor: int | None = None,
     state: Path | None = None,
     keep_cursor: Callable[[], bool] | None = None,
+    show: Callable[[Batch], None] | None = None,
 ) -> Batch:
     """Block until another participant writes after the caller's cursor; return those messages.
 
     The cursor is the one stored for (file, name) -- every process acting as ``name`` shares
     it -- moved past what is returned, unless ``cursor`` is given (then nothing is stored).
+    ``show`` writes the batch out before the cursor moves: if it raises (a closed pipe, Ctrl-C
+    in a stalled write) the cursor stays before those messages (``core.handover``).
     ``keep_cursor`` is asked just before the cursor is stored: False leaves it where it was (a
     caller that gave up on this wait, such as an MCP call the host cancelled, must not skip what
     it was never shown). Raises ``NotFound`` (exit 1) for a path that was never a chat here,
@@ -542,9 +548,10 @@ def wait(
         started_ended = _quick_status(_require_chat(read_from(path, 0), path)).ended
     except NotFound:
         raise Gone("the chat file was removed: the conversation is over", path=path) from None
+    shown_end = pos  # past only the caller's own messages until a batch was shown
 
     def check() -> list[ChatMessage] | None:
-        nonlocal pos
+        nonlocal pos, shown_end
         try:
             data = read_from(path, pos)
         except NotFound:
@@ -553,32 +560,34 @@ def wait(
         others = [m for m in messages if m.sender != who]
         if others:
             return others
+        shown_end = pos
         ending = started_ended or any(m.kind in HANDSHAKE_KINDS for m in messages)
         if ending and status(path).ended:
             raise Gone("the chat has ended by mutual agreement", path=path)
         return None
 
-    def save() -> None:
+    def save(to: int) -> None:
         if cursor is None and (keep_cursor is None or keep_cursor()):
             with contextlib.suppress(FileNotFoundError):
                 # Not fsync'd: a cursor lost in a crash only re-delivers (the safe direction),
                 # and two fsyncs would dominate the wake latency.
-                store.save_bytes(key, ByteCursor(pos, path.stat().st_ino), durable=False)
+                store.save_bytes(key, ByteCursor(to, path.stat().st_ino), durable=False)
 
     try:
         found = wait_until(check, [path], timeout, what="message from another participant")
     except Gone:
         raise
     except WaitTimeout as e:
-        save()
-        e.payload = {"messages": [], "cursor": pos, "ended": False}
+        save(shown_end)
+        e.payload = {"messages": [], "cursor": shown_end, "ended": False}
         raise
     except BaseException:
-        save()
+        save(shown_end)
         raise
-    save()
     ended = any(m.kind in HANDSHAKE_KINDS for m in found) and status(path).ended
-    return Batch(found, pos, ended)
+    batch = Batch(found, pos, ended)
+    show_then_record((lambda: show(batch)) if show is not None else None, lambda: save(pos))
+    return batch
 
 
 def status(path: Path | str) -> ChatStatus:

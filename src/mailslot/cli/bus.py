@@ -213,19 +213,24 @@ def outbox_take(env: Env, wait: float, as_json: bool) -> None:
     """Claim the oldest item into outbox/taken/ and print its absolute path; exit 3 if none.
 
     Only the writer of outbox/taken/ in DIVISION-OF-WORK.md may take. Two takers racing never
-    get the same item.
+    get the same item. If the path cannot be printed (a closed pipe, Ctrl-C) the item goes
+    back to outbox/; a taker killed in between leaves it in outbox/taken/ (list --taken).
 
     \b
     Example:
       path=$(mailslot outbox take --as beacon) && echo "integrate $path"
     """
     exit_promptly()
-    item = busoutbox.take(env.need_root(), env.need_agent(), wait=wait)
-    if item.sha256_ok is False:
-        click.echo(
-            f"mailslot: warning: {item.abspath} does not match the sha256 in its record", err=True
-        )
-    emit(item.to_json(), as_json, item.abspath)
+
+    def show(item: Any) -> None:  # the claim is undone if this fails
+        if item.sha256_ok is False:
+            click.echo(
+                f"mailslot: warning: {item.abspath} does not match the sha256 in its record",
+                err=True,
+            )
+        emit(item.to_json(), as_json, item.abspath)
+
+    busoutbox.take(env.need_root(), env.need_agent(), wait=wait, show=show)
 
 
 # -- tasks -----------------------------------------------------------------------------------

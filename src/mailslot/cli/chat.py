@@ -206,8 +206,9 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
     """Block until another participant writes to FILE; print their new messages.
 
     Only others' messages since your cursor (kept per file and name in your state dir) are
-    shown, and the cursor moves past them. Exit 3 on timeout; exit 4 when the file was removed
-    or the chat has ended.
+    shown, and the cursor moves past them once they are written out: output that fails (a
+    closed pipe) or is interrupted leaves them for the next wait. Exit 3 on timeout; exit 4
+    when the file was removed or the chat has ended.
 
     \b
     Example:
@@ -216,9 +217,12 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
     from mailslot.chat import wait
 
     exit_promptly()
-    batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor)
-    ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
-    emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]) + ended)
+
+    def show(batch: Any) -> None:  # written and flushed before the cursor moves
+        ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
+        emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]) + ended)
+
+    wait(Path(file), env.agent, timeout=timeout, cursor=cursor, show=show)
 
 
 @chat.command("end")

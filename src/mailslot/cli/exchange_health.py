@@ -78,8 +78,9 @@ def watch_cmd(
 
     \b
     Wakes on kernel file events (new topics, new entries, renames), not a poll.
-    Prints each new entry's path and frontmatter (--json: body too) and marks it
-    seen in YOUR state dir; --peek marks nothing. Entries archived before you read
+    Prints each new entry's path and frontmatter (--json: body too), then marks it
+    seen in YOUR state dir: output that fails (a closed pipe) or is interrupted
+    marks nothing; --peek marks nothing. Entries archived before you read
     them are delivered too, and a HELD.md placed for you once. Exit 3 on timeout.
     A reader that never watched has seen nothing: all pending is delivered
     (use --mark-all-seen once to start from now). To survive a run that fails
@@ -99,8 +100,14 @@ def watch_cmd(
         return
     ex = _ex(env)
     exit_promptly()
-    r = w.watch(ex, env.need_agent(), timeout=timeout, peek=peek, action=scope)
-    emit(r.to_json(ex.root), as_json, _watch_text)
+
+    def show(r: Any) -> None:  # written and flushed before anything is marked seen
+        emit(r.to_json(ex.root), as_json, _watch_text)
+
+    with w.Watcher(ex, env.need_agent(), action=scope) as watcher:
+        for warning in watcher.warnings:
+            click.echo(f"mailslot: warning: {warning}", err=True)
+        watcher.watch(timeout, peek=peek, show=show)
 
 
 @click.command("monitor")

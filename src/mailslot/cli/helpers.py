@@ -43,6 +43,7 @@ __all__ = [
     "read_body_file",
     "stop_on_sigterm",
     "stopping_on_term",
+    "write_out",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -174,9 +175,10 @@ def json_option(f: F) -> F:
 
 
 def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = None) -> None:
-    """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``)."""
+    """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``), whole and
+    flushed (``write_out``): once it returns the output is out, else it raised ``OSError``."""
     if as_json:
-        click.echo(json.dumps(data, indent=None, ensure_ascii=False, default=str))
+        write_out(json.dumps(data, indent=None, ensure_ascii=False, default=str))
         return
     out: str
     if text is None:
@@ -186,7 +188,28 @@ def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = Non
     else:
         out = text(data)
     if out:
-        click.echo(out)
+        write_out(out)
+
+
+def write_out(text: str) -> None:
+    """Write ``text`` and a newline to standard output, every byte, flushed; else ``OSError``
+    (``BrokenPipeError`` when the reader closed the pipe).
+
+    Straight to the descriptor: an unbuffered text stream (``PYTHONUNBUFFERED``, common in
+    containers) silently drops what a short write left over, so a reader that closed the pipe
+    half-way would pass for one that read it all -- and a blocking reader would mark as seen
+    what nobody was shown. A stream without a descriptor (a test runner's) gets ``click.echo``.
+    """
+    from mailslot.core.fsio import write_all
+
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        click.echo(text)
+        return
+    stream.flush()
+    write_all(fd, (text + "\n").encode(stream.encoding or "utf-8", stream.errors or "strict"))
 
 
 def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:

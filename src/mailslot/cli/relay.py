@@ -128,6 +128,10 @@ def ask_cmd(
 
     found, report = _loud()
     exit_promptly()
+
+    def show(d: Any) -> None:  # written and flushed before the delivery is recorded
+        emit(_with_unreadable(d.to_json(), found), as_json, _delivery_text)
+
     result = ask(
         env.need_root(),
         env.need_agent(),
@@ -137,9 +141,11 @@ def ask_cmd(
         to=to,
         wait=not no_wait,
         on_unreadable=report,
+        show=show,
     )
-    data = _with_unreadable(result.to_json(), found)
-    emit(data, as_json, _delivery_text if "reply_id" in data else f"sent {data['id']}")
+    if no_wait:
+        data = _with_unreadable(result.to_json(), found)
+        emit(data, as_json, f"sent {data['id']}")
 
 
 def _reply(env: Env, ask_id: str, text: str | None, as_json: bool) -> None:
@@ -220,8 +226,11 @@ def recover_cmd(env: Env, timeout: float, as_json: bool) -> None:
     from mailslot.relay import recover
 
     found, report = _loud()
-    d = recover(env.need_root(), env.need_agent(), timeout=timeout, on_unreadable=report)
-    emit(_with_unreadable(d.to_json(), found), as_json, _delivery_text)
+
+    def show(d: Any) -> None:  # written and flushed before the delivery is recorded
+        emit(_with_unreadable(d.to_json(), found), as_json, _delivery_text)
+
+    recover(env.need_root(), env.need_agent(), timeout=timeout, on_unreadable=report, show=show)
 
 
 @relay.command("note")

@@ -3,7 +3,9 @@
 A reader may not be allowed to write where it reads (an agent reads an inbox the other side
 writes), so cursors live under ``$XDG_STATE_HOME/mailslot`` (or ``$MAILSLOT_STATE_DIR``), never
 next to the data. A reader that never read has seen nothing: a missing cursor means "deliver
-everything pending", so an offline recipient loses nothing. Cursors are written atomically.
+everything pending", so an offline recipient loses nothing. Cursors are written atomically
+(temp + rename); those written without fsync (seen-sets, wait cursors) may come back older
+after a power cut, which only re-delivers. A reader writes one only after its output is out.
 
 Two shapes: ``ByteCursor`` for append-only files (an offset plus the file's identity, so a file
 replaced under the same name is noticed) and ``SeenSet`` for directories of immutable entries.
@@ -95,7 +97,7 @@ class CursorStore:
             return None
         try:
             value = json.loads(raw)
-        except json.JSONDecodeError as e:
+        except ValueError as e:  # not JSON, or not UTF-8
             raise FormatError(f"corrupt cursor: {e}", path=path) from None
         if not isinstance(value, dict):
             raise FormatError("corrupt cursor: not an object", path=path)
@@ -123,10 +125,19 @@ class CursorStore:
         self.save(key, {"offset": cursor.offset, "inode": cursor.inode}, durable=durable)
 
     def load_seen(self, key: str) -> SeenSet:
-        """The seen-set for ``key``; empty if none was stored."""
+        """The seen-set for ``key``; empty if none was stored; ``FormatError`` if it does not
+        read as a list of keys."""
         value = self.load(key)
-        return SeenSet(set(value.get("seen", [])) if value else set())
+        if not value:
+            return SeenSet(set())
+        keys = value.get("seen", [])
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise FormatError(
+                "corrupt cursor: 'seen' is not a list of keys", path=self.path_for(key)
+            )
+        return SeenSet(set(keys))
 
     def save_seen(self, key: str, seen: SeenSet) -> None:
-        """Store a seen-set."""
-        self.save(key, {"seen": sorted(seen.keys)})
+        """Store a seen-set atomically, without fsync: a mark lost in a crash or a power cut
+        only re-delivers (the safe direction)."""
+        self.save(key, {"seen": sorted(seen.keys)}, durable=False)

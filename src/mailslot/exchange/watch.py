@@ -10,10 +10,17 @@ the only timer is the deadline, plus a short grace for a hand-written file caugh
 The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
 own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
 are ``<topic>/<NNNN>-<from>``, unchanged by archive moves or a bridge's renames. A missing cursor
-means nothing was seen: everything pending is delivered. ``peek`` never writes anything.
-Delivery happens under a lock on the cursor, so two watchers for one caller never both take an
-entry. A HELD.md in the caller's inbox is delivered once too (keyed by its mtime), because a hold
-is the tick asking this side to re-read.
+means nothing was seen: everything pending is delivered; so does an unreadable one (a warning,
+never a crash). ``peek`` never writes anything. A HELD.md in the caller's inbox is delivered
+once too (keyed by its mtime), because a hold is the tick asking this side to re-read.
+
+Shown, then marked (``core.handover``): under a lock on the cursor, what is unseen is handed to
+``show`` (the CLI writes and flushes it), and only once that returned is it marked seen, with
+SIGINT/SIGTERM held until the mark is written. Output that fails (a closed pipe) or is
+interrupted marks nothing; a kill between the two re-delivers. The lock makes two watchers for
+one caller never both take an entry. The mark is written atomically without fsync: a power cut
+may re-deliver, never lose. Each mark drops the keys of topics that are neither live nor in
+``done/`` and of holds no longer in place, so the set stays as large as the inbox, no larger.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore, SeenSet
-from mailslot.core.errors import InvalidName, NotFound, WaitTimeout
+from mailslot.core.errors import FormatError, InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
+from mailslot.core.handover import show_then_record
 from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
 from mailslot.exchange.entries import Entry, check_sender
@@ -36,11 +44,13 @@ from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
+from mailslot.exchange.topics import topic_names
 
 __all__ = [
     "SCOPES",
     "WATCH_NAMESPACE",
     "Delivered",
+    "Show",
     "WatchResult",
     "Watcher",
     "ack",
@@ -115,15 +125,24 @@ class WatchResult:
     side: str
     items: list[Delivered] = field(default_factory=list)
     peek: bool = False
+    warnings: list[str] = field(default_factory=list)  # an unreadable seen-mark, read as fresh
 
     def to_json(self, root: Path) -> dict[str, Any]:
-        """A JSON-ready dict: ``{"agent", "side", "peek", "items": [...]}``."""
-        return {
+        """A JSON-ready dict: ``{"agent", "side", "peek", "items": [...]}``, and ``"warnings"``
+        when there are any."""
+        out: dict[str, Any] = {
             "agent": self.agent,
             "side": self.side,
             "peek": self.peek,
             "items": [i.to_json(root) for i in self.items],
         }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+# Writes (and flushes) what a watch found; raising means it was not shown, so nothing is marked.
+Show = Callable[[WatchResult], None]
 
 
 def _plain(value: Any) -> Any:
@@ -155,7 +174,8 @@ class Watcher:
         self.action = action
         self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
         self.key = cursor_key(ex, agent)
-        self.seen = self.store.load_seen(self.key)
+        self.warnings: list[str] = []
+        self.seen = self._load_seen()
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
         self._watch: Watch | None = None
@@ -262,16 +282,68 @@ class Watcher:
                 out.append(Delivered("held", key, d.topic, path, False, text=text))
         return sorted(out, key=_sort_key)
 
-    def take(self, found: list[Delivered]) -> list[Delivered]:
-        """Record ``found`` as seen under the cursor lock; returns what no one else took first."""
+    def _load_seen(self) -> SeenSet:
+        """The stored seen-set; an unreadable one is a warning and reads as fresh (re-delivers)."""
+        try:
+            return self.store.load_seen(self.key)
+        except (FormatError, OSError) as e:
+            why = getattr(e, "strerror", None) or str(e)
+            msg = (
+                f"seen-mark {self.store.path_for(self.key)} does not read ({why}); "
+                f"treating {self.agent} as a fresh reader: everything in to-{self.side}/ "
+                "is delivered again"
+            )
+            if msg not in self.warnings:
+                self.warnings.append(msg)
+            return SeenSet(set())
+
+    def _topics(self) -> set[str]:
+        return set(topic_names(self.inbox)) | set(topic_names(self.inbox / DONE))
+
+    def _prune(self, seen: SeenSet) -> None:
+        """Drop keys of topics neither live nor in ``done/`` and of holds no longer in place.
+
+        A topic is dropped only when two listings in a row miss it (an archive or reopen
+        moving it between the listings of the inbox and ``done/``); a wrong drop re-delivers.
+        """
+        topics = {k.partition("/")[0] for k in seen.keys}
+        gone = topics - self._topics()
+        if gone:
+            gone -= self._topics()
+        held = f"/{HELD_NAME}@"
+        keep = set()
+        for k in seen.keys:
+            topic = k.partition("/")[0]
+            if topic in gone:
+                continue
+            if held in k:
+                sig = hold_sig(self.inbox / topic / HELD_NAME)
+                if sig is None or f"{topic}{held}{sig[1]}" != k.removesuffix(":stray"):
+                    continue  # that hold is gone; a new one has a new mtime, a new key
+            keep.add(k)
+        seen.keys = keep
+
+    def take(self, found: list[Delivered], show: Show | None = None) -> list[Delivered]:
+        """Mark ``found`` seen under the cursor lock; returns what no one else took first.
+
+        With ``show``, what is fresh is shown first (``show`` writes and flushes it) and marked
+        only once ``show`` returned; if it raises, nothing is marked.
+        """
         self.store.dir.mkdir(parents=True, exist_ok=True)
         with file_lock(Path(str(self.store.path_for(self.key)) + ".lock")):
-            current = self.store.load_seen(self.key)
+            current = self._load_seen()
             fresh = [d for d in found if d.key not in current.keys]
-            if fresh:
-                current.keys.update(d.key for d in fresh)
-                self.store.save_seen(self.key, current)
             self.seen = current
+            if not fresh:
+                return fresh
+            result = WatchResult(self.agent, self.side, fresh, False, list(self.warnings))
+
+            def mark() -> None:
+                current.keys.update(d.key for d in fresh)
+                self._prune(current)
+                self.store.save_seen(self.key, current)
+
+            show_then_record((lambda: show(result)) if show is not None else None, mark)
         return fresh
 
     def watch(
@@ -280,8 +352,13 @@ class Watcher:
         *,
         peek: bool = False,
         on_armed: Callable[[], None] | None = None,
+        show: Show | None = None,
     ) -> WatchResult:
-        """Block until something unseen is in scope; deliver it. ``WaitTimeout`` at the deadline."""
+        """Block until something unseen is in scope; deliver it. ``WaitTimeout`` at the deadline.
+
+        ``show`` gets the result before anything is marked seen (see ``take``); with ``peek``
+        it gets it too, and nothing is marked.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             w = self._arm()
@@ -290,15 +367,19 @@ class Watcher:
                 on_armed = None
             found = self.pending()
             if found and not peek:
-                found = self.take(found)
+                found = self.take(found, show)
+            elif found and show is not None:
+                show(WatchResult(self.agent, self.side, found, peek, list(self.warnings)))
             if found:
-                return WatchResult(self.agent, self.side, found, peek)
+                return WatchResult(self.agent, self.side, found, peek, list(self.warnings))
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 scope = "entry" if self.action == "any" else "action: required entry"
                 raise WaitTimeout(
                     f"no new {scope} for {self.agent} in to-{self.side}/ within {timeout:g}s",
-                    payload={"agent": self.agent, "side": self.side, "peek": peek, "items": []},
+                    payload=WatchResult(
+                        self.agent, self.side, [], peek, list(self.warnings)
+                    ).to_json(self.ex.root),
                 )
             if self.defer_until is not None:
                 grace = max(0.0, self.defer_until - time.monotonic())
@@ -314,13 +395,16 @@ def watch(
     peek: bool = False,
     action: str = "any",
     store: CursorStore | None = None,
+    show: Show | None = None,
 ) -> WatchResult:
     """Block until an unseen entry (or hold) for ``agent`` exists; deliver it and advance the
     cursor unless ``peek``. ``WaitTimeout`` (exit 3) at the deadline; ``Conflict`` for a stranger.
+    ``show`` writes the result out before the cursor moves (``Watcher.take``); without it, what
+    is returned is marked seen as it returns.
     """
     w = Watcher(ex, agent, action=action, store=store)
     try:
-        return w.watch(timeout, peek=peek)
+        return w.watch(timeout, peek=peek, show=show)
     finally:
         w.close()  # Watch.close hands the slow inotify close to a thread
 

@@ -52,6 +52,7 @@ from mailslot.core.errors import (
     WaitTimeout,
 )
 from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from, torn_of
+from mailslot.core.handover import show_then_record
 from mailslot.core.limits import check_chars, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
@@ -507,8 +508,11 @@ def _await(
     recovered: bool,
     state: Path | None,
     on_unreadable: Report | None = None,
+    show: Callable[[Delivery], None] | None = None,
 ) -> Delivery:
-    """Scan every line since the saved cursor for the matching reply; deliver and record T2."""
+    """Scan every line since the saved cursor for the matching reply; ``show`` it, then record
+    the delivery (the ack with T2, the cursor), so a reply is never recorded as delivered
+    before it was written out (``core.handover``)."""
     ask_id = str(pending["pending"])
     want = _reply_id(ask_id)
     other = relay.other(name)
@@ -545,14 +549,22 @@ def _await(
     stamps: dict[str, int | str] = {k: v for k, v in (("T0", t0), ("T1", t1)) if v is not None}
     stamps["T2"] = t2
     flags = ("RECOVERED",) if recovered else ()
-    ack = format_line(_hhmm(), name, f"ack={want}", stamps, flags=flags)
-    if relay.role(name) == "worker":
-        _append(relay, name, ack, None)  # seed 003: the delivery record goes to the manager's inbox
-    else:
-        _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
-    # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).
-    _store(state).save(_key(relay, name), {"offset": found.offset, "pending": None}, durable=False)
-    return Delivery(ask_id, want, found.say or "", t0, t1, t2, recovered)
+    delivery = Delivery(ask_id, want, found.say or "", t0, t1, t2, recovered)
+
+    def record() -> None:
+        ack = format_line(_hhmm(), name, f"ack={want}", stamps, flags=flags)
+        if relay.role(name) == "worker":
+            _append(relay, name, ack, None)  # seed 003: the delivery record goes to the manager
+        else:
+            _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
+        # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).
+        _store(state).save(
+            _key(relay, name), {"offset": found.offset, "pending": None}, durable=False
+        )
+
+    # Shown, then recorded: output that fails leaves the turn pending for `recover`.
+    show_then_record((lambda: show(delivery)) if show is not None else None, record)
+    return delivery
 
 
 def ask(
@@ -567,6 +579,7 @@ def ask(
     on_sent: Callable[[str], None] | None = None,
     state: Path | None = None,
     on_unreadable: Report | None = None,
+    show: Callable[[Delivery], None] | None = None,
 ) -> Delivery | TurnLine:
     """Open the next turn (worker: ``C<N>``, manager: ``Q<N>``) and wait for its reply.
 
@@ -574,6 +587,8 @@ def ask(
     everything since the cursor. ``on_sent(id)`` runs after the line is on disk and before the
     wait (tests land a reply in that gap). With ``wait=False`` returns the written line.
     ``on_unreadable`` hears of each line in the caller's inbox that is not a turn (once).
+    ``show`` writes the reply out before its delivery is recorded: if it raises, the turn
+    stays pending and ``recover`` delivers it.
     Raises ``RelayStopped``/``Conflict`` (stopped; a turn still open; wrong kind or recipient),
     ``LimitExceeded``, ``WaitTimeout`` (exit 3; recover later), ``Gone`` (stopped while waiting).
     """
@@ -630,6 +645,7 @@ def ask(
             recovered=False,
             state=state,
             on_unreadable=on_unreadable,
+            show=show,
         )
 
 
@@ -640,8 +656,10 @@ def recover(
     timeout: float | None = 0,
     state: Path | None = None,
     on_unreadable: Report | None = None,
+    show: Callable[[Delivery], None] | None = None,
 ) -> Delivery:
     """Finish a turn whose held wait timed out: read from the saved cursor, mark it RECOVERED.
+    ``show`` writes the reply out before its delivery is recorded (as in ``ask``).
 
     Raises ``NotFound`` when no turn of the caller is pending, ``WaitTimeout`` when its reply is
     still not there after ``timeout`` seconds, ``Gone`` when the relay was stopped.
@@ -662,6 +680,7 @@ def recover(
             recovered=True,
             state=state,
             on_unreadable=on_unreadable,
+            show=show,
         )
 
 

@@ -1,0 +1,93 @@
+"""Show, then record: the order every blocking reader hands something over in.
+
+A reader that takes something -- a seen-mark, a cursor, a delivery record -- records it only
+after the output that shows it was written and flushed, so nothing is ever recorded as taken
+that its reader was not shown (``show_then_record``):
+
+* ``show`` fails (a closed pipe: EPIPE; Ctrl-C while a write is stalled on a full pipe):
+  nothing is recorded and the next reader gets all of it.
+* The process is killed (SIGKILL) after the output, or a power cut loses the record (records
+  may skip the fsync): the next reader gets it again. Never lost; at worst shown twice.
+* SIGINT or SIGTERM arriving after the output was written is held until the record is written,
+  then raised (exit 130 / 143), so output already out is recorded once.
+
+A signal landing in the few bytecodes between the end of the output and the start of the hold
+unwinds before the record: the safe direction (shown twice, never lost). Signals can be held
+only in the main thread; in any other thread (a server's worker) ``held_signals`` holds none.
+
+``MAILSLOT_TEST_PAUSE_AFTER_OUTPUT=SECONDS`` (set by tests only) pauses between the output and
+the record, for up to that long or until a signal is held, so a test can interrupt or kill a
+process at exactly that moment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+__all__ = ["PAUSE_ENV", "held_signals", "show_then_record"]
+
+PAUSE_ENV = "MAILSLOT_TEST_PAUSE_AFTER_OUTPUT"
+_HELD = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s)
+
+T = TypeVar("T")
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """Act on ``signum`` as ``handler`` (the one in place before the hold) would have."""
+    if callable(handler):
+        handler(signum, None)  # KeyboardInterrupt, or the CLI's Stopped
+    elif handler in (signal.SIG_DFL, None):
+        signal.raise_signal(signum)
+    # SIG_IGN: ignored, as it would have been
+
+
+@contextmanager
+def held_signals() -> Iterator[list[int]]:
+    """Within: SIGINT and SIGTERM are noted (the list yielded), not acted on; on leaving, the
+    handlers are restored and the first one noted is acted on. Holds nothing outside the main
+    thread (the list stays empty)."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        caught.append(signum)
+
+    before = {s: signal.signal(s, note) for s in _HELD}
+    try:
+        yield caught
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        if caught:
+            _deliver(caught[0], before[caught[0]])
+
+
+def _test_pause(caught: list[int]) -> None:
+    raw = os.environ.get(PAUSE_ENV)
+    if not raw:
+        return
+    end = time.monotonic() + float(raw)
+    while not caught and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def show_then_record(show: Callable[[], None] | None, record: Callable[[], T]) -> T:
+    """Run ``show`` (write and flush the output), then ``record`` with SIGINT/SIGTERM held.
+
+    If ``show`` raises, ``record`` never runs and the exception propagates: nothing is taken.
+    A signal that arrives while ``record`` runs is acted on once it has returned.
+    """
+    if show is not None:
+        show()
+    with held_signals() as caught:
+        if show is not None:
+            _test_pause(caught)
+        return record()
