@@ -288,3 +288,39 @@ def test_watch_json_timeout_answers_with_no_items(ex) -> None:
         "items": [],
         "timed_out": True,
     }
+
+
+def test_a_watch_whose_output_fails_marks_nothing(ex) -> None:
+    r = send(ex, "claude", "shown", "fyi", "only once it was shown")
+
+    def closed_pipe(result: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        watch(ex, "olu", timeout=5, show=closed_pipe)
+    shown: list[list[str]] = []
+    got = watch(ex, "olu", timeout=5, show=lambda res: shown.append([i.key for i in res.items]))
+    assert [i.path for i in got.items] == [r.path] and shown == [[i.key for i in got.items]]
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)
+
+
+def test_the_seen_set_forgets_topics_and_holds_that_are_gone(ex) -> None:
+    import shutil
+
+    gone = send(ex, "claude", "gone", "fyi", "removed later").topic
+    kept = send(ex, "claude", "kept", "fyi", "archived later").topic
+    held = ex.inbox("olu") / kept / "HELD.md"
+    held.write_text("# HELD: re-read\n")
+    save_holds(ex, {f"to-olu/{kept}": hold_sig(held)})
+    assert len(watch(ex, "olu", timeout=5).items) == 3
+    shutil.rmtree(ex.inbox("olu") / gone)
+    held.unlink()
+    os.rename(ex.inbox("olu") / kept, ex.inbox("olu") / "done" / kept)
+    new = send(ex, "claude", "new", "fyi", "marks again").topic
+    assert [i.topic for i in watch(ex, "olu", timeout=5).items] == [new]
+    seen = CursorStore(WATCH_NAMESPACE).load_seen(cursor_key(ex, "olu")).keys
+    assert {k.partition("/")[0] for k in seen} == {kept, new}
+    assert not any("HELD.md" in k for k in seen)
+    with pytest.raises(WaitTimeout):  # the archived topic's keys were kept: nothing re-delivered
+        watch(ex, "olu", timeout=0.2)

@@ -16,8 +16,8 @@ unwinds before the record: the safe direction (shown twice, never lost). Signals
 only in the main thread; in any other thread (a server's worker) ``held_signals`` holds none.
 
 ``MAILSLOT_TEST_PAUSE_AFTER_OUTPUT=SECONDS`` (set by tests only) pauses between the output and
-the record, for up to that long or until a signal is held, so a test can interrupt or kill a
-process at exactly that moment.
+the record, for up to that long or until a signal is held, and says so on standard error
+(``PAUSE_LINE``), so a test can interrupt or kill a process at exactly that moment.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["PAUSE_ENV", "held_signals", "show_then_record"]
+__all__ = ["PAUSE_ENV", "PAUSE_LINE", "held_signals", "show_then_record"]
 
 PAUSE_ENV = "MAILSLOT_TEST_PAUSE_AFTER_OUTPUT"
+PAUSE_LINE = b"mailslot: paused between output and record (test hook)\n"
 _HELD = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s)
 
 T = TypeVar("T")
@@ -74,6 +75,7 @@ def _test_pause(caught: list[int]) -> None:
     raw = os.environ.get(PAUSE_ENV)
     if not raw:
         return
+    os.write(2, PAUSE_LINE)  # the test strikes once it reads this
     end = time.monotonic() + float(raw)
     while not caught and time.monotonic() < end:
         time.sleep(0.01)
