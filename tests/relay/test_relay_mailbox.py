@@ -204,6 +204,22 @@ def test_a_timed_out_turn_is_recovered_and_marked(mb: Path) -> None:
     assert "Recovered turns" in table.table()
 
 
+def test_a_reply_never_shown_is_recovered_before_the_next_ask(mb: Path) -> None:
+    def closed_pipe(delivery: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(WaitTimeout):
+        relay.ask(mb, "w1", "slow question", timeout=0.1)
+    relay.reply(mb, "manager", "C01", "late but here")
+    with pytest.raises(Conflict, match="relay recover"):
+        relay.ask(mb, "w1", "the next question", wait=False)  # would skip R01 unseen
+    with pytest.raises(BrokenPipeError):
+        relay.recover(mb, "w1", show=closed_pipe)
+    assert not any("ack=R01" in line for line in lines(mb / "to-manager.md"))
+    assert relay.recover(mb, "w1").say == "late but here"
+    assert relay.ask(mb, "w1", "the next question", wait=False).id == "C02"
+
+
 def test_manager_led_interview_uses_q_and_a(mb: Path) -> None:
     def worker() -> str:
         q = relay.serve(mb, "w1", timeout=30)

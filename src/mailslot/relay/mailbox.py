@@ -567,6 +567,22 @@ def _await(
     return delivery
 
 
+def _refuse_if_unshown(relay: Relay, name: str, conv: Conversation, state: Path | None) -> None:
+    """``Conflict`` when the caller's last held turn was answered but the reply never shown to
+    it (the wait timed out, the output failed): a new ask would move the cursor past it. A turn
+    asked with ``wait=False`` promised no delivery and blocks nothing."""
+    try:
+        saved = _store(state).load(_key(relay, name)) or {}
+    except FormatError:
+        return  # a damaged cursor holds no turn to protect; the new ask writes it afresh
+    owed = saved.get("pending")
+    if saved.get("held") is True and isinstance(owed, str) and _reply_id(owed) in conv.turns:
+        raise Conflict(
+            f"the reply {_reply_id(owed)} to your {owed} was never shown to you: "
+            "`mailslot relay recover` prints it first"
+        )
+
+
 def ask(
     root: Path | str,
     name: str,
@@ -617,10 +633,17 @@ def ask(
                     f"turn {t.id} is still open (one turn at a time): wait for "
                     f"{_reply_id(t.id)}, or `mailslot relay recover` if your wait timed out"
                 )
+            _refuse_if_unshown(relay, name, conv, state)
             ask_id = turn_id(prefix, conv.next_number(prefix))
             cursor = ByteCursor.at_end(inbox)
             t0 = epoch_ms()
-            pending = {"offset": cursor.offset, "inode": cursor.inode, "pending": ask_id, "T0": t0}
+            pending = {
+                "offset": cursor.offset,
+                "inode": cursor.inode,
+                "pending": ask_id,
+                "T0": t0,
+                "held": wait,  # a held wait owes its caller the reply: see _refuse_if_unshown
+            }
             _store(state).save(_key(relay, name), pending)  # the cursor is saved before sending
             try:
                 line = _append(
