@@ -144,6 +144,23 @@ def test_a_cancelled_watch_takes_nothing(setup: Setup) -> None:
     assert not r.error and r.text.startswith("1 new") and "hello" in r.text
 
 
+def test_a_damaged_seen_mark_is_a_warning_and_a_fresh_reader(setup: Setup) -> None:
+    from mailslot.core.cursor import CursorStore
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import load_exchange
+    from mailslot.exchange.watch import WATCH_NAMESPACE, cursor_key
+
+    ex = load_exchange(setup.root)
+    send(ex, "claude", "t", "fyi", "hello")
+    cfg = _config(setup, "olu")
+    tools = {t.name: t for t in build_tools(cfg)}
+    assert dispatch(tools, cfg, "exchange_watch", {"timeout": 0}).text.startswith("1 new")
+    CursorStore(WATCH_NAMESPACE).path_for(cursor_key(ex, "olu")).write_bytes(b"\0garbage")
+    r = dispatch(tools, cfg, "exchange_watch", {"timeout": 0})
+    assert not r.error and r.text.startswith("warning: seen-mark") and "1 new" in r.text
+    assert dispatch(tools, cfg, "exchange_watch", {"timeout": 0}).text.startswith("idle:")
+
+
 def test_config_checks_everything_at_start(setup: Setup, tmp_path: Path) -> None:
     with pytest.raises(MailslotError, match="who is the agent"):
         load_config(None, root=setup.root)

@@ -138,14 +138,15 @@ def _watch(call: Call) -> Reply:
         r = watch(ex, cfg.agent, timeout=a["timeout"], peek=True, action=a["action"])
     except WaitTimeout:
         return Reply(f"idle: nothing new for {cfg.agent} (waited {a['timeout']:g}s)")
+    warned = "".join(f"warning: {w}\n" for w in r.warnings)  # an unreadable seen-mark
     if not a["peek"]:
         if call.cancelled.is_set():
             return Reply("cancelled; nothing taken", error=True)
         taken = ack(ex, cfg.agent, [i.key for i in r.items])
         if taken < len(r.items):  # another watcher of this agent took some in between
             note = f"\n(another watcher of {cfg.agent} took {len(r.items) - taken} of these too)"
-            return Reply(_render_watch(r.items, ex.root, False) + note)
-    return Reply(_render_watch(r.items, ex.root, a["peek"]))
+            return Reply(warned + _render_watch(r.items, ex.root, False) + note)
+    return Reply(warned + _render_watch(r.items, ex.root, a["peek"]))
 
 
 def _sweep(call: Call) -> Reply:
