@@ -321,3 +321,44 @@ def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkey
     monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
     out = tick(root)
     assert [w["path"] for w in out["rewritten"]] == [f"to-claude/{T}/0001-olu.md"]
+
+
+def _git_child(pid: int, verb: str) -> bool:
+    """Whether process ``pid`` has a running ``git ... VERB`` child."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return False
+    for child in children:
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_text().split("\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith("git") and verb in argv:
+            return True
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [15, 2])  # SIGTERM (a service stop), SIGINT to the tick alone
+def test_a_tick_stopped_while_git_runs_leaves_no_index_lock(ex, signum: int) -> None:
+    """A killed git leaves .git/index.lock, and every later tick then fails to commit."""
+    for i in range(3000):  # enough that `git add -A` is still running when the signal lands
+        hand_entry(ex.root, "olu", f"2026-11-29-t{i}", 1, "claude", "2026-11-29T10:00:00Z")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mailslot", "--root", str(ex.root), "exchange", "tick"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        lock = ex.root / ".git" / "index.lock"
+        while proc.poll() is None and not (_git_child(proc.pid, "add") and lock.exists()):
+            pass  # git add holds its index.lock now
+        assert proc.poll() is None, "the tick ended before git add took its lock"
+        proc.send_signal(signum)
+        proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum
+    assert not lock.exists()
+    assert tick(ex.root)["commit"]  # the next tick commits what the stopped one could not

@@ -49,25 +49,44 @@ def _identity() -> list[str]:
     ]
 
 
+# How long an interrupted git gets to remove its lock files and exit before it is killed.
+_GIT_STOP_GRACE = 10.0
+
+
 def _git(root: Path, *args: str) -> str:
+    """Run git in ``root``; its stdout. When the tick is interrupted (Ctrl-C, SIGTERM) or git
+    overruns, git is stopped with SIGTERM and waited for, never killed outright: git removes its
+    ``index.lock`` on SIGTERM, and a killed git leaves it behind, which fails every later tick."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_TERMINAL_PROMPT"] = "0"
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             ["git", *_identity(), "-C", str(root), *args],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env=env,
-            timeout=300,
         )
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except OSError as e:
         raise MailslotError(f"git {args[0]} failed: {e}", path=root) from None
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=300)
+        except BaseException as e:
+            proc.terminate()
+            try:
+                proc.wait(timeout=_GIT_STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise MailslotError(f"git {args[0]} failed: {e}", path=root) from None
+            raise
     if proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        detail = (err or out).strip().splitlines()
         raise MailslotError(
             f"git {args[0]} failed: {detail[-1] if detail else proc.returncode}", path=root
         )
-    return proc.stdout
+    return out
 
 
 def init_repo(root: Path) -> None:
