@@ -78,12 +78,13 @@ def test_trailing_slash_is_404_not_a_redirect(peer_setup, peer_server, board_ser
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB tmpfs: a real filesystem that runs out of space (needs root to mount)."""
+    """A 256 KiB tmpfs: a real filesystem that runs out of space (needs root to mount), with room
+    for a board database (its -shm and -wal files take 60 KiB) once the filler is gone."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True)
     try:
         yield mnt
     finally:
@@ -139,3 +140,43 @@ def test_full_disk_is_507_for_the_board(small_disk: Path, serve) -> None:
     assert 507 in statuses
     assert all(_is_json_error(a) for a in answers if a.status_code == 507)
     assert not any(str(small_disk) in a.text for a in answers)
+
+
+def test_a_full_disk_spends_none_of_the_peers_hourly_quota(small_disk: Path, serve) -> None:
+    from mailslot.web.peerapp import create_app
+
+    peers = small_disk / "peer" / "peers.json"
+    token = new_token(peers, "tidal")
+    inbox = small_disk / "peer" / "inbox"
+    app = create_app(PeerSettings(peers, inbox, override_per_hour=1))
+    headers = {"Authorization": f"Bearer {token}"}
+    with serve(app) as url:
+        _fill(small_disk)
+        refused = [
+            httpx.post(f"{url}/inbox", json={"body": "x" * 20000}, headers=headers)
+            for _ in range(3)
+        ]
+        (small_disk / "filler").unlink()
+        after = httpx.post(f"{url}/inbox", json={"body": "room again"}, headers=headers)
+        over = httpx.post(f"{url}/inbox", json={"body": "one too many"}, headers=headers)
+    assert [r.status_code for r in refused] == [507, 507, 507], [r.text for r in refused]
+    assert after.status_code == 201, after.text  # the 507s spent nothing of the 1 per hour
+    assert over.status_code == 429  # the stored one did
+    assert [p.name for p in inbox.iterdir() if p.is_file()] == [f"{after.json()['id']}.json"]
+
+
+def test_a_full_disk_spends_none_of_a_sources_post_limit(small_disk: Path, serve) -> None:
+    from mailslot.web.boardapp import create_app
+
+    app = create_app(BoardSettings(small_disk / "agora.db"))  # one post per 20 s
+    with serve(app) as url:
+        _fill(small_disk)
+        refused = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "m" * 1200})
+        (small_disk / "filler").unlink()
+        after = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "room again"})
+        over = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "too soon"})
+        listed = httpx.get(f"{url}/api/agora").json()
+    assert refused.status_code == 507, refused.text
+    assert after.status_code == 201, after.text  # the 507 spent nothing of the post limit
+    assert over.status_code == 429  # the stored post did
+    assert [p["message"] for p in listed] == ["room again"]

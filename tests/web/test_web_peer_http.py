@@ -137,6 +137,22 @@ def test_429_per_peer_others_unaffected_and_refusals_do_not_count(peer_setup, pe
     assert senders == ["reef", "tidal", "tidal", "tidal"]
 
 
+def test_concurrent_posts_never_store_past_the_hourly_limit(peer_setup, peer_server) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    tidal = _auth(peer_setup.tokens["tidal"])
+    with peer_server(override_per_hour=3) as url, ThreadPoolExecutor(12) as pool:
+        codes = list(
+            pool.map(
+                lambda i: httpx.post(f"{url}/inbox", json={"body": f"m{i}"}, headers=tidal),
+                range(12),
+            )
+        )
+    statuses = sorted(r.status_code for r in codes)
+    assert statuses == [201] * 3 + [429] * 9  # slots held by writes in flight count
+    assert len(peer_setup.stored()) == 3
+
+
 def test_per_peer_limit_from_peers_file(peer_setup, peer_server) -> None:
     from mailslot.web.auth import new_token
 

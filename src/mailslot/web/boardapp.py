@@ -3,7 +3,8 @@
 Order of checks for ``POST /api/agora`` (DESIGN: bounds before the rate limit):
 body cap (413, before reading) -> per-source request limit (429, counts every POST, so a flood
 of refused requests stops here) -> ban (403) -> shape and bounds (422) -> per-source accepted-post
-limit, one per 20 s and 30 per day (429; spent only by a post that is stored) -> durable insert.
+limit, one per 20 s and 30 per day (429; checked here, spent only when the insert stores the post,
+so a full disk's 507 spends nothing) -> durable insert.
 
 Reads are served from bytes cached until the database changes (``Board.version``: our writes
 and anyone else's, such as a moderator hiding a post from the command line), so ``GET`` costs
@@ -34,7 +35,7 @@ from mailslot.web.bind import bind_socket, parse_bind, run_server
 from mailslot.web.board import CSP, Board, parse_post, render_page
 from mailslot.web.http import BodyCap, error, install_error_handlers, status_for
 from mailslot.web.manifest import CardConfig, build_card, load_card_config
-from mailslot.web.ratelimit import Limiter, per_day, per_seconds
+from mailslot.web.ratelimit import Limiter, Reservation, per_day, per_seconds
 from mailslot.web.settings import BoardSettings
 
 __all__ = ["create_app", "serve", "source_of", "spec"]
@@ -200,15 +201,16 @@ def create_app(settings: BoardSettings) -> FastAPI:
             post = parse_post(raw, cap=settings.body_cap)
         except MailslotError as e:
             return error(status_for(e), str(e))
-        wait = limiter.take(f"post:{bucket}", post_limit)
-        if wait is not None:
+        slot = limiter.reserve(f"post:{bucket}", post_limit)
+        if not isinstance(slot, Reservation):
             return error(
                 429,
                 f"one post per {settings.post_every_s} s and {settings.posts_per_day} per day "
                 "per source",
-                {"Retry-After": str(int(wait))},
+                {"Retry-After": str(int(slot))},
             )
-        stored = await anyio.to_thread.run_sync(board.add, post, source)
+        with slot:  # spent by the stored post; a refused insert (507) gives it back
+            stored = await anyio.to_thread.run_sync(board.add, post, source)
         return JSONResponse(stored, status_code=201)
 
     @app.get("/", response_class=HTMLResponse, summary="The board as an HTML page")

@@ -8,7 +8,8 @@ this server does is accept a message from a peer that holds a token. Everything 
 Order of checks for ``POST /inbox``: body cap (413, before reading), bearer token (401), payload
 shape and bounds (422), a receipt for the peer's ``Idempotency-Key`` (a retry gets the first
 answer, ``web.receipts``), the peer's hourly limit of accepted messages (429), then the durable
-write. A refused request stores nothing and spends none of the peer's quota.
+write. A refused request stores nothing and spends none of the peer's quota: the limit is
+checked before the write and spent by its success, so a full disk (507) spends nothing either.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from mailslot.web.auth import PeerEntry, PeerRegistry, match_token
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
 from mailslot.web.http import BodyCap, install_error_handlers, status_for
 from mailslot.web.peer import is_stored, new_id, parse_payload, store
-from mailslot.web.ratelimit import Limiter, per_hour
+from mailslot.web.ratelimit import Limiter, Reservation, per_hour
 from mailslot.web.receipts import Receipts, check_key
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
 
@@ -178,26 +179,27 @@ def _admit(
 ) -> tuple[int, dict[str, Any], dict[str, str] | None]:
     """The hourly limit (429), then the receipt (if any) and the durable write (201)."""
     limit = settings.override_per_hour or peer.per_hour or settings.per_hour
-    wait = limiter.take(f"peer:{peer.name}", [per_hour(limit)])
-    if wait is not None:
+    slot = limiter.reserve(f"peer:{peer.name}", [per_hour(limit)])
+    if not isinstance(slot, Reservation):
         message = f"peer {peer.name} has used its {limit} messages per hour"
-        return 429, {"error": message}, {"Retry-After": str(int(wait))}
-    if receipt is None:
-        msg = store(settings.inbox, peer.name, subject, body)
-        return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
-    receipts, name, raw = receipt
-    while True:
-        msg_id, received_at = promised or new_id(peer.name)
-        answer = {"id": msg_id, "from": peer.name, "received_at": received_at}
-        if promised is None:  # first the receipt: a kill after it leaves a retry to store
-            receipts.put(name, raw, answer)
-        try:
-            store(settings.inbox, peer.name, subject, body, planned=(msg_id, received_at))
-        except Conflict:
-            if promised is not None:
-                raise
-            continue  # a fresh id collided with a stored one: draw again
-        return 201, answer, None
+        return 429, {"error": message}, {"Retry-After": str(int(slot))}
+    with slot:  # spent by the stored message; a refused write (507) gives it back
+        if receipt is None:
+            msg = store(settings.inbox, peer.name, subject, body)
+            return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
+        receipts, name, raw = receipt
+        while True:
+            msg_id, received_at = promised or new_id(peer.name)
+            answer = {"id": msg_id, "from": peer.name, "received_at": received_at}
+            if promised is None:  # first the receipt: a kill after it leaves a retry to store
+                receipts.put(name, raw, answer)
+            try:
+                store(settings.inbox, peer.name, subject, body, planned=(msg_id, received_at))
+            except Conflict:
+                if promised is not None:
+                    raise
+                continue  # a fresh id collided with a stored one: draw again
+            return 201, answer, None
 
 
 def _add_error_schema(app: FastAPI) -> None:
