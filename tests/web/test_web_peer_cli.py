@@ -430,3 +430,36 @@ def test_a_bad_token_file_says_what_is_wrong_with_it(tmp_path: Path, saved: str,
     assert r.exit_code == 1 and says in r.stderr, r.stderr
     assert "mst_abc" not in r.stderr  # the secret is never echoed
     assert not (tmp_path / "k.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "oversized"])
+def test_a_token_file_that_is_no_small_regular_file_is_refused_at_once(
+    tmp_path: Path, run_cli, kind: str
+) -> None:
+    """A FIFO nobody writes would block the reader, a device feeds it without end, a huge file
+    is not a token: each is refused with a clear error, read at most 4 KB + 1, never waited on."""
+    source = tmp_path / "token.txt"
+    if kind == "fifo":
+        os.mkfifo(source)
+    elif kind == "device":
+        source.symlink_to("/dev/zero")  # the path the operator named may be a symlink
+    else:
+        source.write_text("mst_" + "a" * 10_000 + "\n")
+    keys = tmp_path / "k.json"
+    r = run_cli("peer", "add", "beacon", "http://127.0.0.1:9", "--keys", str(keys),
+                "--token-file", str(source), timeout=30)  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    says = "more than 4096 bytes" if kind == "oversized" else "not a regular file"
+    assert says in r.stderr and "the token file" in r.stderr, r.stderr
+    assert "aaaa" not in r.stderr  # the input is never echoed
+    assert not keys.exists()
+
+
+def test_a_token_file_is_read_through_a_symlink_the_operator_named(tmp_path: Path) -> None:
+    (tmp_path / "token.txt").write_text("mst_abcdefghijklmnop\n")
+    (tmp_path / "link").symlink_to(tmp_path / "token.txt")
+    keys = tmp_path / "k.json"
+    r = _cli("peer", "add", "beacon", "http://127.0.0.1:9", "--keys", str(keys),
+             "--token-file", str(tmp_path / "link"))  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(keys.read_text())["peers"]["beacon"]["token"] == "mst_abcdefghijklmnop"

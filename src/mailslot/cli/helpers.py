@@ -41,6 +41,7 @@ __all__ = [
     "pass_env",
     "read_body",
     "read_body_file",
+    "read_small_input",
     "stop_on_sigterm",
     "stopping_on_term",
     "write_out",
@@ -239,6 +240,40 @@ def read_body_file(path: Path, *, limit: int, what: str = "the body file") -> st
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise MailslotError(f"{what} is not UTF-8 text", path=path) from None
+
+
+def read_small_input(source: Path, *, limit: int, what: str) -> str:
+    """The UTF-8 text of ``source`` (``-``: standard input), read to at most ``limit`` bytes.
+
+    A named file must be a regular file (a symlink the caller named is followed): a FIFO, a
+    device or a directory is refused at once, never waited on or read without end.
+    ``LimitExceeded`` past ``limit``; ``MailslotError`` if it cannot be read or is not UTF-8.
+    """
+    import errno
+
+    from mailslot.core.errors import LimitExceeded, MailslotError
+    from mailslot.core.fsio import read_regular
+    from mailslot.core.limits import read_capped
+
+    if str(source) == "-":
+        data = read_capped(sys.stdin.buffer, what, limit)
+    else:
+        try:
+            data = read_regular(source.resolve(), limit)
+        except OSError as e:
+            if e.errno == errno.EFBIG:
+                raise LimitExceeded(what, limit, limit + 1, "bytes", unread=True) from None
+            if e.errno == errno.EINVAL:
+                raise MailslotError(
+                    f"cannot read {what}: not a regular file (a FIFO, device or directory is "
+                    "refused)",
+                    path=source,
+                ) from None
+            raise MailslotError(f"cannot read {what}: {e.strerror}", path=source) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MailslotError(f"{what} is not UTF-8 text", path=source) from None
 
 
 def env_flag(name: str) -> bool:

@@ -16,9 +16,16 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body, stopping_on_term
+from mailslot.cli.helpers import (
+    Env,
+    emit,
+    json_option,
+    pass_env,
+    read_body,
+    read_small_input,
+    stopping_on_term,
+)
 from mailslot.cli.shown import shown
-from mailslot.core.errors import LimitExceeded
 
 __all__ = ["board", "peer"]
 
@@ -212,14 +219,15 @@ def token_revoke(env: Env, name: str, peers_file: Path | None) -> None:
 @keys_opt
 @click.option(
     "--token-file",
-    type=click.File("r"),
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
     default="-",
-    help="Read the token from this file (default: standard input).",
+    help=f"Read the token from this regular file of at most {_TOKEN_INPUT_MAX} bytes "
+    "(default: standard input).",
 )
 @click.option("--replace", is_flag=True, help="Replace the key for an existing peer.")
 @pass_env
 def peer_add(
-    env: Env, name: str, url: str, keys_file: Path | None, token_file: Any, replace: bool
+    env: Env, name: str, url: str, keys_file: Path | None, token_file: Path, replace: bool
 ) -> None:
     """Record the token peer NAME issued us for its inbox at URL (sending side).
 
@@ -232,9 +240,8 @@ def peer_add(
     """
     from mailslot.web.auth import add_key
 
-    text = token_file.read(_TOKEN_INPUT_MAX + 1)  # bounded: a token is ~50 characters
-    if len(text) > _TOKEN_INPUT_MAX:
-        raise LimitExceeded("the token input", _TOKEN_INPUT_MAX, len(text), "characters")
+    what = "the token input" if str(token_file) == "-" else "the token file"
+    text = read_small_input(token_file, limit=_TOKEN_INPUT_MAX, what=what)  # a token is ~50 B
     entry = add_key(_keys(env, keys_file), name, url, text, replace=replace)
     click.echo(f"added {entry.name} -> {entry.url}")
 
