@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -133,3 +134,44 @@ def test_paths_a_unit_cannot_hold_are_refused(bad: str) -> None:
         cli, ["board", "install", "--bind", "127.0.0.1:8080", "--db", bad, "--dry-run"]
     )
     assert r.exit_code == 1 and "systemd unit" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("channel", "where"),
+    [
+        ("peer", ["--bind", "127.0.0.1:8790", "--inbox", "/srv/mailslot/inbox"]),
+        ("board", ["--bind", "127.0.0.1:8080", "--db", "/srv/mailslot/board/agora.db"]),
+    ],
+)
+def test_install_puts_the_server_limits_it_is_given_into_exec_start(
+    tmp_path: Path, channel: str, where: list[str]
+) -> None:
+    limits = ["--header-timeout", "2.5", "--body-timeout", "12", "--max-connections", "64"]
+    (tmp_path / "custom").mkdir()
+    (tmp_path / "default").mkdir()
+    r = CliRunner().invoke(
+        cli, [channel, "install", *where, *limits, "--unit-dir", str(tmp_path / "custom")]
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(
+        cli, [channel, "install", *where, "--unit-dir", str(tmp_path / "default")]
+    )
+    assert r.exit_code == 0, r.output
+    name = f"mailslot-{channel}.service"
+    [custom] = _directives((tmp_path / "custom" / name).read_text(), "ExecStart")
+    [default] = _directives((tmp_path / "default" / name).read_text(), "ExecStart")
+    argv = shlex.split(custom)
+    assert argv[1:5] == ["-m", "mailslot", channel, "serve"]
+    # The unit's command line is one the serve command takes, with the values asked for.
+    from mailslot.cli import web
+
+    serve = getattr(web, channel).commands["serve"]
+    params = serve.make_context("serve", argv[5:]).params
+    assert (params["header_timeout"], params["body_timeout"], params["max_connections"]) == (
+        2.5,
+        12.0,
+        64,
+    )
+    # Defaults stay implicit: the serve command's own defaults apply.
+    assert not any(flag in shlex.split(default) for flag in limits[::2])
+    _verify(tmp_path / "custom" / name)

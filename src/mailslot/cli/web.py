@@ -381,6 +381,7 @@ def peer_serve(
 @click.option("--user", default="mailslot", show_default=True, help="Dedicated service user.")
 @click.option("--unit-dir", type=_DIR, default="/etc/systemd/system", show_default=True)
 @click.option("--dry-run", is_flag=True, help="Print the unit instead of writing it.")
+@limits_opts
 @pass_env
 def peer_install(
     env: Env,
@@ -390,12 +391,18 @@ def peer_install(
     user: str,
     unit_dir: Path,
     dry_run: bool,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
 ) -> None:
     """Write a hardened systemd unit, mailslot-peer.service, for 'peer serve'.
 
+    The server limits given here (other than the defaults) go into the unit's ExecStart.
+
     \b
     Example:
-      mailslot peer install --bind 100.64.0.7:8790 --inbox /srv/mailslot/peer/inbox
+      mailslot peer install --bind 100.64.0.7:8790 --inbox /srv/mailslot/peer/inbox \\
+          --max-connections 64 --dry-run
     """
     from mailslot.web.units import install_peer
 
@@ -406,6 +413,7 @@ def peer_install(
         user=user,
         unit_dir=unit_dir,
         dry_run=dry_run,
+        server=_limits(header_timeout, body_timeout, max_connections),
     )
     _installed(text, path, "mailslot-peer")
 
@@ -617,6 +625,7 @@ def moderate_ban(env: Env, source: str, db: Path | None, reason: str | None, und
 @click.option("--user", default="mailslot", show_default=True, help="Dedicated service user.")
 @click.option("--unit-dir", type=_DIR, default="/etc/systemd/system", show_default=True)
 @click.option("--dry-run", is_flag=True, help="Print the unit instead of writing it.")
+@limits_opts
 @pass_env
 def board_install(
     env: Env,
@@ -628,8 +637,13 @@ def board_install(
     user: str,
     unit_dir: Path,
     dry_run: bool,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
 ) -> None:
     """Write a hardened systemd unit, mailslot-board.service, for 'board serve'.
+
+    The server limits given here (other than the defaults) go into the unit's ExecStart.
 
     \b
     Example:
@@ -646,5 +660,6 @@ def board_install(
         trust_proxy=trust_proxy,
         card_file=card_file,
         public_url=public_url,
+        server=_limits(header_timeout, body_timeout, max_connections),
     )
     _installed(text, path, "mailslot-board")

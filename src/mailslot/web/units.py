@@ -7,6 +7,10 @@ whole filesystem read-only (``ProtectSystem=strict``) except the one directory i
 private /tmp and /dev, cannot gain privileges, and may only open inet/unix sockets. The peer
 unit may also talk only to private networks (``IPAddressAllow``), matching its bind guard.
 
+The server limits (``--header-timeout``, ``--body-timeout``, ``--max-connections``) given to
+``install`` go into ``ExecStart`` when they differ from the defaults, so the service runs with the
+limits the operator chose and a unit with default limits stays as short as before.
+
 Paths go into the unit verbatim, so they must be absolute and free of characters systemd would
 interpret (``%`` and ``$`` are escaped; quotes, backslashes and newlines are refused).
 """
@@ -20,6 +24,7 @@ from mailslot.core.errors import FormatError
 from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
 from mailslot.web.bind import check_private, parse_bind
+from mailslot.web.settings import ServerLimits
 
 __all__ = ["board_unit", "install_board", "install_peer", "install_unit", "peer_unit"]
 
@@ -82,6 +87,21 @@ def _hardening(write: Path, reads: list[Path]) -> list[str]:
     ]
 
 
+def _server_args(server: ServerLimits | None) -> list[str]:
+    """The ``serve`` flags for the limits in ``server`` that differ from the defaults."""
+    if server is None:
+        return []
+    default = ServerLimits()
+    args = []
+    if server.header_timeout != default.header_timeout:
+        args += ["--header-timeout", repr(server.header_timeout)]
+    if server.body_timeout != default.body_timeout:
+        args += ["--body-timeout", repr(server.body_timeout)]
+    if server.max_connections != default.max_connections:
+        args += ["--max-connections", str(server.max_connections)]
+    return args
+
+
 def _unit(description: str, user: str, argv: list[str], hardening: list[str]) -> str:
     validate_agent(user, "service user")
     exec_start = " ".join(_arg(a) for a in argv)
@@ -110,7 +130,13 @@ def _unit(description: str, user: str, argv: list[str], hardening: list[str]) ->
 
 
 def peer_unit(
-    bind: str, peers_file: Path, inbox: Path, *, user: str = "mailslot", python: str | None = None
+    bind: str,
+    peers_file: Path,
+    inbox: Path,
+    *,
+    user: str = "mailslot",
+    python: str | None = None,
+    server: ServerLimits | None = None,
 ) -> str:
     """The unit text for ``peer serve``; ``FormatError`` for a path a unit cannot hold."""
     py = _abs(Path(python or sys.executable), "python")
@@ -127,6 +153,7 @@ def peer_unit(
         str(peers_file),
         "--inbox",
         str(inbox),
+        *_server_args(server),
     ]
     hardening = [
         *_hardening(inbox, [py, peers_file]),
@@ -144,6 +171,7 @@ def board_unit(
     user: str = "mailslot",
     python: str | None = None,
     extra: list[str] | None = None,
+    server: ServerLimits | None = None,
 ) -> str:
     """The unit text for ``board serve``; ``FormatError`` for a path a unit cannot hold."""
     py = _abs(Path(python or sys.executable), "python")
@@ -159,6 +187,7 @@ def board_unit(
         "--db",
         str(db),
         *(extra or []),
+        *_server_args(server),
     ]
     return _unit(f"mailslot board (Agora) on {bind}", user, argv, _hardening(db.parent, [py, db]))
 
@@ -178,6 +207,7 @@ def install_peer(
     user: str = "mailslot",
     unit_dir: Path = UNIT_DIR,
     dry_run: bool = False,
+    server: ServerLimits | None = None,
 ) -> tuple[str, Path | None]:
     """``(unit text, path written or None on a dry run)`` for the peer inbox.
 
@@ -185,7 +215,7 @@ def install_peer(
     for a path a unit cannot hold, ``OSError`` when the unit directory is not writable.
     """
     check_private(parse_bind(bind))
-    text = peer_unit(bind, peers_file, inbox, user=user)
+    text = peer_unit(bind, peers_file, inbox, user=user, server=server)
     return text, None if dry_run else install_unit(text, "mailslot-peer.service", unit_dir)
 
 
@@ -199,6 +229,7 @@ def install_board(
     trust_proxy: tuple[str, ...] = (),
     card_file: Path | None = None,
     public_url: str | None = None,
+    server: ServerLimits | None = None,
 ) -> tuple[str, Path | None]:
     """``(unit text, path written or None on a dry run)`` for the board; errors as above."""
     parse_bind(bind)
@@ -207,5 +238,5 @@ def install_board(
         extra += ["--card", str(_abs(card_file, "card"))]
     if public_url:
         extra += ["--public-url", public_url]
-    text = board_unit(bind, db, user=user, extra=extra)
+    text = board_unit(bind, db, user=user, extra=extra, server=server)
     return text, None if dry_run else install_unit(text, "mailslot-board.service", unit_dir)
