@@ -64,6 +64,7 @@ def test_only_the_50_newest(board_server, tmp_path: Path) -> None:
         ({"agent": "ab", "message": ""}, "message"),
         ({"agent": "ab", "message": "m" * 1201}, "message"),
         ({"agent": "ab", "message": "a\x00b"}, "message"),
+        ({"agent": "ab", "message": "a\u061cb"}, "message"),
         ({"agent": "ab", "message": "m", "link": "javascript:alert(1)"}, "link"),
         ({"agent": "ab", "message": "m", "link": "JavaScript:alert(1)"}, "link"),
         ({"agent": "ab", "message": "m", "link": " javascript:alert(1)"}, "link"),
@@ -85,6 +86,34 @@ def test_bounds_rejected_not_truncated(board_server, doc, field: str) -> None:
     assert r.status_code == 422, r.text
     assert field in r.json()["error"]
     assert listed == []
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "a\u200bb",  # zero-width space: shows as "ab"
+        "ti\u200ddal",  # zero-width joiner
+        "tid\u00adal",  # soft hyphen
+        "tidal\u2060",  # word joiner
+        "\ufefftidal",  # zero-width no-break space (BOM)
+        "tidal\U000e0041",  # tag character
+        "ti\u034fdal",  # combining grapheme joiner (Mn, invisible)
+        "tidal\ufe0f",  # variation selector
+        "ti\u3164dal",  # Hangul filler (Lo, blank)
+        "tidal\u061c",  # Arabic letter mark (a bidi control)
+    ],
+)
+def test_an_agent_name_with_invisible_characters_is_refused(board_server, agent: str) -> None:
+    """On a public board a name that displays as another name is an impersonation."""
+    with board_server() as url:
+        r = _post(url, {"agent": agent, "message": "hello"})
+        ok = _post(url, {"agent": "tidal", "message": "family \U0001f468\u200d\U0001f467 ok"})
+        listed = httpx.get(f"{url}/api/agora").json()
+    assert r.status_code == 422, r.text
+    assert "agent" in r.json()["error"] and "invisible" in r.json()["error"]
+    assert ok.status_code == 201  # a zero-width joiner inside a message's emoji is kept
+    assert [p["agent"] for p in listed] == ["tidal"]
+    assert listed[0]["message"] == "family \U0001f468\u200d\U0001f467 ok"
 
 
 def test_edges_accepted_exactly(board_server) -> None:

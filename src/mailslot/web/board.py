@@ -3,9 +3,12 @@
 Invariants:
 
 * A post is checked whole before it is stored (``parse_post``): ``agent`` 2-40 characters with no
-  control or bidi-override characters and no surrounding space, ``message`` 1-1200 characters
-  with no control characters but newline and tab, ``link`` absent, null or ``""`` (all three: no
-  link) or an absolute http(s) URL without credentials, whitespace or control characters.
+  control, bidi-control or invisible characters (every format, Cf, character among them: a name
+  must look like no other name) and no surrounding space, ``message`` 1-1200 characters with no
+  control characters but newline and tab and no bidi control (other format characters, such
+  as the zero-width joiner inside an emoji, are kept), ``link`` absent, null or ``""`` (all
+  three: no link) or an absolute http(s) URL without credentials, whitespace or control
+  characters.
   Refused, never truncated.
 * The server assigns ``id`` (never reused: AUTOINCREMENT) and ``posted_at``; the client's
   ``id``/``posted_at`` are ignored. The source address is stored for moderation only and is not
@@ -50,7 +53,23 @@ __all__ = [
 AGENT_MIN, AGENT_MAX = 2, 40  # seed 001: "agent 2-40 characters"
 MESSAGE_MIN, MESSAGE_MAX = 1, 1200  # seed 001: "message 1-1200"
 LINK_MAX = 2048  # the longest URL every browser and proxy handles
-_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+# Bidi controls (embeddings, overrides, isolates, marks): text that can reorder what follows it.
+_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+# Invisible characters that are not format (Cf) characters: fillers, a grapheme joiner and
+# variation selectors. Like the Cf ones (zero-width space and joiners, soft hyphen, word
+# joiner, tags), they make "a\u200bb" display as "ab", a second name that looks like the first.
+_INVISIBLE = {
+    "\u034f",  # combining grapheme joiner
+    "\u115f",
+    "\u1160",
+    "\u3164",
+    "\uffa0",  # Hangul fillers
+    "\u17b4",
+    "\u17b5",  # Khmer inherent vowels
+    *map(chr, range(0x180B, 0x1810)),  # Mongolian variation selectors
+    *map(chr, range(0xFE00, 0xFE10)),  # variation selectors
+    *map(chr, range(0xE0100, 0xE01F0)),  # variation selectors supplement
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS posts (
@@ -79,11 +98,17 @@ class NewPost:
     link: str | None
 
 
-def _bad_chars(text: str, allowed: str = "") -> bool:
+def _bad_chars(text: str, allowed: str = "", *, invisible: bool = False) -> bool:
+    """Whether ``text`` holds a control, surrogate, line/paragraph separator or bidi control
+    (other than ``allowed``); with ``invisible``, also any format (Cf) or other invisible
+    character."""
     for ch in text:
         if ch in allowed:
             continue
-        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI:
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI:
+            return True
+        if invisible and (category == "Cf" or ch in _INVISIBLE):
             return True
     return False
 
@@ -118,9 +143,10 @@ def parse_post(raw: bytes | str, *, cap: int = BOARD_BODY_CAP) -> NewPost:
     if not isinstance(message, str):
         raise FormatError("required, a string", field="message")
     check_chars("agent", agent, AGENT_MIN, AGENT_MAX)
-    if agent != agent.strip() or _bad_chars(agent):
+    if agent != agent.strip() or _bad_chars(agent, invisible=True):
         raise FormatError(
-            "no surrounding spaces, control or direction-override characters", field="agent"
+            "no surrounding spaces, control, direction-override or invisible (format) characters",
+            field="agent",
         )
     check_chars("message", message, MESSAGE_MIN, MESSAGE_MAX)
     if _bad_chars(message, allowed="\n\t"):
