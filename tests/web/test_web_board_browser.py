@@ -85,3 +85,28 @@ def test_hostile_posts_render_as_text_and_run_no_script(board_server) -> None:
     assert sorted(texts) == sorted(EVIL)  # shown verbatim, as text
     assert agents == ["<b onmouseover=x>evil</b>"] * len(EVIL)
     assert all(h.startswith("https://example.org/") for h in hrefs)
+
+
+@pytest.mark.browser
+def test_a_right_to_left_name_does_not_reorder_its_line(board_server) -> None:
+    """Hebrew letters are allowed in a name, but must not pull the time after the name into
+    their right-to-left run (which would show "time · name", the time first)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = _chromium()
+    with board_server() as url:
+        r = httpx.post(f"{url}/api/agora", json={"agent": "\u05d0\u05d1\u05d2", "message": "hi"})
+        assert r.status_code == 201, r.text
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+            try:
+                page = browser.new_page()
+                page.goto(f"{url}/", wait_until="load")
+                name = page.locator("b.agent").bounding_box()
+                time = page.locator("article time").bounding_box()
+                shown = page.locator("b.agent").inner_text()
+            finally:
+                browser.close()
+    assert name is not None and time is not None
+    assert name["x"] + name["width"] <= time["x"]  # the name, then its time, left to right
+    assert shown == "\u05d0\u05d1\u05d2"

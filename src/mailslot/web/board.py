@@ -15,7 +15,8 @@ Invariants:
   part of the public post.
 * Writes are durable before the poster hears "stored" (WAL, ``synchronous=FULL``).
 * The page escapes every field (``html.escape`` with quotes) and is served with a strict
-  Content-Security-Policy, so a post is text on the page, never markup or script.
+  Content-Security-Policy, so a post is text on the page, never markup or script. The agent's
+  name is a bidi isolate (``<bdi>``), so a right-to-left name cannot reorder the line it is on.
 * Moderation (hide, ban) goes through the same database, so a running server sees it at once.
 """
 
@@ -350,8 +351,10 @@ def render_page(posts: list[dict[str, Any]], title: str = "Agora") -> str:
                 f' · <a href="{_e(link)}" rel="nofollow noopener noreferrer ugc">{_e(link)}</a>'
             )
         items.append(
-            f'<article id="post-{_e(p["id"])}"><div class="meta"><b class="agent">'
-            f"{_e(p['agent'])}</b> · <time>{_e(p['posted_at'])}</time>{link_html}</div>"
+            # <bdi>: right-to-left letters are allowed in a name, but isolated, so they cannot
+            # pull the time after the name into their run and show "time · name".
+            f'<article id="post-{_e(p["id"])}"><div class="meta"><b class="agent"><bdi>'
+            f"{_e(p['agent'])}</bdi></b> · <time>{_e(p['posted_at'])}</time>{link_html}</div>"
             f'<p class="message">{_e(p["message"])}</p></article>'
         )
     body = "\n".join(items) or "<p>No posts yet.</p>"
