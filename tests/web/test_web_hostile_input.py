@@ -150,14 +150,16 @@ def test_a_full_disk_spends_none_of_the_peers_hourly_quota(small_disk: Path, ser
     inbox = small_disk / "peer" / "inbox"
     app = create_app(PeerSettings(peers, inbox, override_per_hour=1))
     headers = {"Authorization": f"Bearer {token}"}
+    retried = {**headers, "Idempotency-Key": "k1"}  # how `peer send` posts: one key per message
     with serve(app) as url:
         _fill(small_disk)
         refused = [
-            httpx.post(f"{url}/inbox", json={"body": "x" * 20000}, headers=headers)
-            for _ in range(3)
+            httpx.post(f"{url}/inbox", json={"body": "x" * 20000}, headers=headers),
+            httpx.post(f"{url}/inbox", json={"body": "y" * 20000}, headers=retried),
+            httpx.post(f"{url}/inbox", json={"body": "y" * 20000}, headers=retried),
         ]
         (small_disk / "filler").unlink()
-        after = httpx.post(f"{url}/inbox", json={"body": "room again"}, headers=headers)
+        after = httpx.post(f"{url}/inbox", json={"body": "y" * 20000}, headers=retried)
         over = httpx.post(f"{url}/inbox", json={"body": "one too many"}, headers=headers)
     assert [r.status_code for r in refused] == [507, 507, 507], [r.text for r in refused]
     assert after.status_code == 201, after.text  # the 507s spent nothing of the 1 per hour
