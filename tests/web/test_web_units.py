@@ -175,3 +175,15 @@ def test_install_puts_the_server_limits_it_is_given_into_exec_start(
     # Defaults stay implicit: the serve command's own defaults apply.
     assert not any(flag in shlex.split(default) for flag in limits[::2])
     _verify(tmp_path / "custom" / name)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+@pytest.mark.parametrize("flag", ["--header-timeout", "--body-timeout"])
+@pytest.mark.parametrize("command", ["serve", "install"])
+def test_a_deadline_that_never_comes_is_a_usage_error(command: str, flag: str, value: str) -> None:
+    """A NaN or infinite timeout would let a slow client hold a connection for ever."""
+    # A public bind: were the value taken, serve and install would refuse the bind instead.
+    args = ["peer", command, "--bind", "0.0.0.0:8790", flag, value]
+    r = CliRunner().invoke(cli, args + (["--dry-run"] if command == "install" else []))
+    assert r.exit_code == 2, r.output
+    assert "finite" in r.output

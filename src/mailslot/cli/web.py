@@ -11,6 +11,7 @@ us: plaintext, 0600), ``peer/inbox/`` and ``board/agora.db``.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,13 @@ bind_opt = click.option(
 )
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Refuse ``nan`` and ``inf``: a deadline that never comes would let a slow client stay."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of seconds")
+    return value
+
+
 def limits_opts(f: Any) -> Any:
     """``--header-timeout``, ``--body-timeout``, ``--max-connections``: what one client may hold."""
     from mailslot.web import settings as d  # constants only: no web stack imported
@@ -92,6 +100,7 @@ def limits_opts(f: Any) -> Any:
         type=click.FloatRange(min=0, min_open=True),
         default=d.SERVER_BODY_TIMEOUT_S,
         show_default=True,
+        callback=_finite,
         help="Seconds a client has to send the body after its headers, and to take an answer.",
     )(f)
     return click.option(
@@ -99,6 +108,7 @@ def limits_opts(f: Any) -> Any:
         type=click.FloatRange(min=0, min_open=True),
         default=d.SERVER_HEADER_TIMEOUT_S,
         show_default=True,
+        callback=_finite,
         help="Seconds a client has to send its request line and headers (408 after).",
     )(f)
 
