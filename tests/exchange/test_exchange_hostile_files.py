@@ -210,3 +210,73 @@ def test_hostile_headers_never_escape_the_exchange_parsers(
     st_fast = peek_state(state)
     assert (st_fast.status, st_fast.updated_at) == (st_full.status, st_full.updated_at)
     assert st_full.error is None or len(st_full.error) < 1000
+
+
+def _unreadable_newest(tmp_path: Path) -> tuple[Exchange, str, str]:
+    """Two topics whose newest entry from olu does not read: an alias bomb in ``from:`` (the
+    whole header refused), and an ``action: Required`` under a readable ``at`` that olu then
+    acknowledged with ``done`` (claude done too), so only the guard keeps it out of done/."""
+    ex = create_exchange(tmp_path / "x", ["claude", "olu"])
+    bomb = send(ex, "claude", "bomb", "fyi", "hello\n").topic
+    write_by_hand(
+        ex.root / "to-claude" / bomb / "0002-olu.md",
+        f"---\n{BOMB}from: *a8\nat: {AT}\naction: required\n---\nboom\n",
+    )
+    word = send(ex, "claude", "word", "fyi", "hello\n").topic
+    hand_entry(ex.root, "claude", word, 2, "olu", AT, action="Required", body="answer me\n")
+    set_state(ex, "olu", word, "done")
+    set_state(ex, "claude", word, "done")
+    return ex, bomb, word
+
+
+@pytest.mark.timeout(300)
+def test_an_unreadable_newest_entry_is_owed_everywhere_and_never_archived(
+    tmp_path: Path,
+) -> None:
+    ex, bomb, word = _unreadable_newest(tmp_path)
+    root = ex.root
+
+    r = mailslot(root, "claude", "exchange", "sweep", "--json")
+    _clean(r)
+    debts = {d["topic"]: d for d in json.loads(r.stdout)["debts"]}
+    assert set(debts) == {bomb, word}, r.stdout
+    for topic in (bomb, word):
+        assert debts[topic]["reason"] == "reply" and debts[topic]["entry"] == "0002-olu.md"
+        assert debts[topic]["detail"].startswith("0002-olu.md does not read (")
+    assert "anchors" in debts[bomb]["detail"] and "Required" in debts[word]["detail"]
+    assert str(root) not in r.stdout  # the file is named, not the host's path
+    r = mailslot(root, "claude", "exchange", "sweep")
+    assert "owes nothing" not in r.stdout and "does not read" in r.stdout, r.stdout
+
+    r = mailslot(root, "claude", "exchange", "monitor", "--action", "required")
+    assert f"{bomb}: 0002-olu.md" in r.stdout and f"{word}: 0002-olu.md" in r.stdout, r.stdout
+
+    r = mailslot(root, "claude", "exchange", "tick", "--json")
+    _clean(r)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["archived"] == [] and (root / "to-olu" / word).is_dir()
+    owed = {(d["topic"], d["side"], d["reason"], d["entry"]) for d in out["debts"]}
+    assert {(t, "claude", "reply", "0002-olu.md") for t in (bomb, word)} <= owed
+    assert any(w["topic"] == word and "does not read" in w["reason"] for w in out["waiting"])
+    index = (root / "INDEX.md").read_text()
+    assert f"- `{bomb}`: a reply to `0002-olu.md` (0002-olu.md does not read" in index
+    assert f"- `{word}`: a reply to `0002-olu.md` (0002-olu.md does not read" in index
+    assert "waiting: unreadable-entry" in index
+
+    r = mailslot(root, "claude", "exchange", "tick", "--json")  # cached: the same verdict
+    out = json.loads(r.stdout)
+    assert out["archived"] == [] and len([d for d in out["debts"] if d["side"] == "claude"]) == 2
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "mailslot", "mcp", "--root", str(root), "--as", "claude"],
+            env=server_env(),
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            _, text = await call(s, "exchange_sweep")
+            assert "owes 2" in text and text.count("does not read") == 2, text
+
+    anyio.run(main)

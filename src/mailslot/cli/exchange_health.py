@@ -149,6 +149,7 @@ def _sweep_text(agent: str, side: str, d: dict[str, Any]) -> str:
         f"{x['topic']}  {what.get(x['reason'], x['reason'])}"
         + (f" {x['entry']}" if x["entry"] else "")
         + (f"  since {x['since']}" if x["since"] else "")
+        + (f"  ({x['detail']})" if x.get("detail") else "")
         for x in d["debts"]
     ]
     return "\n".join([f"{agent} (side {side}) owes {len(rows)}:", *rows, *warn])
@@ -163,7 +164,8 @@ def sweep_cmd(env: Env, as_json: bool) -> None:
     \b
     Computed from your own side exactly as INDEX.md computes it; run it from each
     side (each side's sweep only shows its own debts). Writes nothing.
-    --json: {"debts": [{"topic", "reason", "side", "entry", "since"}]}
+    --json: {"debts": [{"topic", "reason", "side", "entry", "since"}]}; a "detail"
+    says why when the entry owed a reply does not read (it counts as required).
     Example:
       mailslot --root /srv/exchange --as claude exchange sweep --json
     """

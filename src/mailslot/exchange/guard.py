@@ -6,8 +6,10 @@ likely to flip the second side to ``done`` and the least likely to have been rea
 side's newest entry, not only the overall newest, also catches two sides writing past each other.
 
 The failure mode is *do not archive*: a missing or unparseable time, a tie, a time in the future,
-an unreadable STATE.md -- anything that does not resolve leaves the topic where it is, because an
-extra tick of delay is invisible and a wrong archive is invisible forever.
+an unreadable STATE.md, a newest entry that does not read (its ``action`` unknown, it counts as
+owed a reply, and an archive would bury that debt) -- anything that does not resolve leaves the
+topic where it is, because an extra tick of delay is invisible and a wrong archive is invisible
+forever.
 
 An entry's time is the later of its ``at`` and its arrival (the file's ctime, which a writer
 cannot set; a bridge materialising it by rename counts as arrival too): a back-dated ``at`` must
@@ -50,6 +52,7 @@ class GuardSide:
     )
     arrived_ns: int | None = None  # the same, to the nanosecond
     state_ctime_ns: int | None = None  # when this side's STATE.md was last written (its ctime)
+    newest_error: str | None = None  # why the newest entry does not read (its action, its 'at')
 
 
 SECOND_NS = 1_000_000_000
@@ -111,6 +114,9 @@ def decide(sides: dict[str, GuardSide], now: datetime) -> Decision:
             d.waiting.append(f"{mine.newest} 'at' {format_time(mine.newest_at)} is in the future")
             resolved = False
         if not resolved or ack is None or mine.newest_at is None:
+            continue
+        if mine.newest_error is not None:  # it counts as owed (index.counts_as_required)
+            d.waiting.append(f"{mine.newest} does not read: {mine.newest_error}")
             continue
         when_at = mine.newest_at
         verb = "was written"

@@ -16,6 +16,11 @@ entry does not answer it. An entry's arrival is its ctime (which its writer cann
 arrivals in the same instant of a coarse clock fall back to the number, and the same number never
 answers. Every place that decides a debt (tick/INDEX.md, sweep, monitor, ``state done``) uses
 ``answers`` and ``owed_entry``.
+
+An entry whose ``action`` cannot be read (a header the parser refuses, a file this side may not
+open) counts as ``required`` (``counts_as_required``): fail safe, an entry nobody can classify is
+owed a reply, never silently dropped from the debts. Its ``reply`` debt carries a ``detail``
+naming the file and why it does not read.
 """
 
 from __future__ import annotations
@@ -34,10 +39,13 @@ __all__ = [
     "TopicView",
     "answers",
     "compute_debts",
+    "counts_as_required",
     "md_cell",
     "owed_entry",
     "reason_code",
     "render_index",
+    "short_error",
+    "unreadable_detail",
 ]
 
 Arrival = tuple[int, int, str]
@@ -48,6 +56,25 @@ def answers(reply: Arrival | None, asked: Arrival) -> bool:
     """Whether ``reply`` (the answering side's last-arrived entry) answers ``asked``: it arrived
     after it; in the same instant the higher number answers; the same number never does."""
     return reply is not None and (reply[0], reply[1]) > (asked[0], asked[1])
+
+
+def counts_as_required(action: str | None) -> bool:
+    """Whether an entry whose ``action`` reads as ``action`` (``None``: it does not read) is owed
+    a reply: ``required``, and anything that is not provably ``fyi`` (fail safe)."""
+    return action != "fyi"
+
+
+def unreadable_detail(name: str, error: str | None) -> str:
+    """The ``detail`` of a ``reply`` debt on an entry whose ``action`` does not read."""
+    why = short_error(error or "no action", name)
+    return f"{name} does not read ({why}); counted as action: required"
+
+
+def short_error(error: str, name: str) -> str:
+    """A parser's ``error`` about file ``name`` without the path it starts with (INDEX.md is
+    committed and read on every host: the file is named by the line it sits in)."""
+    head, sep, tail = error.partition(f"/{name}: ")
+    return tail if sep and head.startswith("/") else error
 
 
 def owed_entry(
@@ -72,10 +99,15 @@ class Debt:
     side: str
     reason: str
     entry: str | None = None
+    detail: str | None = None  # why, when the entry itself does not read
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {"topic": self.topic, "side": self.side, "reason": self.reason, "entry": self.entry}
+        """A JSON-ready dict; ``detail`` only when there is one (what a debt always carried
+        stays exactly as it was)."""
+        out = {"topic": self.topic, "side": self.side, "reason": self.reason, "entry": self.entry}
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
 
 
 @dataclass
@@ -94,6 +126,9 @@ class TopicView:
     # side -> (number, file name) of that side's newest 'action: required' entry that the other
     # side has not answered (``owed_entry``): the other side owes a reply to it
     required: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # side -> ``unreadable_detail`` when its ``required`` entry counts only because its action
+    # does not read (``counts_as_required``)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -115,7 +150,7 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
         other = ex.other(side)
         asked = view.required.get(other)  # their newest required entry, unanswered (owed_entry)
         if asked is not None:
-            out.append(Debt(view.name, side, "reply", asked[1]))
+            out.append(Debt(view.name, side, "reply", asked[1], view.unreadable.get(other)))
         if view.status.get(other) == "done" and view.status.get(side) != "done":
             out.append(Debt(view.name, side, "close"))
         if side in view.held:
@@ -128,6 +163,7 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
 _CODES = (
     ("stray file", "stray-files"),
     ("in the future", "future-time"),
+    ("does not read", "unreadable-entry"),
     ("no readable", "unreadable-time"),
     ("STATE.md:", "state-error"),
     ("exactly two sides", "layout"),
@@ -197,6 +233,8 @@ def render_index(ex: Exchange, views: list[TopicView], late: Iterable[Debt] = ()
                     "unseen": "a read of (arrived after the archive, in done/)",
                 }[d.reason]
                 tail = f" `{d.entry}`" if d.entry else ""
+                if d.detail:
+                    tail += f" ({md_cell(d.detail)})"
                 lines.append(f"- `{d.topic}`: {what}{tail}")
             lines.append("")
     lines += [

@@ -12,7 +12,8 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
   alone: ``index.answers``) and dated (the later of its
   ``at`` and its arrival, the file's ctime, which O cannot back-date) after S's last STATE.md
   update (S has neither answered nor acknowledged them). Scoped to ``required``, only
-  ``action: required`` ones count (an unreadable ``action`` counts: fail visible). One line per
+  ``action: required`` ones count (an unreadable ``action`` counts, and only an answer clears
+  it, never a STATE.md update: fail visible, as sweep owes it a reply). One line per
   topic names the newest such entry and how many there are, so each new arrival changes it.
 * ``held`` -- a HELD.md the tick placed (``holds.json``) in S's inbox: the tick is holding the
   archive until S re-reads.
@@ -159,7 +160,7 @@ def _entries_waiting(
             ack, ack_ctime = peeked.updated_at, peeked.ctime_ns
             if ack is not None and ack > now() + FUTURE_SKEW:
                 ack = None  # a STATE from the future acknowledges nothing (fail visible)
-        if ack is not None and p.at is not None:
+        if ack is not None and p.at is not None and p.action is not None:
             when = max(p.at, _arrived(p.arrived_ns))
             if when <= ack or acknowledged_within_second(ack, ack_ctime, when, p.arrived_ns):
                 continue  # dated and arrived before the caller last touched its STATE: acknowledged

@@ -34,7 +34,15 @@ from mailslot.exchange.inbox import (
     peek_state,
     side_dirs,
 )
-from mailslot.exchange.index import Arrival, Debt, TopicView, compute_debts, owed_entry
+from mailslot.exchange.index import (
+    Arrival,
+    Debt,
+    TopicView,
+    compute_debts,
+    counts_as_required,
+    owed_entry,
+    unreadable_detail,
+)
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
@@ -86,8 +94,9 @@ def _held_entry(d: TopicDir) -> str:
 
 
 def _required_in(d: TopicDir) -> Callable[[str], bool]:
-    """Whether an entry of ``d``, by file name, is ``action: required`` (a header read)."""
-    return lambda fname: peek_entry(d.file(fname)).action == "required"
+    """Whether an entry of ``d``, by file name, is owed a reply (a header read): ``action:
+    required``, or an action that does not read (``index.counts_as_required``)."""
+    return lambda fname: counts_as_required(peek_entry(d.file(fname)).action)
 
 
 def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
@@ -122,6 +131,9 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
         )
         if owed is not None:
             view.required[writer] = (owed[1], owed[2])
+            peek = peek_entry(d.file(owed[2]))
+            if peek.action is None:
+                view.unreadable[writer] = unreadable_detail(owed[2], peek.error)
     view.debts = compute_debts(ex, view)
     return view
 
@@ -134,7 +146,8 @@ class OwedDebt:
     since: datetime | None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"topic", "reason", "side", "entry", "since"}``."""
+        """``{"topic", "reason", "side", "entry", "since"}`` (and ``detail`` when an entry does
+        not read)."""
         return {**self.debt.to_json(), "since": format_time(self.since) if self.since else None}
 
 

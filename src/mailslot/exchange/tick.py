@@ -43,8 +43,11 @@ from mailslot.exchange.index import (
     TopicView,
     answers,
     compute_debts,
+    counts_as_required,
     owed_entry,
     render_index,
+    short_error,
+    unreadable_detail,
 )
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
@@ -265,8 +268,8 @@ class _Tick:
             names = {e[2]: e for e in copy.entries}
 
             def required(name: str) -> bool:
-                got = self.parse(scan, inbox_side, name)
-                return got is not None and got.word == "required"
+                got = self.parse(scan, inbox_side, name)  # an action that does not read counts
+                return got is not None and counts_as_required(got.word)
 
             arrived = ((copy.ctimes.get(n, 0), e[0], n) for n, e in names.items())
             owed = owed_entry(arrived, last, required)
@@ -303,6 +306,7 @@ class _Tick:
                 arrived_at=_dt(arrived) if arrived else None,
                 arrived_ns=copy.top_ctime if copy and top else None,
                 state_ctime_ns=(copy.state_ctime or None) if copy is not None else None,
+                newest_error=short_error(ent.error, top[2]) if ent and ent.error and top else None,
             )
         return sides, newest, times
 
@@ -574,6 +578,10 @@ class _Tick:
             req = self.newest_required(scan, inbox_side)
             if req is not None:
                 view.required[ex.writer_of(inbox_side)] = (req[0], req[2])
+                got = self.parse(scan, inbox_side, req[2])
+                if got is None or got.word is None:
+                    why = got.error if got is not None else "gone"
+                    view.unreadable[ex.writer_of(inbox_side)] = unreadable_detail(req[2], why)
         for w in decision.waiting:
             r.waiting.append({"topic": name, "reason": w})
         view.debts = compute_debts(ex, view)

@@ -173,6 +173,7 @@ def _sweep(call: Call) -> Reply:
         row = f"{x['topic']} {what.get(x['reason'], x['reason'])}"
         row += f" {x['entry']}" if x["entry"] else ""
         row += f" since {x['since']}" if x["since"] else ""
+        row += f" ({x['detail']})" if x.get("detail") else ""
         rows.append(row)
     return Reply(f"{r.agent} owes {len(rows)}:\n" + "\n".join(rows) + warn)
 
