@@ -81,6 +81,28 @@ def test_a_reply_that_arrives_later_answers_even_under_a_reused_number(ex) -> No
     run(root, "exchange", "state", TOPIC, "done", agent="claude")
 
 
+def test_a_recursive_chmod_never_makes_an_old_entry_answer_a_newer_question(ex) -> None:
+    # chmod bumps a file's ctime (its arrival) to now: claude's old 0001 "arrives" after olu's
+    # question 0002, as after the `chmod -R` a permissions play or doctor's fix runs
+    root = ex.root
+    send(ex, "claude", TOPIC, "fyi", "an old note")
+    send(ex, "olu", TOPIC, "required", "a question")
+    owed = (TOPIC, "reply", "0002-olu.md")
+    assert owed in _debts(root, "claude")
+    tick(root)
+    time.sleep(0.05)  # past the filesystem clock's tick
+    subprocess.run(["chmod", "-R", "o-w", str(ex.inbox("olu"))], check=True)
+    assert owed in _debts(root, "claude")
+    assert "0002-olu.md" in run(root, "exchange", "monitor", agent="claude").stdout
+    assert {"topic": TOPIC, "side": "claude", "reason": "reply", "entry": "0002-olu.md"} in tick(
+        root
+    )["debts"]
+    assert f"- `{TOPIC}`: a reply to `0002-olu.md`" in (root / "INDEX.md").read_text()
+    send(ex, "claude", TOPIC, "fyi", "the answer")  # a real answer still clears it everywhere
+    assert owed not in _debts(root, "claude")
+    assert not [d for d in tick(root)["debts"] if d["reason"] == "reply"]
+
+
 # -- the send lock, as CONVENTION.md teaches it -------------------------------------------------
 
 

@@ -162,7 +162,7 @@ def check_modes(ex: Exchange, report: DoctorReport) -> None:
                 f"modes:{rel}",
                 "fail",
                 f"world-writable: {_shown(ex, world)}; anyone on the host can write {side}'s inbox",
-                f"chmod -R o-w {inbox}",
+                f"find {inbox} -perm -o+w -exec chmod o-w {{}} +",
             )
         elif too_open:
             report.add(

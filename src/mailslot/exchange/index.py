@@ -10,12 +10,13 @@ that arrived after it; ``close`` when the other side is ``done`` and this side i
 ``re-read`` when a hold waits for this side; ``unseen`` when an entry in an archived topic
 arrived after the acknowledgement the archive stood on (nobody watches ``done/``).
 
-"After" is arrival order, never number alone (``answers``): a hand writer that skips the send lock
-can reuse a number, and the other side's same-numbered ``fyi`` written *before* a ``required``
-entry does not answer it. An entry's arrival is its ctime (which its writer cannot set); two
-arrivals in the same instant of a coarse clock fall back to the number, and the same number never
-answers. Every place that decides a debt (tick/INDEX.md, sweep, monitor, ``state done``) uses
-``answers`` and ``owed_entry``.
+"After" is arrival order, and never a lower number (``answers``): a hand writer that skips the
+send lock can reuse a number, and the other side's same-numbered ``fyi`` written *before* a
+``required`` entry does not answer it; an entry's arrival is its ctime (which its writer cannot
+back-date, but which any ``chmod -R`` moves to now), so a lower-numbered entry whose ctime was
+bumped answers nothing. Two arrivals in the same instant of a coarse clock fall back to the
+number. Every place that decides a debt (tick/INDEX.md,
+sweep, monitor, ``state done``) uses ``answers`` and ``owed_entry``.
 
 An entry whose ``action`` cannot be read (a header the parser refuses, a file this side may not
 open) counts as ``required`` (``counts_as_required``): fail safe, an entry nobody can classify is
@@ -54,8 +55,10 @@ Arrival = tuple[int, int, str]
 
 def answers(reply: Arrival | None, asked: Arrival) -> bool:
     """Whether ``reply`` (the answering side's last-arrived entry) answers ``asked``: it arrived
-    after it; in the same instant the higher number answers; the same number never does."""
-    return reply is not None and (reply[0], reply[1]) > (asked[0], asked[1])
+    after it (in the same instant, the higher number answers) AND its number is not lower. A
+    ctime is bumped by any ``chmod``/``chown`` (a recursive permission fix makes an old entry
+    "arrive" now), so arrival alone would let an older, lower-numbered entry erase a debt."""
+    return reply is not None and reply[1] >= asked[1] and (reply[0], reply[1]) > asked[:2]
 
 
 def counts_as_required(action: str | None) -> bool:
@@ -82,10 +85,11 @@ def owed_entry(
 ) -> Arrival | None:
     """The newest (by arrival) of ``theirs`` that ``is_required`` and that ``mine_last`` does not
     answer, or ``None``. ``theirs`` is read newest first and ``is_required`` asked only for
-    entries ``mine_last`` does not answer, so an answered topic reads no file."""
+    entries ``mine_last`` does not answer, so an answered topic reads no file (an earlier arrival
+    may still carry a higher number than the answer: each is checked, by name)."""
     for a in sorted(theirs, reverse=True):
         if answers(mine_last, a):
-            return None  # older entries arrived before the answer too
+            continue
         if is_required(a[2]):
             return a
     return None
