@@ -194,6 +194,32 @@ def test_convention_teaches_a_lock_line_either_sides_user_can_take() -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_a_draft_waiting_for_its_lock_line_is_never_archived_with_the_topic(ex) -> None:
+    root = ex.root
+    topic = send(ex, "claude", "closing", "fyi", "that settles it").topic
+    send(ex, "olu", topic, "fyi", "agreed")
+    set_state(ex, "olu", topic, "done")
+    set_state(ex, "claude", topic, "done")
+    # olu drafts a P.S. as CONVENTION.md teaches: .draft.md first, then its lock line
+    draft = ex.inbox("claude") / topic / ".draft.md"
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    draft.write_text(f"---\nfrom: olu\nat: {stamp}\naction: required\n---\none more thing\n")
+    out = tick(root)
+    assert out["archived"] == [] and draft.exists()
+    assert any(".draft.md" in w["reason"] for w in out["waiting"] if w["topic"] == topic)
+    r = subprocess.run(
+        ["bash", "-c", _lock_line(root, "olu")],
+        env={**os.environ, "T": topic},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (ex.inbox("claude") / topic / "0003-olu.md").exists() and not draft.exists()
+    assert (topic, "reply", "0003-olu.md") in _debts(root, "claude")
+    out = tick(root)
+    assert out["archived"] == [] and topic in out["holding"]  # claude has not read it
+
+
 # -- an entry that lands after the archive, where nobody looks-------------------------------
 def test_an_entry_landing_in_an_archived_topic_is_an_unseen_debt_until_reaffirmed(ex) -> None:
     root = ex.root

@@ -209,6 +209,17 @@ def _dt(us: int | None) -> datetime | None:
     return datetime.fromtimestamp(us / 1_000_000, UTC) if us is not None else None
 
 
+def _dot_names(directory: Path) -> list[str]:
+    """Dot-names in ``directory``: writes in flight. Under the send lock no ``mailslot send`` has
+    one open, so each is a hand writer's draft (CONVENTION.md: written as ``.draft.md``, renamed
+    under the lock) or a dead writer's temp (removed by ``leftovers`` within the hour)."""
+    try:
+        with os.scandir(directory) as it:
+            return sorted(e.name for e in it if e.name.startswith("."))
+    except OSError:
+        return []
+
+
 class _Tick:
     def __init__(self, ex: Exchange, notifier: Notifier | None, result: TickResult) -> None:
         self.ex = ex
@@ -366,6 +377,21 @@ class _Tick:
                     "topic": scan.name,
                     "reason": f"to-{moved[0]}/{scan.name} changed while the tick decided; "
                     "not archived, decided again next tick",
+                }
+            )
+            return False
+        drafts = [
+            f"to-{s}/{scan.name}/{n}"
+            for s, c in scan.copies.items()
+            if not c.archived
+            for n in _dot_names(c.path)
+        ]
+        if drafts:  # a hand writer's draft waits for its lock line: the move would bury it
+            self.r.waiting.append(
+                {
+                    "topic": scan.name,
+                    "reason": f"{drafts[0]} is being written (a draft or temp); "
+                    "not archived while it is there",
                 }
             )
             return False
