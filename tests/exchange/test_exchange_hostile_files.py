@@ -176,6 +176,7 @@ _HOSTILE_LINES = st.sampled_from(
         "note: " + "[" * 200 + "]" * 200,
         "note: " + "7" * 5000,
         "note: " + "x" * 100_000,
+        "k" * 2000 + ": v",
         "? [a, b]\n: c",
         "status: done",
         "action: required",
@@ -280,3 +281,17 @@ def test_an_unreadable_newest_entry_is_owed_everywhere_and_never_archived(
             assert "owes 2" in text and text.count("does not read") == 2, text
 
     anyio.run(main)
+
+
+def test_a_key_too_long_for_yaml_is_refused_by_the_fast_readers_too(tmp_path: Path) -> None:
+    entry = tmp_path / "0001-olu.md"
+    entry.write_text(f"---\nfrom: olu\nat: {AT}\naction: required\n{'k' * 2000}: v\n---\nb\n")
+    full = parse_entry(entry, "olu", "t")
+    assert full.error is not None and full.action is None  # YAML caps an implicit key at 1024
+    fast = read_entry(entry, "olu", "t")
+    assert (fast.action, fast.at, fast.error) == (full.action, full.at, full.error)
+    state = tmp_path / "STATE.md"
+    state.write_text(f"status: done\nupdated_at: {AT}\n{'k' * 2000}: v\n")
+    st_full = parse_state(state.read_bytes(), "olu", state)
+    assert st_full.status == "unknown"
+    assert peek_state(state).status == st_full.status

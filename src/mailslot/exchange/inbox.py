@@ -51,7 +51,8 @@ PEEK_BYTES = 4096
 _DATE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _CLOCK = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})"
 _TIME_SHAPE = re.compile(rf"{_DATE}[T ]{_CLOCK}$")
-_KEY_TEXT = r"[A-Za-z_][A-Za-z0-9_-]*"
+# YAML refuses an implicit key over 1024 characters; a key that long takes the full parser.
+_KEY_TEXT = r"[A-Za-z_][A-Za-z0-9_-]{0,127}"
 _KEY = re.compile(_KEY_TEXT)
 # Words YAML 1.1 reads as a boolean or null, not a string (as a key, the strict loader refuses
 # them; as a value, they are not the text they look like).
