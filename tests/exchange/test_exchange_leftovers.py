@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from exhelp import run
+from exhelp import fill_disk, run
 
 from mailslot.core.git import STALE_AFTER_S
 from mailslot.exchange.entries import send
@@ -218,40 +218,13 @@ def test_cleanup_never_takes_a_folder_a_sender_writes_into(
     assert r.path.read_text().endswith("still delivered\n") and len(calls) == 2
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 64 KiB tmpfs mounted for the test (root only)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return filler
-
-
 @pytest.mark.timeout(120)
 def test_a_send_refused_by_a_full_disk_leaves_nothing(small_disk: Path) -> None:
     from mailslot.exchange.create import create_exchange
 
     ex = create_exchange(small_disk / "x", ["claude", "olu"], git=False)
     topic = send(ex, "claude", "before", "fyi", "written while there was room\n").topic
-    filler = _fill(small_disk)
+    filler = fill_disk(small_disk)
     r = run(
         ex.root,
         "exchange",

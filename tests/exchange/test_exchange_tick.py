@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from exhelp import hand_entry, hand_state, run, tick
+from exhelp import fill_disk, hand_entry, hand_state, run, tick
 
 from mailslot.core import clock
 
@@ -362,3 +362,27 @@ def test_a_tick_stopped_while_git_runs_leaves_no_index_lock(ex, signum: int) -> 
     assert proc.returncode == 128 + signum
     assert not lock.exists()
     assert tick(ex.root)["commit"]  # the next tick commits what the stopped one could not
+
+
+@pytest.mark.timeout(120)
+def test_a_full_disk_never_hides_an_archive_the_tick_already_made(small_disk: Path) -> None:
+    from mailslot.exchange.create import create_exchange
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.state import set_state
+
+    clock.set_clock(None)  # the guard compares real arrivals with these times
+    ex = create_exchange(small_disk / "x", ["claude", "olu"], git=False)
+    topic = send(ex, "claude", "closing", "fyi", "that settles it\n").topic
+    tick(ex.root)
+    set_state(ex, "olu", topic, "done")
+    set_state(ex, "claude", topic, "done")
+    filler = fill_disk(small_disk)
+    r = run(ex.root, "exchange", "tick", "--json", ok=False)
+    assert r.exit_code == 1  # loud: it could not do all of its job
+    out = json.loads(r.stdout)  # and it still says what it did: a move needs no space
+    assert out["archived"] == [topic], json.dumps(out)
+    assert (ex.root / "to-olu" / "done" / topic).is_dir()
+    assert any("INDEX.md" in e for e in out["errors"]), out["errors"]
+    filler.unlink()
+    tick(ex.root)
+    assert f"`{topic}`" not in (ex.root / "INDEX.md").read_text()

@@ -528,10 +528,18 @@ class _Tick:
             if key not in known:  # told once, like any new entry; INDEX.md keeps it standing
                 r.unseen.append(key)
                 self.lines.append(f"UNSEEN {key}: arrived after the archive, unread")
-        self.write_index(views, late)
+        # A full disk must not hide what this run already did (an archive is a move and needs
+        # no space): each step that writes reports its failure and the rest still run.
+        try:
+            self.write_index(views, late)
+        except (MailslotError, OSError) as e:
+            r.errors.append(f"cannot write INDEX.md: {e}")
         self.commit()
         self.notify()
-        self.save(status, sorted(v.name for v in views), archived_names)
+        try:
+            self.save(status, sorted(v.name for v in views), archived_names)
+        except (MailslotError, OSError) as e:
+            r.errors.append(f"cannot save the tick state: {e}")
 
     def hold_and_view(
         self,
