@@ -220,6 +220,47 @@ def test_a_draft_waiting_for_its_lock_line_is_never_archived_with_the_topic(ex) 
     assert out["archived"] == [] and topic in out["holding"]  # claude has not read it
 
 
+def test_a_hand_writer_stuck_holding_the_send_lock_fails_a_send_loudly(ex, monkeypatch) -> None:
+    from mailslot.core.errors import LockBusy
+    from mailslot.exchange import entries
+
+    monkeypatch.setattr(entries, "SEND_LOCK_WAIT_SECONDS", 0.5)
+    holder = subprocess.Popen(
+        ["flock", "-o", str(ex.send_lock), "sleep", "60"]
+    )  # -o: flock holds it
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until flock(1) holds it
+            fd = os.open(ex.send_lock, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                break
+            finally:
+                os.close(fd)
+            time.sleep(0.02)
+        with pytest.raises(LockBusy, match="is a writer stuck"):
+            send(ex, "claude", "stuck", "fyi", "never hangs")
+        assert list(ex.outbox("claude").glob("*-stuck")) == []  # nothing left behind
+        r = run(
+            ex.root,
+            "exchange",
+            "send",
+            "--topic",
+            "stuck",
+            "--action",
+            "fyi",
+            "x",
+            ok=False,
+            agent="claude",
+        )
+        assert r.exit_code == 1 and "send.lock" in r.output
+    finally:
+        holder.kill()
+        holder.wait()
+    assert send(ex, "claude", "stuck", "fyi", "now it goes").number == 1
+
+
 # -- an entry that lands after the archive, where nobody looks-------------------------------
 def test_an_entry_landing_in_an_archived_topic_is_an_unseen_debt_until_reaffirmed(ex) -> None:
     root = ex.root

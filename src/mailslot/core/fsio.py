@@ -307,12 +307,15 @@ def highest_number(directories: Iterable[Path], width: int = 4) -> int:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, *, shared: bool = False, blocking: bool = True) -> Iterator[int]:
+def file_lock(
+    path: Path, *, shared: bool = False, blocking: bool = True, timeout: float | None = None
+) -> Iterator[int]:
     """Hold ``flock`` on ``path`` (created if it can be; a read-only file locks too).
 
     ``flock`` works on a descriptor opened read-only, so two sides that may each write only their
     own folder can still serialise on a lock file both can read. Raises ``LockBusy`` when
-    ``blocking`` is false and someone else holds it.
+    ``blocking`` is false and someone else holds it, or when ``timeout`` seconds pass while
+    someone else holds it (a lock another party can take must not hang this one forever).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
@@ -320,10 +323,20 @@ def file_lock(path: Path, *, shared: bool = False, blocking: bool = True) -> Ite
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        try:
-            fcntl.flock(fd, op | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            raise LockBusy("held by another process", path=path) from None
+        deadline = time.monotonic() + timeout if blocking and timeout is not None else None
+        while True:
+            try:
+                fcntl.flock(fd, op | (0 if blocking and deadline is None else fcntl.LOCK_NB))
+                break
+            except BlockingIOError:
+                if deadline is None:
+                    raise LockBusy("held by another process", path=path) from None
+                if time.monotonic() >= deadline:
+                    raise LockBusy(
+                        f"held by another process for over {timeout:g}s; is a writer stuck?",
+                        path=path,
+                    ) from None
+                time.sleep(0.02)
         yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the lock
@@ -338,18 +351,21 @@ def numbered_create(
     lock: Path | None = None,
     width: int = 4,
     mode: int = 0o666,
+    lock_wait: float | None = None,
 ) -> tuple[int, Path]:
     """Create ``directory/NNNN-suffix`` with the next number free across ``siblings`` too.
 
     Returns ``(number, path)``. Numbers are never reused and names never overwritten: the number
     is computed under ``lock`` and the final ``link`` still refuses a taken name, moving on to the
-    next number, so writers that skip the lock cannot make this one overwrite.
+    next number, so writers that skip the lock cannot make this one overwrite. ``lock_wait``
+    bounds the wait for ``lock`` (``LockBusy`` past it; ``None`` waits as long as it takes).
     """
     directory = Path(directory)
     scan = [directory, *siblings]
     raw = _as_bytes(data)
     limit = 10**width - 1
-    with file_lock(lock) if lock is not None else contextlib.nullcontext():
+    held = file_lock(lock, timeout=lock_wait) if lock is not None else contextlib.nullcontext()
+    with held:
         number = highest_number(scan, width) + 1
         tmp = _write_temp(directory, f"new-{suffix}", raw, mode)
         try:

@@ -38,6 +38,7 @@ __all__ = [
     "ACTIONS",
     "ENTRY_RE",
     "MAX_BODY_BYTES",
+    "SEND_LOCK_WAIT_SECONDS",
     "Entry",
     "SendResult",
     "check_sender",
@@ -53,6 +54,9 @@ ACTIONS = ("required", "fyi")
 # An entry is a message, not a payload: payloads go out of band (a path). 256 KiB holds a long
 # review with room to spare and keeps a tick over 100,000 entries cheap.
 MAX_BODY_BYTES = 256 * 1024
+# The send lock is held for milliseconds, but a hand writer (CONVENTION.md's flock line) can take
+# it too: one that hangs holding it makes a send fail loudly after this long, never hang forever.
+SEND_LOCK_WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,7 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
         siblings=[ex.inbox(side) / name, ex.inbox(side) / DONE / name, outbox / DONE / name],
         lock=ex.send_lock,
         mode=ex.file_mode(inbox_side),
+        lock_wait=SEND_LOCK_WAIT_SECONDS,
     )
     made = ex.make_dir(directory, inbox_side)
     try:
