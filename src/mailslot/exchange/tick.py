@@ -86,6 +86,8 @@ NOTIFY_LINES = 40
 # time, git is skipped -- except at least this often, so a change made somewhere the tick does not
 # scan (inside an archived topic) is still committed within minutes.
 GIT_FULL_CHECK_NS = 10 * 60 * 1_000_000_000
+# CONVENTION.md's name for an entry a hand writer is about to number (``.draft.md``).
+DRAFT_PREFIX = ".draft"
 
 
 def _capped(lines: list[str], limit: int) -> list[str]:
@@ -209,13 +211,14 @@ def _dt(us: int | None) -> datetime | None:
     return datetime.fromtimestamp(us / 1_000_000, UTC) if us is not None else None
 
 
-def _dot_names(directory: Path) -> list[str]:
-    """Dot-names in ``directory``: writes in flight. Under the send lock no ``mailslot send`` has
-    one open, so each is a hand writer's draft (CONVENTION.md: written as ``.draft.md``, renamed
-    under the lock) or a dead writer's temp (removed by ``leftovers`` within the hour)."""
+def _drafts(directory: Path) -> list[str]:
+    """Hand writers' drafts in ``directory`` (``.draft*``): CONVENTION.md has a hand writer write
+    ``.draft.md`` and rename it to its number under the send lock, so under that lock a draft is
+    an entry on its way in. Other dot-names (an editor's swap file, a dead writer's temp) are not
+    taken as one."""
     try:
         with os.scandir(directory) as it:
-            return sorted(e.name for e in it if e.name.startswith("."))
+            return sorted(e.name for e in it if e.name.startswith(DRAFT_PREFIX))
     except OSError:
         return []
 
@@ -384,13 +387,13 @@ class _Tick:
             f"to-{s}/{scan.name}/{n}"
             for s, c in scan.copies.items()
             if not c.archived
-            for n in _dot_names(c.path)
+            for n in _drafts(c.path)
         ]
         if drafts:  # a hand writer's draft waits for its lock line: the move would bury it
             self.r.waiting.append(
                 {
                     "topic": scan.name,
-                    "reason": f"{drafts[0]} is being written (a draft or temp); "
+                    "reason": f"{drafts[0]} is a hand writer's draft on its way in; "
                     "not archived while it is there",
                 }
             )
