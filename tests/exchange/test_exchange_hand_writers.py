@@ -349,6 +349,22 @@ def test_a_hand_done_written_before_the_entry_in_its_second_is_still_held(ex) ->
 _BARE_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
 
 
+def test_a_done_dated_ahead_of_its_writing_never_acknowledges_a_later_entry(ex) -> None:
+    # claude's hand `done` carries a time 50 s ahead (a skewed clock, a typo): inside the skew
+    # allowance, yet olu's question, sent after the file was written, must not be filed unread
+    root = ex.root
+    topic = send(ex, "claude", "ahead", "fyi", "that settles it").topic
+    set_state(ex, "olu", topic, "done")
+    ahead = datetime.fromtimestamp(time.time() + 50, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    hand_state(root, "olu", topic, "done", ahead, "claude")
+    time.sleep(0.05)  # past the filesystem clock's tick
+    send(ex, "olu", topic, "required", "wait, one more question")
+    out = tick(root)
+    assert out["archived"] == [] and topic in out["holding"]
+    assert (topic, "reply", "0002-olu.md") in _debts(root, "claude")
+    assert "0002-olu.md" in run(root, "exchange", "monitor", agent="claude").stdout
+
+
 def test_times_are_written_bare_as_the_convention_shows(ex) -> None:
     r = send(ex, "claude", "bare", "fyi", "hello")
     assert re.search(rf"^at: {_BARE_TIME}$", r.path.read_text(), re.M)

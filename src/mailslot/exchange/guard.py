@@ -1,4 +1,5 @@
-"""The archive guard: archive only what both sides have provably seen. Pure; no disk.
+"""The archive guard: archive only what both sides have provably seen. No disk: it reads only
+the clocks.
 
 A topic is archived only when both sides are ``done`` AND, for each side, its newest entry
 pre-dates the other side's last STATE.md update (seed 000: a closing reply is the entry most
@@ -23,6 +24,10 @@ second, STATE.md was demonstrably written after the entry: it acknowledges it
 (``acknowledged_within_second``). A STATE.md written before the entry, or any case short of that
 evidence, is still held.
 
+A STATE.md acknowledges up to its ``updated_at`` but never past its own writing (its ctime:
+``acknowledged_by``), so a ``done`` dated ahead of its writing -- inside the skew allowance -- does
+not cover an entry that arrived after it was written.
+
 When the comparison resolves against a side (its acknowledgement is older than, or the same
 instant as, the other side's newest entry), that side owes a re-read: the tick puts HELD.md in
 its inbox, and re-affirming ``done`` (a fresh ``updated_at``) releases it.
@@ -30,12 +35,14 @@ its inbox, and re-affirming ``done`` (a fresh ``updated_at``) releases it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from mailslot.core import clock
 from mailslot.core.clock import FUTURE_SKEW, format_time
 
-__all__ = ["Decision", "GuardSide", "acknowledged_within_second", "decide"]
+__all__ = ["Decision", "GuardSide", "acknowledged_by", "acknowledged_within_second", "decide"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,17 @@ def acknowledged_within_second(
     return second <= entry_ns < state_ctime_ns < second + SECOND_NS
 
 
+def acknowledged_by(updated_at: datetime, state_ctime_ns: int | None) -> datetime:
+    """What a STATE.md acknowledges: up to its ``updated_at``, but never past the moment it was
+    written (its ctime, which its writer cannot set). A time dated ahead -- a skewed clock inside
+    the skew allowance, a typo -- must not acknowledge an entry that arrived after the file."""
+    if state_ctime_ns is None:
+        return updated_at
+    # the ctime on mailslot's clock (``clock.now``: the real one outside tests), by its age
+    written = clock.now() - timedelta(microseconds=(time.time_ns() - state_ctime_ns) // 1000)
+    return min(updated_at, written)
+
+
 @dataclass
 class Decision:
     """The guard's verdict for one topic."""
@@ -107,6 +125,8 @@ def decide(sides: dict[str, GuardSide], now: datetime) -> Decision:
         elif ack > limit:
             d.waiting.append(f"{other}'s STATE.md updated_at {format_time(ack)} is in the future")
             resolved = False
+        else:
+            ack = acknowledged_by(ack, theirs.state_ctime_ns)
         if mine.newest_at is None:
             d.waiting.append(f"{mine.newest} has no readable 'at'")
             resolved = False

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from mailslot.exchange.guard import acknowledged_within_second
+from mailslot.exchange.guard import acknowledged_by, acknowledged_within_second
 from mailslot.exchange.inbox import arrivals, list_dir, peek_entry, peek_state
 from mailslot.exchange.index import Debt
 from mailslot.exchange.layout import DONE, STATE_NAME, Exchange
@@ -70,7 +70,8 @@ def _late_in(copy: str, other: str) -> str | None:
     ack = peek_state(state)
     if ack.updated_at is None:
         return None
-    ack_ns = int(ack.updated_at.timestamp()) * 1_000_000_000 + ack.updated_at.microsecond * 1000
+    acked = acknowledged_by(ack.updated_at, ack.ctime_ns)  # never past its own writing
+    ack_ns = int(acked.timestamp()) * 1_000_000_000 + acked.microsecond * 1000
     for ctime, _, name in reversed(arrived):
         if ctime < ack_ns:
             return None  # arrived before the acknowledgement: read

@@ -41,7 +41,7 @@ from typing import Any
 from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import InvalidName
 from mailslot.core.gcpause import gc_paused
-from mailslot.exchange.guard import acknowledged_within_second
+from mailslot.exchange.guard import acknowledged_by, acknowledged_within_second
 from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import TopicDir, arrivals, peek_entry, peek_state
 from mailslot.exchange.index import answers
@@ -160,6 +160,8 @@ def _entries_waiting(
             ack, ack_ctime = peeked.updated_at, peeked.ctime_ns
             if ack is not None and ack > now() + FUTURE_SKEW:
                 ack = None  # a STATE from the future acknowledges nothing (fail visible)
+            elif ack is not None:
+                ack = acknowledged_by(ack, ack_ctime)  # never past its own writing
         if ack is not None and p.at is not None and p.action is not None:
             when = max(p.at, _arrived(p.arrived_ns))
             if when <= ack or acknowledged_within_second(ack, ack_ctime, when, p.arrived_ns):
