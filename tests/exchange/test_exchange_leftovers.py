@@ -125,6 +125,36 @@ def test_an_old_lock_a_live_git_holds_open_is_never_removed(ex: Exchange) -> Non
         holder.wait()
 
 
+@pytest.mark.timeout(120)
+def test_an_old_held_lock_is_never_removed_through_a_symlinked_root(
+    ex: Exchange, tmp_path: Path
+) -> None:
+    from mailslot.core.git import clear_stale_index_lock
+
+    lock = ex.root / ".git" / "index.lock"
+    lock.write_bytes(b"")
+    _age(lock, STALE_AFTER_S + 60)
+    holder = subprocess.Popen(  # not git, working elsewhere, holding the lock open
+        [sys.executable, "-c", f"f = open({str(lock)!r}, 'rb'); import time; time.sleep(600)"],
+        stdout=subprocess.DEVNULL,
+        cwd="/",
+    )
+    try:
+        while not any(
+            os.readlink(f"/proc/{holder.pid}/fd/{fd}") == str(lock)
+            for fd in os.listdir(f"/proc/{holder.pid}/fd")
+        ):
+            time.sleep(0.05)
+        link = tmp_path / "exchange-link"  # the root as a config or --root names it
+        link.symlink_to(ex.root)
+        found = clear_stale_index_lock(link)
+        assert found is not None and not found.stale and f"process {holder.pid}" in found.describe()
+        assert lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # -- killed senders, refused sends, a full disk ---------------------------------------------------
 
 _STALL_FSYNC = """

@@ -53,7 +53,10 @@ def _holder(lock: Path, repo: Path) -> str | None:
     be known."""
     if not _PROC.is_dir():
         return "no /proc to find its holder; remove it by hand once no git runs here"
-    lock_s, repo_s = str(lock), str(repo.resolve())
+    # /proc names open files by their real path: compare real paths (a root reached through a
+    # symlink, or given relative, must still find the process holding its lock)
+    repo_s = str(repo.resolve())
+    lock_s = str(lock.parent.resolve() / lock.name)
     for entry in os.scandir(_PROC):
         if not entry.name.isdigit():
             continue
