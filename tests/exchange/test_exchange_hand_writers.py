@@ -344,6 +344,27 @@ def test_a_hand_done_written_before_the_entry_in_its_second_is_still_held(ex) ->
     assert (ex.inbox("olu") / topic / "HELD.md").exists()
 
 
+def test_a_hand_done_written_before_the_entry_and_chmodded_after_it_is_still_held(ex) -> None:
+    # a chmod moves STATE.md's ctime past the entry without writing it: no evidence of a read
+    for attempt in range(5):
+        topic = f"2026-11-29-chmod{attempt}"
+        send(ex, "olu", topic, "fyi", "opening")
+        _early_in_a_second()
+        bash_state(ex.root, "olu", "claude", topic, "done")
+        time.sleep(0.02)
+        r = send(ex, "claude", topic, "fyi", "written after olu's done")
+        set_state(ex, "claude", topic, "done")
+        time.sleep(0.02)
+        os.chmod(ex.inbox("claude") / topic / "STATE.md", 0o644)
+        if _same_second(ex, topic, Path(r.path).name):
+            break
+    else:
+        pytest.skip("could not write STATE.md, the entry and the chmod in one second")
+    assert "awaits you" in run(ex.root, "exchange", "monitor", agent="olu").stdout
+    out = tick(ex.root)
+    assert topic in out["held"] and topic not in out["archived"]
+
+
 # -- what mailslot writes matches what the convention shows -------------------------------------
 
 _BARE_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"

@@ -87,6 +87,7 @@ __all__ = [
     "sweep_temps",
     "torn_of",
     "write_all",
+    "written_ns",
 ]
 
 # A temp file older than this belongs to a writer that died: a write takes milliseconds.
@@ -689,6 +690,13 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def written_ns(st: os.stat_result) -> int:
+    """When a file's content was last written, as far as anyone but its writer can tell: the
+    earlier of its ctime and mtime (ns). A ``chmod``/``chown``/link moves the ctime to now without
+    writing anything; a writer that back-dates the mtime moves it only earlier."""
+    return min(st.st_ctime_ns, st.st_mtime_ns)
 
 
 def is_temp_name(name: str) -> bool:

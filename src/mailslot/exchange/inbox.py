@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
+from mailslot.core.fsio import written_ns
 from mailslot.exchange.entries import ACTIONS, ENTRY_RE, Entry, parse_entry, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.safeio import read_regular
@@ -211,9 +212,10 @@ def inbox_items(
     return out, live
 
 
-def _head(path: Path | str) -> tuple[bytes, bool, int]:
-    """The first ``PEEK_BYTES`` of a regular file, whether that is all of it, and its ctime (ns);
-    ``OSError`` for anything else (a FIFO, a device, a symlink): never blocks."""
+def _head(path: Path | str, *, written: bool = False) -> tuple[bytes, bool, int]:
+    """The first ``PEEK_BYTES`` of a regular file, whether that is all of it, and its ctime (ns;
+    with ``written``, ``fsio.written_ns``); ``OSError`` for anything else (a FIFO, a device, a
+    symlink): never blocks."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
@@ -222,7 +224,7 @@ def _head(path: Path | str) -> tuple[bytes, bool, int]:
         raw = os.read(fd, PEEK_BYTES + 1)
     finally:
         os.close(fd)
-    return raw[:PEEK_BYTES], len(raw) <= PEEK_BYTES, st.st_ctime_ns
+    return raw[:PEEK_BYTES], len(raw) <= PEEK_BYTES, written_ns(st) if written else st.st_ctime_ns
 
 
 def _simple_fields(raw: bytes, fenced: bool) -> dict[str, str] | None:
@@ -406,13 +408,13 @@ class StatePeek:
     updated_at: datetime | None
     present: bool
     error: str | None = None
-    ctime_ns: int | None = None  # when the file was last written (its writer cannot set it)
+    ctime_ns: int | None = None  # when the file was last written (fsio.written_ns: not a chmod)
 
 
 def peek_state(path: Path | str) -> StatePeek:
     """Status and ``updated_at`` of one STATE.md; missing is ``open``; never raises."""
     try:
-        raw, whole, ctime = _head(path)
+        raw, whole, ctime = _head(path, written=True)  # a chmod is not a write
         if not whole:
             raw = read_regular(path)
     except FileNotFoundError:

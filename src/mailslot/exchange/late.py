@@ -26,6 +26,7 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from mailslot.core.fsio import written_ns
 from mailslot.exchange.guard import acknowledged_by, acknowledged_within_second
 from mailslot.exchange.inbox import arrivals, list_dir, peek_entry, peek_state
 from mailslot.exchange.index import Debt
@@ -58,7 +59,7 @@ def _late_in(copy: str, other: str) -> str | None:
     state = f"{other}/{STATE_NAME}"  # the reader's own STATE.md, in the writer's inbox
     try:
         dir_mtime = os.lstat(copy).st_mtime_ns
-        state_ctime = os.lstat(state).st_ctime_ns
+        state_ctime = written_ns(os.lstat(state))
     except OSError:
         return None
     if dir_mtime <= state_ctime:

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
+from mailslot.core.fsio import written_ns
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
@@ -72,7 +73,7 @@ class SideCopy:
     top: tuple[int, str, str] | None = None  # the newest entry: the last to arrive
     top_ctime: int = 0  # the newest entry's ctime (ns): when it arrived, which its writer can't set
     ctimes: dict[str, int] = field(default_factory=dict)  # entry name -> ctime (listed copies)
-    state_ctime: int = 0  # STATE.md's ctime (ns): when it was last written, which no one can set
+    state_ctime: int = 0  # when STATE.md was last written (ns: fsio.written_ns, not a chmod)
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
@@ -164,7 +165,7 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
                     entries.append((int(m[1]), m[2], name))
                     ctimes[name] = st.st_ctime_ns
                 elif name == STATE_NAME:
-                    copy.state_ctime = st.st_ctime_ns
+                    copy.state_ctime = written_ns(st)
     except (FileNotFoundError, NotADirectoryError):
         pass
     parts.sort()
@@ -212,7 +213,7 @@ def _trusted(
         if fname != STATE_NAME:
             top_ctime = st.st_ctime_ns
         else:
-            state_ctime = st.st_ctime_ns
+            state_ctime = written_ns(st)
     top = rec[5]
     return SideCopy(
         side,
