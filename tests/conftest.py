@@ -51,12 +51,17 @@ def run_cli() -> Iterator[object]:
 
 
 # A real process killed by SIGKILL inside its first large write(): it writes the first half of the
-# bytes, then the kernel kills it -- what a kill landing mid-write leaves on disk.
+# bytes, then the kernel kills it -- what a kill landing mid-write leaves on disk. Writes into an
+# append's intent sidecar (which carries a copy of the record) count only when asked.
 _KILL_IN_WRITE = """
 import os, signal, sys
 _write = os.write
+def _counts(fd):
+    if os.environ.get("KILL_IN_SIDECAR"):
+        return True
+    return not os.readlink(f"/proc/self/fd/{fd}").endswith(".intent")
 def _half_then_die(fd, data):
-    if len(data) >= int(os.environ["KILL_AT_WRITE_BYTES"]):
+    if len(data) >= int(os.environ["KILL_AT_WRITE_BYTES"]) and _counts(fd):
         _write(fd, bytes(data[: len(data) // 2]))
         os.kill(os.getpid(), signal.SIGKILL)
     return _write(fd, data)
@@ -73,14 +78,24 @@ main()
 def killed_in_write() -> Iterator[object]:
     """Run ``mailslot ARGS`` (or Python ``code`` with ARGS in ``sys.argv[1:]``) in a process that
     SIGKILLs itself in its first write of at least ``at_bytes`` bytes, after writing half of
-    them; asserts it died that way."""
+    them; asserts it died that way. Writes into an intent sidecar count only with
+    ``in_sidecar``."""
 
-    def run(*args: str, at_bytes: int, cwd: Path | None = None, code: str = _CLI) -> None:
+    def run(
+        *args: str,
+        at_bytes: int,
+        cwd: Path | None = None,
+        code: str = _CLI,
+        in_sidecar: bool = False,
+    ) -> None:
+        env = {**os.environ, "KILL_AT_WRITE_BYTES": str(at_bytes)}
+        if in_sidecar:
+            env["KILL_IN_SIDECAR"] = "1"
         proc = subprocess.run(
             [sys.executable, "-c", _KILL_IN_WRITE + code, *args],
             capture_output=True,
             text=True,
-            env={**os.environ, "KILL_AT_WRITE_BYTES": str(at_bytes)},
+            env=env,
             cwd=cwd,
             timeout=60,
         )

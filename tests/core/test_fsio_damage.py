@@ -8,13 +8,21 @@ or a huge sparse file named like a log is refused at once, never waited on or re
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
 from mailslot.core.errors import FormatError, LimitExceeded
-from mailslot.core.fsio import READ_FROM_MAX, locked_append, read_from, torn_of
+from mailslot.core.fsio import (
+    READ_FROM_MAX,
+    file_lock,
+    locked_append,
+    read_from,
+    settle_appends,
+    torn_of,
+)
 
 APPEND = """
 from pathlib import Path
@@ -33,25 +41,173 @@ def test_a_record_torn_by_a_kill_is_hidden_then_cut_out(tmp_path: Path, killed_i
     locked_append(log, "first\n")
     killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
     assert log.stat().st_size == len("first\n") + len(RECORD) // 2
-    assert read_from(log) == b"first\n"
-    assert read_from(log, 3) == b"st\n"
-    with log.open("a") as f:  # a shell's `>>`, no lock, no intent: completes the fragment's line
-        f.write("by hand\n")
-    assert read_from(log) == b"first\n"  # still nothing past the torn record's start
+    with file_lock(log, shared=True):  # another reader is in: nobody may repair meanwhile
+        assert read_from(log) == b"first\n"
+        assert read_from(log, 3) == b"st\n"
+        with log.open("a") as f:  # a shell's `>>`, no lock, no intent: glued to the fragment
+            f.write("by hand\n")
+        assert read_from(log) == b"first\n"  # still nothing past the torn record's start
 
-    assert locked_append(log, "second\n") == len("first\n")
-    assert log.read_text() == "first\nsecond\n"
+    assert locked_append(log, "second\n") == len("first\nby hand\n")
+    assert log.read_text() == "first\nby hand\nsecond\n"  # the hand line, whole again
     torn = torn_of(log)
     assert torn is not None and torn.path == tmp_path / "LOG.md.torn"
     kept = torn.path.read_text()
-    assert RECORD[:2500] + "by hand\n" in kept and torn.size == len(kept.encode())
+    assert RECORD[:2500] + "\n" in kept and torn.size == len(kept.encode())
+    assert "by hand" not in kept and kept.count(RECORD[:2500]) == 1
     assert _sidecars(tmp_path) == []
+
+
+# Hand-working agents append to LOG.md with a bare `>>` or under `flock`, as their procedure says.
+HAND_LINES = """
+set -e
+echo "2026-12-01T06:00:00Z — [Hand] w01: plain append" >> "$1"
+flock "$1" bash -c 'echo "2026-12-01T06:00:01Z — [Hand] w02: flock append" >> "$1"' _ "$1"
+printf '%s\n' "2026-12-01T06:00:02Z — [Hand] w03: third" >> "$1"
+"""
+HAND = [
+    "2026-12-01T06:00:00Z — [Hand] w01: plain append\n",
+    "2026-12-01T06:00:01Z — [Hand] w02: flock append\n",
+    "2026-12-01T06:00:02Z — [Hand] w03: third\n",
+]
+
+
+def _hand_append(log: Path) -> None:
+    subprocess.run(["bash", "-c", HAND_LINES, "_", str(log)], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("next_one", ["reader", "appender", "settle"])
+def test_lines_appended_by_hand_after_a_torn_record_are_kept_whole(
+    tmp_path: Path, killed_in_write, next_one: str
+) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    _hand_append(log)
+    if next_one == "reader":  # a reader that may write the file repairs it
+        assert read_from(log) == ("first\n" + "".join(HAND)).encode()
+    elif next_one == "appender":
+        locked_append(log, "next\n")
+    else:
+        settle_appends(log)
+    expected = "first\n" + "".join(HAND) + ("next\n" if next_one == "appender" else "")
+    assert log.read_text() == expected
+    torn = torn_of(log)
+    assert torn is not None
+    kept = torn.path.read_text()
+    assert kept.endswith(RECORD[:2500] + "\n") and kept.count(RECORD[:2500]) == 1
+    assert "[Hand]" not in kept
+    assert sorted(os.listdir(tmp_path)) == ["LOG.md", "LOG.md.torn"]  # no sidecar, no plan
+
+
+def test_a_kill_before_the_records_first_byte_keeps_what_follows(
+    tmp_path: Path, killed_in_write
+) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    die_before_record = """
+import signal
+_real_write = os.write
+def _die(fd, data):
+    if not os.readlink(f"/proc/self/fd/{fd}").endswith(".intent"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real_write(fd, data)
+os.write = _die
+"""
+    killed_in_write(str(log), RECORD, at_bytes=1 << 30, code=die_before_record + APPEND)
+    assert _sidecars(tmp_path) == [".LOG.md.intent"]
+    _hand_append(log)
+    locked_append(log, "next\n")
+    assert log.read_text() == "first\n" + "".join(HAND) + "next\n"
+    assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+# A repairer killed at each step of its repair; the next one finishes it.
+REPAIR = """
+import signal
+from pathlib import Path
+from mailslot.core import fsio
+point, log = sys.argv[2], sys.argv[1]
+def _die():
+    os.kill(os.getpid(), signal.SIGKILL)
+def wrap(name, before):
+    real = getattr(os, name)
+    def hooked(*a, **k):
+        arg = str(a[0])
+        if before(arg):
+            _die()
+        out = real(*a, **k)
+        if point == "after-" + name and ("intent" in arg or name != "unlink"):
+            _die()
+        return out
+    setattr(os, name, hooked)
+wrap("pwrite", lambda arg: point == "before-pwrite")
+wrap("ftruncate", lambda arg: False)
+wrap("unlink", lambda arg: False)
+wrap("replace", lambda arg: False)
+wrap("fsync", lambda arg: point == "before-fsync" and os.readlink(f"/proc/self/fd/{arg}") == log)
+fsio.settle_appends(Path(log))
+"""
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "after-replace",  # the plan is in place, nothing else done
+        "before-pwrite",  # the fragment is in .torn
+        "after-pwrite",  # the tail moved over the fragment, the file not yet cut back
+        "after-ftruncate",
+        "before-fsync",
+        "after-unlink",  # the intent is gone, the plan is not
+    ],
+)
+def test_a_repairer_killed_mid_repair_loses_and_doubles_nothing(
+    tmp_path: Path, killed_in_write, point: str
+) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    _hand_append(log)
+    killed_in_write(str(log), point, at_bytes=1 << 30, code=REPAIR)
+    with log.open("a") as f:  # and one more by hand before anyone repairs again
+        f.write("after the repairer died\n")
+    assert read_from(log).startswith(b"first\n")
+    locked_append(log, "next\n")
+    assert log.read_text() == ("first\n" + "".join(HAND) + "after the repairer died\n" + "next\n")
+    kept = Path(f"{log}.torn").read_text()
+    assert kept.count(RECORD[:2500]) == 1 and "[Hand]" not in kept
+    assert sorted(os.listdir(tmp_path)) == ["LOG.md", "LOG.md.torn"]
+
+
+def test_a_line_appended_by_hand_while_the_repair_runs_is_kept(
+    tmp_path: Path, killed_in_write
+) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    _hand_append(log)
+    hand_mid_repair = f"""
+from mailslot.core import fsio
+_pwrite = os.pwrite
+def _meanwhile(fd, data, offset):
+    os.pwrite = _pwrite
+    with open({str(log)!r}, "a") as f:  # a shell's `>>` landing while the tail moves
+        f.write("landed mid-repair\\n")
+    return _pwrite(fd, data, offset)
+os.pwrite = _meanwhile
+fsio.settle_appends(Path(sys.argv[1]))
+os.kill(os.getpid(), 9)
+"""
+    killed_in_write(str(log), at_bytes=1 << 30, code="from pathlib import Path\n" + hand_mid_repair)
+    assert log.read_text() == "first\n" + "".join(HAND) + "landed mid-repair\n"
+    assert Path(f"{log}.torn").read_text().count(RECORD[:2500]) == 1
+    assert sorted(os.listdir(tmp_path)) == ["LOG.md", "LOG.md.torn"]
 
 
 def test_a_kill_inside_the_intent_write_cuts_nothing(tmp_path: Path, killed_in_write) -> None:
     log = tmp_path / "LOG.md"
     locked_append(log, "first\n")
-    killed_in_write(str(log), "x" * 200 + "\n", at_bytes=60, code=APPEND)
+    killed_in_write(str(log), "x" * 200 + "\n", at_bytes=60, code=APPEND, in_sidecar=True)
     assert log.read_text() == "first\n"  # the kill came before any byte of the record
     assert locked_append(log, "second\n") == len("first\n")
     assert read_from(log) == b"first\nsecond\n"

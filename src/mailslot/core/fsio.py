@@ -438,30 +438,120 @@ def torn_of(path: Path) -> Torn | None:
 @dataclass(frozen=True)
 class _Intent:
     """What an appender is about to write into the file ``(dev, ino)``: ``length`` bytes at
-    ``start`` with CRC ``crc``."""
+    ``start`` with CRC ``crc``; ``record`` is a copy of those bytes when the sidecar carries one
+    (records up to ``INTENT_RECORD_MAX`` bytes), else ``None``."""
 
     dev: int
     ino: int
     start: int
     length: int
     crc: int
+    record: bytes | None = None
 
     def encode(self) -> bytes:
-        body = b"mailslot-intent %016x %016x %016x %016x %08x" % (
+        tag = b"mailslot-intent" if self.record is None else b"mailslot-intent2"
+        body = tag + b" %016x %016x %016x %016x %08x" % (
             self.dev,
             self.ino,
             self.start,
             self.length,
             self.crc,
         )
-        return body + b" %08x\n" % zlib.crc32(body)
+        return body + b" %08x\n" % zlib.crc32(body) + (self.record or b"")
 
 
+# Records up to this size travel in their sidecar, so a repair knows exactly which bytes are the
+# fragment and keeps whatever was appended after it; a bigger record's repair moves everything
+# from its start into ``.torn`` (it cannot tell the fragment from what followed it).
+INTENT_RECORD_MAX = 256 << 10
 _INTENT_SIZE = len(_Intent(0, 0, 0, 0, 0).encode())
 _INTENT_RE = re.compile(
-    rb"^(mailslot-intent ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{8}))"
-    rb" ([0-9a-f]{8})\n$"
+    rb"^(mailslot-intent(2?) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16})"
+    rb" ([0-9a-f]{8})) ([0-9a-f]{8})\n"
 )
+
+
+def _cut_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.repair")
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """A repair's plan (``.<name>.repair``): the file ``(dev, ino)`` becomes its bytes before
+    ``start``, then ``tail``; ``fragment`` -- the dead writer's bytes at ``start`` -- goes into
+    ``.torn`` under a header stamped ``stamp``. Put in place whole (a rename) before the file is
+    touched, so a repairer killed part-way leaves a plan the next one finishes."""
+
+    dev: int
+    ino: int
+    start: int
+    stamp: str
+    fragment: bytes
+    tail: bytes
+
+    def encode(self) -> bytes:
+        body = b"mailslot-repair %016x %016x %016x %016x %016x %s" % (
+            self.dev,
+            self.ino,
+            self.start,
+            len(self.fragment),
+            len(self.tail),
+            self.stamp.encode(),
+        )
+        crc = zlib.crc32(self.tail, zlib.crc32(self.fragment, zlib.crc32(body)))
+        return body + b" %08x\n" % crc + self.fragment + self.tail
+
+
+_CUT_RE = re.compile(
+    rb"^(mailslot-repair ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16})"
+    rb" ([0-9a-f]{16}) ([0-9]{1,20}\.[0-9]{3})) ([0-9a-f]{8})\n"
+)
+
+
+def _read_cut(plan: Path, file_st: os.stat_result) -> _Cut | bool | None:
+    """The repair plan in ``plan`` for the file whose status is ``file_st``; ``None`` when there
+    is none; ``False`` when it is not to be believed (as ``_read_intent``)."""
+    try:
+        fd = os.open(plan, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _could_write(st.st_uid, file_st):
+            return False
+        if st.st_size > 256 + INTENT_RECORD_MAX + READ_FROM_MAX:
+            return False
+        raw = _pread_all(fd, st.st_size, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    m = _CUT_RE.match(raw)
+    if m is None:
+        return False
+    dev, ino, start, k, n = (int(m[i], 16) for i in range(2, 7))
+    rest = raw[m.end() :]
+    crc = zlib.crc32(rest, zlib.crc32(m[1]))
+    if len(rest) != k + n or crc != int(m[8], 16) or k == 0:
+        return False
+    if (dev, ino) != (file_st.st_dev, file_st.st_ino):
+        return False
+    return _Cut(dev, ino, start, m[7].decode(), rest[:k], rest[k:])
+
+
+def _write_cut(path: Path, cut: _Cut, mode: int) -> None:
+    """Put the plan ``cut`` in place whole and durably (a fsync'd temp renamed over the old)."""
+    plan = _cut_path(path)
+    tmp = _write_temp(plan.parent, plan.name, cut.encode(), stat.S_IMODE(mode) & 0o666)
+    try:
+        os.replace(tmp, plan)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(plan.parent)
 
 
 def _could_write(uid: int, st: os.stat_result) -> bool:
@@ -494,18 +584,26 @@ def _read_intent(sidecar: Path, file_st: os.stat_result) -> _Intent | bool | Non
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not _could_write(st.st_uid, file_st):
             return False
-        raw = os.pread(fd, _INTENT_SIZE + 1, 0)
+        raw = os.pread(fd, _INTENT_SIZE + 1 + INTENT_RECORD_MAX + 1, 0)
     except OSError:
         return False
     finally:
         os.close(fd)
     m = _INTENT_RE.match(raw)
-    if m is None or zlib.crc32(m[1]) != int(m[7], 16):
+    if m is None or zlib.crc32(m[1]) != int(m[8], 16):
         return False
-    intent = _Intent(*(int(m[i], 16) for i in range(2, 7)))
-    if (intent.dev, intent.ino) != (file_st.st_dev, file_st.st_ino):
+    dev, ino, start, length, crc = (int(m[i], 16) for i in range(3, 8))
+    rest = raw[m.end() :]
+    record = None
+    if m[2]:  # the record travels with it: torn by a kill before its record's first byte
+        if len(rest) != length or zlib.crc32(rest) != crc:  # went out, if not whole
+            return False
+        record = rest
+    elif rest:
         return False
-    return intent
+    if (dev, ino) != (file_st.st_dev, file_st.st_ino):
+        return False
+    return _Intent(dev, ino, start, length, crc, record)
 
 
 def _record_whole(fd: int, intent: _Intent, size: int) -> bool:
@@ -537,18 +635,131 @@ def _visible_end(path: Path, fd: int, size: int) -> int:
 
 def _repair(path: Path, fd: int) -> None:
     """Under the exclusive lock: settle what a killed appender left (see the module docstring)."""
+    cut = _read_cut(_cut_path(path), os.fstat(fd))
+    if cut is False:  # not one of ours, or not for this file: it changes nothing
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_cut_path(path))
+        cut = None
     sidecar = _intent_path(path)
-    intent = _read_intent(sidecar, os.fstat(fd))
-    if intent is None:
-        return
-    if isinstance(intent, _Intent):
-        size = os.fstat(fd).st_size
-        if intent.start < size and not _record_whole(fd, intent, size):
-            _keep_fragment(path, fd, intent.start, size)
-            os.ftruncate(fd, intent.start)
-            os.fsync(fd)
+    if cut is None:
+        intent = _read_intent(sidecar, os.fstat(fd))
+        if intent is None:
+            return
+        if isinstance(intent, _Intent):
+            cut = _plan_cut(path, fd, intent)
+    if isinstance(cut, _Cut):
+        _finish_cut(path, fd, cut)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(sidecar)
+        os.unlink(sidecar)  # before the plan: a plan alone finds its cut made and ends
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_cut_path(path))
+
+
+def _pread_all(fd: int, length: int, offset: int) -> bytes:
+    chunks = []
+    while length > 0:
+        chunk = os.pread(fd, min(length, 1 << 20), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return b"".join(chunks)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _plan_cut(path: Path, fd: int, intent: _Intent) -> _Cut | None:
+    """What to cut for the dead writer's ``intent``: ``None`` when nothing is (its record is
+    whole, or none of it went out). Without a copy of the record (an old sidecar, or a record
+    over ``INTENT_RECORD_MAX``) everything from its start goes to ``.torn`` here and now."""
+    st = os.fstat(fd)
+    size = st.st_size
+    if intent.start >= size or _record_whole(fd, intent, size):
+        return None
+    record = intent.record
+    if record is not None:
+        fragment = record[: _common_prefix(_pread_all(fd, len(record), intent.start), record)]
+        if not fragment:
+            return None  # none of the record went out: what is there was written by others
+        tail_len = size - intent.start - len(fragment)
+        if tail_len <= READ_FROM_MAX:
+            tail = _pread_all(fd, tail_len, intent.start + len(fragment))
+            cut = _Cut(st.st_dev, st.st_ino, intent.start, f"{time.time():.3f}", fragment, tail)
+            _write_cut(path, cut, st.st_mode)
+            return cut
+    _keep_fragment(path, fd, intent.start, size)
+    os.ftruncate(fd, intent.start)
+    os.fsync(fd)
+    return None
+
+
+def _finish_cut(path: Path, fd: int, cut: _Cut) -> None:
+    """Carry out ``cut`` (also one a killed repairer began): the fragment into ``.torn`` once,
+    then the file cut back to the fragment's start followed by everything after the fragment --
+    including what was appended without a lock while this ran."""
+    _keep_once(path, cut)
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_APPEND)  # pwrite means its offset
+    try:
+        while True:
+            k = len(cut.fragment)
+            keep_end = cut.start + len(cut.tail)
+            end = keep_end + k
+            size = os.fstat(fd).st_size
+            # The bytes past ``keep_end`` are untouched until the cut: if they are gone, the cut
+            # was made (by a repairer killed before it could remove its plan).
+            if size < end or os.pread(fd, k, keep_end) != (cut.fragment + cut.tail)[-k:]:
+                break
+            if size > end:  # appended since the plan: kept as well, planned before moved
+                more = _pread_all(fd, size - end, end)
+                cut = _Cut(cut.dev, cut.ino, cut.start, cut.stamp, cut.fragment, cut.tail + more)
+                _write_cut(path, cut, os.fstat(fd).st_mode)
+                continue
+            pos = 0
+            while pos < len(cut.tail):
+                pos += os.pwrite(fd, cut.tail[pos : pos + (1 << 20)], cut.start + pos)
+            if os.fstat(fd).st_size != end:
+                continue  # someone appended while the tail moved: fold it in first
+            os.ftruncate(fd, keep_end)
+            break
+        os.fsync(fd)
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+
+
+def _keep_once(path: Path, cut: _Cut) -> None:
+    """Append the fragment's entry to ``<name>.torn`` durably, unless it already ends with it."""
+    k = len(cut.fragment)
+    header = (
+        f"--- torn append: bytes {cut.start}..{cut.start + k} of {path.name}, cut at {cut.stamp}\n"
+    )
+    entry = header.encode() + cut.fragment + b"\n"
+    out = os.open(
+        _torn_path(path),
+        os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        0o666,
+    )
+    try:
+        size = os.fstat(out).st_size
+        if size >= len(entry) and os.pread(out, len(entry), size - len(entry)) == entry:
+            return
+        write_all(out, entry)
+        os.fsync(out)
+    finally:
+        os.close(out)
 
 
 def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
@@ -641,7 +852,8 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
         st = os.fstat(fd)
         start = st.st_size
         sidecar = _intent_path(path)
-        intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw))
+        copy = raw if len(raw) <= INTENT_RECORD_MAX else None
+        intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
         _write_intent(sidecar, intent, st.st_mode)
         try:
             write_all(fd, raw)
@@ -661,6 +873,34 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
         os.close(fd)
 
 
+def _repair_aside(path: Path, fd: int) -> bool:
+    """For a reader holding the shared lock on ``fd`` that found a dead writer's fragment:
+    repair it now if this process may write the file and nobody else holds the lock (so a file
+    that only hand writers append to is not stuck behind it). Returns holding the shared lock
+    again; ``True`` if it repaired."""
+    try:
+        wfd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        mine, theirs = os.fstat(fd), os.fstat(wfd)
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(wfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a writer is in: it repairs first
+        try:
+            _repair(path, wfd)
+        except OSError:
+            return False  # a full disk: the fragment stays hidden until an appender repairs
+        return True
+    finally:
+        os.close(wfd)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+
+
 def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> bytes:
     """The bytes of ``path`` from ``offset`` on, read under the shared lock.
 
@@ -676,7 +916,10 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_SH)
-        end = _visible_end(real, fd, os.fstat(fd).st_size)
+        size = os.fstat(fd).st_size
+        end = _visible_end(real, fd, size)
+        if end < size and _repair_aside(real, fd):
+            end = _visible_end(real, fd, os.fstat(fd).st_size)
         if end - offset > limit:
             raise LimitExceeded(f"{path} from byte {offset}", limit, end - offset, "bytes")
         chunks = []
