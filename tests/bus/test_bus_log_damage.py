@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,32 @@ def test_a_line_torn_by_a_kill_is_never_read_as_a_line(
     # the killed agent's next line is its first: the torn one never counted as a waking
     r = run_cli("--root", str(root), "--as", "lantern", "log", "append", "short one")
     assert r.returncode == 0 and "[Lantern] w01: short one" in r.stdout, r.stderr
+
+
+# Agents working by hand append to LOG.md as their procedure says: a bare `>>`, or under flock.
+HAND_LOG = r"""
+set -e
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) — [Kiran] w01: plain append after the crash" >> LOG.md
+flock LOG.md bash -c 'echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) — [Kiran] w02: flock append" >> LOG.md'
+"""
+
+
+@pytest.mark.parametrize("next_one", ["tail", "append"])
+def test_lines_appended_by_hand_after_a_torn_line_are_kept(
+    root: Path, killed_in_write, run_cli, next_one: str
+) -> None:
+    killed_in_write("--root", str(root), "--as", "lantern", "log", "append", LONG, at_bytes=512)
+    subprocess.run(["bash", "-c", HAND_LOG], cwd=root, check=True, timeout=60)
+    hand = [("kiran", "plain append after the crash"), ("kiran", "flock append")]
+    if next_one == "tail":  # `log tail` repairs: LOG.md is not stuck behind the fragment
+        assert _tail(run_cli, root) == hand
+    r = run_cli("--root", str(root), "--as", "beacon", "log", "append", "merged the OG card")
+    assert r.returncode == 0, r.stderr
+    assert _tail(run_cli, root) == [*hand, ("beacon", "merged the OG card")]
+    text = (root / "LOG.md").read_text()
+    assert text.count("plain append after the crash") == 1 and text.count("flock append") == 1
+    torn = (root / "LOG.md.torn").read_text()
+    assert "[Lantern] w01: delivered the long report" in torn and "[Kiran]" not in torn
 
 
 @pytest.mark.parametrize(

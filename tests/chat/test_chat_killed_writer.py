@@ -102,3 +102,31 @@ def test_a_bash_agent_that_was_waiting_on_the_dead_writers_lock_keeps_its_messag
     assert bodies[-2:] == [said, "after the crash"] and bodies.count(said) == 1
     torn = Path(f"{chat_file}.torn").read_text()
     assert BIG[:1000] in torn and said not in torn  # only the fragment is kept aside
+
+
+@pytest.mark.parametrize("next_one", ["read", "say"])
+def test_messages_bash_agents_append_after_a_torn_block_are_kept(
+    chat_file: Path, killed_in_write, run_cli, tmp_path: Path, next_one: str
+) -> None:
+    bash = shutil.which("bash")
+    if not bash:
+        pytest.skip("bash not installed")
+    chat.join(chat_file, "bob")
+    killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
+    os.rmdir(f"{chat_file}.lock")  # the dead writer's seed lock, removed by hand
+    script = tmp_path / "seed-say.sh"
+    script.write_text(SEED_SAY)
+    for _ in range(2):  # two hand-run agents follow the procedure before any mailslot writer
+        subprocess.run([bash, str(script), str(chat_file)], check=True, timeout=60)
+
+    said = "Hand-run agent, waiting on the lock."
+    if next_one == "say":
+        r = run_cli("chat", "say", str(chat_file), "after the crash", "--as", "bob")
+        assert r.returncode == 0, r.stderr
+    got = json.loads(run_cli("chat", "read", str(chat_file), "--json").stdout)["messages"]
+    bodies = [(m["from"], m["body"]) for m in got][2:]
+    expected = [("Kiran-48291", said)] * 2
+    assert bodies == expected + ([("bob", "after the crash")] if next_one == "say" else [])
+    torn = Path(f"{chat_file}.torn").read_text()
+    assert BIG[:1000] in torn and said not in torn and torn.count("--- torn append") == 1
+    assert [n for n in os.listdir(chat_file.parent) if n.endswith((".intent", ".repair"))] == []

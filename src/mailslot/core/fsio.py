@@ -16,25 +16,39 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   to where it was if the write or the fsync fails, so a failed append leaves nothing. Readers take
   the shared lock.
 * A writer killed inside its append never leaves a record a reader takes as whole. Before the
-  bytes go out it records its intent -- start offset, length, CRC of the record -- in a small
-  dot-named sidecar beside the file (``.<name>.intent``: one fixed-size line with its own CRC, so
-  a sidecar torn by the same kill is recognisably invalid and cuts nothing), and removes it once
-  the record is written (and fsync'd, when asked). The writer holds the exclusive ``flock`` for the
-  sidecar's whole life, so anyone who holds the lock and still finds a valid sidecar knows its
-  writer is gone -- no pids involved. A reader (shared lock) then delivers nothing at or past the
-  intent's start unless the record there is whole (its CRC matches); the next appender (exclusive
-  lock) repairs: it moves the fragment, and anything written after it without the lock, into
-  ``<name>.torn`` and cuts the file back to the intent's start. ``torn_of`` reports that file.
-  A sidecar is believed only if it names the file's own device and inode (a file replaced by a
-  rename, or a sidecar carried along by a copy, is not the file it spoke of) and its owner could
-  have written the file itself: in a shared directory anyone may create a dot-file, so a
-  sidecar planted by a user without write access must never cut a committed record. Every
-  spelling of the file (a symlink to it) resolves to its real name, so all find one sidecar.
-  The sidecar takes the file's permission bits, so everyone who may read the file may read it.
+  bytes go out it records its intent -- start offset, length, CRC of the record, and (up to
+  ``INTENT_RECORD_MAX`` bytes) a copy of the record -- in a small dot-named sidecar beside the
+  file (``.<name>.intent``: a fixed-size line with its own CRC, so a sidecar torn by the same kill
+  is recognisably invalid and cuts nothing), and removes it once the record is written (and
+  fsync'd, when asked). The writer holds the exclusive ``flock`` for the sidecar's whole life, so
+  anyone who holds the lock and still finds a valid sidecar knows its writer is gone -- no pids
+  involved. A reader (shared lock) then delivers nothing at or past the intent's start unless the
+  record there is whole (its CRC matches); the next appender (exclusive lock) repairs, and so
+  does a reader that may write the file when nobody else holds the lock.
+* A repair moves only the fragment into ``<name>.torn`` and keeps everything appended after it
+  without the lock (hand writers' ``>>``), in order and in place: the fragment is the longest
+  prefix of the intended record found at its start, so a hand line glued to its partial last
+  line is whole again. Before touching the file the repairer puts a plan in place
+  (``.<name>.repair``: fragment and kept bytes, renamed in whole), so a repairer killed part-way
+  leaves work the next one finishes, never losing or doubling the kept bytes or the ``.torn``
+  entry; bytes appended while it runs are folded into the plan before the file is cut back.
+  Without a copy of the record (a sidecar written before copies, or a record over the cap) the
+  repair cannot tell the fragment from what followed it and moves both into ``.torn``.
+  ``torn_of`` reports that file.
+  A sidecar (or plan) is believed only if it names the file's own device and inode (a file
+  replaced by a rename, or a sidecar carried along by a copy, is not the file it spoke of) and
+  its owner could have written the file itself: in a shared directory anyone may create a
+  dot-file, so a sidecar planted by a user without write access must never cut a committed
+  record. Every spelling of the file (a symlink to it) resolves to its real name, so all find
+  one sidecar. The sidecar takes the file's permission bits, so everyone who may read the file
+  may read it.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
-  records no intent, so its own torn write stays undetectable; and the sidecar is not fsync'd
+  records no intent, so its own torn write stays undetectable; the sidecar is not fsync'd
   (that would double the fsyncs of every append), so it guards against a killed process, not
-  against a power cut in the middle of an append.
+  against a power cut in the middle of an append; an unlocked ``>>`` landing in the few
+  microseconds between the repair's last size check and its cut-back is lost (no system call
+  cuts a file only if it has not grown); and a repairer killed after its cut-back, followed by
+  hand bytes repeating exactly the last bytes it cut, loses those repeated bytes.
 * Files someone else may have named are read bounded: ``read_regular`` and ``read_from`` refuse a
   FIFO, a device or a directory without blocking, and refuse (never truncate) more than their
   byte limit.
