@@ -29,9 +29,9 @@ Invariants and why:
 * A writer killed inside its append leaves nothing a reader takes as a message: ``read_from``
   stops before its fragment and the next ``say`` (or a reader who may write the file) moves the
   fragment, and only it, into ``<file>.torn``, which ``status`` reports; blocks bash writers
-  appended after it stay in the chat. A writer that finds the ``mkdir`` lock held settles first, so a dead
-  writer's fragment is out before anyone removes its stale lock and a waiting bash writer
-  appends. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
+  appended after it stay in the chat. A writer that finds the ``mkdir`` lock held settles
+  first, so a dead writer's fragment is out before anyone removes its stale lock and a waiting
+  bash writer appends. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
   intent, so its own torn write is not detected. Every read is bounded (``read_from``): a FIFO or
   a huge file named like a chat is refused, never waited on or read whole.
 """
