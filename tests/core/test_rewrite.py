@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -68,6 +69,29 @@ def test_write_into_the_replaced_file_is_recovered(tmp_path: Path, monkeypatch) 
     rewrite(path, edit, lock=tmp_path / "lock")
     late[0].join()
     assert path.read_text() == "- [x] a\n- [ ] b\n- [ ] late\n"
+
+
+# A hand writer (a shell's `>>`) that opened the file and was descheduled before writing.
+STALLED_HAND = r"""
+exec 3>>"$1"
+exec 4<"$1"  # and something reading it, like `tail -f`, which never writes
+echo open
+sleep 1.5
+echo "- [ ] late by hand" >&3
+"""
+
+
+def test_a_hand_writer_stalled_between_open_and_write_loses_nothing(tmp_path: Path) -> None:
+    """The swap waits for writers still holding the replaced file, however briefly they stall."""
+    path = tmp_path / "tasks.md"
+    path.write_text("- [ ] a\n- [ ] b\n")
+    hand = subprocess.Popen(
+        ["bash", "-c", STALLED_HAND, "_", str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert hand.stdout is not None and hand.stdout.readline() == "open\n"
+    rewrite(path, tick_a, lock=tmp_path / "lock")
+    assert hand.wait(timeout=60) == 0
+    assert path.read_text() == "- [x] a\n- [ ] b\n- [ ] late by hand\n"
 
 
 def test_no_change_writes_nothing(tmp_path: Path) -> None:

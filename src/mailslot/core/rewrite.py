@@ -8,16 +8,20 @@ hand editors take no lock. ``rewrite`` is a compare-and-swap against them:
   lines were only appended meanwhile (``echo ... >> file``), they are carried over into the new
   file; any other change starts the edit over on the new content.
 * A writer that opened the old file just before the rename writes into the file we replaced.
-  So after the rename we keep the old file open, wait until nobody else has it open (a Linux
-  write lease succeeds only then; elsewhere, a grace period), read it once more, and if it grew
-  or changed, redo the edit on its bytes plus whatever was appended to the new file since.
+  So after the rename we keep the old file open, wait until nobody else has it open for writing
+  (a Linux read lease is granted only then; elsewhere, a grace period), read it once more, and if
+  it grew or changed, redo the edit on its bytes plus whatever was appended to the new file
+  since. Readers are not waited for; a writer is, up to ``SETTLE_MAX``: one descheduled between
+  its ``open`` and its ``write`` on a loaded machine can stall for a second.
 * Callers serialise among themselves with ``lock``; the edit must be a pure function of the
   bytes (it may run several times).
 * A fragment left by a ``locked_append`` killed mid-write is cut out first (``settle_appends``),
   so the rewrite never turns half a record into a line.
 
 What remains: a writer that opens the old file and stalls longer than ``SETTLE_MAX`` before
-writing, or an editor that saves a stale buffer later. Nothing can see those.
+writing; one whose ``open`` had looked the name up just before the rename but counts as an
+opener only after the wait looked (microseconds); or an editor that saves a stale buffer later.
+Nothing can see those.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ Edit = Callable[[bytes], bytes]
 REWRITE_ATTEMPTS = 20
 # Appends carried over in one swap before starting over: people append a few lines, not a stream.
 CATCH_UP_ROUNDS = 50
-# How long to wait for writers still holding the replaced file: an append takes microseconds,
-# a descheduled one on a loaded machine tens of milliseconds; a reader like `tail -f` forever.
-SETTLE_MAX = 0.5
+# How long to wait for writers still holding the replaced file open: an append takes
+# microseconds, but a writer descheduled between its open and its write on a loaded machine may
+# stall for a second or more. Readers (`tail -f` keeps the file open forever) are not waited for.
+SETTLE_MAX = 10.0
 # Without leases (not Linux, NFS, a file someone else owns): a fixed wait covers most stalls.
 SETTLE_GRACE = 0.02
 
@@ -60,7 +65,9 @@ def _read_fd(fd: int) -> bytes:
 
 
 def _settle(fd: int) -> None:
-    """Return once no other process holds the file behind ``fd`` open, or ``SETTLE_MAX`` passed."""
+    """Return once no other process holds the file behind ``fd`` open for writing, or
+    ``SETTLE_MAX`` passed. ``fd`` is read-only: a read lease is granted exactly when nobody has
+    the file open for writing, whoever reads it."""
     setlease = getattr(fcntl, "F_SETLEASE", None)
     if setlease is None:
         time.sleep(SETTLE_GRACE)
@@ -68,13 +75,13 @@ def _settle(fd: int) -> None:
     deadline = time.monotonic() + SETTLE_MAX
     while True:
         try:
-            fcntl.fcntl(fd, setlease, fcntl.F_WRLCK)
+            fcntl.fcntl(fd, setlease, fcntl.F_RDLCK)
         except OSError as e:
             if e.errno not in (errno.EAGAIN, errno.EBUSY):
                 time.sleep(SETTLE_GRACE)  # leases unsupported here
                 return
             if time.monotonic() >= deadline:
-                return  # someone keeps it open (a reader, most likely): use what is there
+                return  # a writer keeps it open (`exec 3>>file`): use what is there
             time.sleep(0.001)
             continue
         fcntl.fcntl(fd, setlease, fcntl.F_UNLCK)
