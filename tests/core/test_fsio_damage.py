@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
 
 from mailslot.core.errors import FormatError, LimitExceeded
 from mailslot.core.fsio import (
+    INTENT_RECORD_MAX,
     READ_FROM_MAX,
     file_lock,
     locked_append,
@@ -412,3 +414,49 @@ def test_whoever_may_read_the_file_may_read_its_sidecar(tmp_path: Path, killed_i
     os.waitpid(pid, 0)
     with os.fdopen(r, "rb") as got:
         assert got.read() == b"first\n"  # not the torn record's half
+
+
+def test_a_record_too_big_to_copy_is_cut_out_with_what_followed(
+    tmp_path: Path, killed_in_write
+) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    big = "b" * INTENT_RECORD_MAX + "\n"  # its sidecar carries no copy of it
+    code = APPEND.replace("sys.argv[2]", f"'b' * {INTENT_RECORD_MAX} + '\\n'")  # argv: too long
+    killed_in_write(str(log), at_bytes=4096, code=code)
+    _hand_append(log)
+    assert read_from(log) == b"first\n"  # nobody can tell the fragment from what followed it
+    locked_append(log, "next\n")
+    assert log.read_text() == "first\nnext\n"
+    kept = Path(f"{log}.torn").read_text()
+    assert big[: len(big) // 2] + "".join(HAND) in kept  # moved aside whole, never dropped
+
+
+@pytest.mark.parametrize("kind", ["garbage", "other file", "symlink"])
+def test_a_planted_repair_plan_changes_nothing(tmp_path: Path, kind: str) -> None:
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    locked_append(log, "second\n")
+    plan = tmp_path / ".LOG.md.repair"
+    if kind == "garbage":
+        plan.write_bytes(b"mailslot-repair 0 0 0\n" + b"x" * 100)
+    elif kind == "symlink":
+        plan.symlink_to(log)
+    else:  # a well-formed plan for another file (a copy carried along, a replaced file)
+        other = tmp_path / "other.md"
+        other.write_text("zzzz\n")
+        st = other.stat()
+        body = b"mailslot-repair %016x %016x %016x %016x %016x 1.000" % (
+            st.st_dev,
+            st.st_ino,
+            0,
+            1,
+            3,
+        )
+        crc = zlib.crc32(b"abcd", zlib.crc32(body))
+        plan.write_bytes(body + b" %08x\n" % crc + b"abcd")
+    locked_append(log, "third\n")
+    assert log.read_text() == "first\nsecond\nthird\n" and torn_of(log) is None
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["LOG.md", *(["other.md"] * (kind == "other file"))]
+    )
