@@ -353,6 +353,17 @@ class InboxRead:
         return self.numbers[offset]
 
 
+def _check_decodes(raw: bytes) -> None:
+    """``FormatError`` naming the first byte of ``raw`` that is not UTF-8."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(
+            f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte {e.start} of the line)",
+            field="line",
+        ) from None
+
+
 def read_inbox(data: bytes, *, file: str = "", base: int = 0, first_line: int = 1) -> InboxRead:
     """Parse the complete lines of ``data`` (bytes of ``file`` from offset ``base``, whose first
     line is ``first_line``): turn lines, and an ``Unreadable`` for each other non-blank line, of
@@ -372,6 +383,7 @@ def read_inbox(data: bytes, *, file: str = "", base: int = 0, first_line: int = 
         try:
             if len(raw) > LINE_MAX_BYTES:  # refused unparsed: parsing cost grows with the line
                 raise FormatError(f"a turn line is at most {LINE_MAX_BYTES} bytes", field="line")
+            _check_decodes(raw)  # a replacement character would pass a mangled turn as whole
             out.lines.append(parse_line(text, offset=pos))
             out.numbers[pos] = number
         except FormatError as e:
