@@ -72,6 +72,7 @@ from mailslot.relay.lines import (
 
 __all__ = [
     "MANAGER_SAY_MAX_WORDS",
+    "NOTES_MAX_BYTES",
     "Conversation",
     "Delivery",
     "Relay",
@@ -98,6 +99,9 @@ SAY_MAX_CHARS = 1000
 INBOX_MAX_BYTES = 4 * 1024 * 1024
 # Notes are diagnostics, not documents.
 NOTE_MAX_BYTES = 16 * 1024
+# A notes file (seen lines, acks, notes) is read whole by ``stats``, so bounded: no write makes
+# one grow past what a reader reads.
+NOTES_MAX_BYTES = 16 * 1024 * 1024
 # A default held wait longer than the seed's worst observed turn (16.7 s) with room to think.
 DEFAULT_WAIT_SECONDS = 120.0
 CONFIG = Path(".mailslot") / "relay.json"
@@ -439,9 +443,16 @@ def _key(relay: Relay, name: str) -> str:
 
 
 def _note_line(relay: Relay, name: str, line: str) -> None:
+    """Append ``line`` to ``name``'s notes under relay.lock; ``LimitExceeded`` (nothing written)
+    when the file would grow past ``NOTES_MAX_BYTES``."""
     notes = relay.notes(name)
     notes.parent.mkdir(parents=True, exist_ok=True)
-    locked_append(notes, line + "\n")
+    with file_lock(relay.lock):
+        with contextlib.suppress(FileNotFoundError):
+            if (after := notes.stat().st_size + len(line.encode()) + 1) > NOTES_MAX_BYTES:
+                where = notes.relative_to(relay.root)
+                raise LimitExceeded(f"{where} after this line", NOTES_MAX_BYTES, after, "bytes")
+        locked_append(notes, line + "\n")
 
 
 Report = Callable[[Unreadable], None]

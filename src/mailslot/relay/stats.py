@@ -14,13 +14,13 @@ from typing import Any
 from mailslot.core.errors import NotFound
 from mailslot.core.fsio import read_from
 from mailslot.relay.lines import TurnLine, parse_inbox
-from mailslot.relay.mailbox import open_relay, scan
+from mailslot.relay.mailbox import NOTES_MAX_BYTES, open_relay, scan
 
 __all__ = ["STAGES", "Stats", "stats"]
 
 # The notes files are each side's own diagnostics (seen lines and notes of up to 16 KiB each);
-# stats reads them whole, so a bounded read.
-NOTES_READ_MAX_BYTES = 16 * 1024 * 1024
+# stats reads them whole, so a bounded read: the bound every notes write keeps.
+NOTES_READ_MAX_BYTES = NOTES_MAX_BYTES
 
 STAGES = (
     ("transport", "File transport (ask written -> replier woke)"),

@@ -1,0 +1,62 @@
+"""A notes file never grows past what ``stats`` reads: a write that would is refused whole (exit
+1, naming the limit), before anything is written, like the inbox's own bound."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mailslot import relay
+from mailslot.cli import cli
+from mailslot.core.errors import LimitExceeded
+from mailslot.relay.stats import NOTES_READ_MAX_BYTES as NOTES_MAX_BYTES
+from mailslot.relay.stats import stats
+
+
+@pytest.fixture
+def mb(tmp_path: Path) -> Path:
+    root = tmp_path / "mb"
+    relay.init(root, "w1", "manager")
+    return root
+
+
+def _fill(notes: Path, room: int) -> None:
+    """Make ``notes`` a file with ``room`` bytes left under the bound (one long unreadable line)."""
+    with notes.open("wb") as f:
+        f.truncate(NOTES_MAX_BYTES - room - 1)
+        f.seek(0, os.SEEK_END)
+        f.write(b"\n")
+    assert os.path.getsize(notes) == NOTES_MAX_BYTES - room
+
+
+def test_a_note_that_would_pass_the_read_bound_is_refused_whole(mb: Path) -> None:
+    notes = mb / "state" / "manager-notes.md"
+    _fill(notes, 100)
+    before = notes.read_bytes()
+    with pytest.raises(LimitExceeded, match=r"manager-notes\.md after this line") as e:
+        relay.note(mb, "manager", "x" * 200)
+    assert "16 MiB" in e.value.message or str(NOTES_MAX_BYTES) in e.value.message
+    assert notes.read_bytes() == before
+    relay.note(mb, "manager", "fits")  # a shorter one still fits
+    assert os.path.getsize(notes) <= NOTES_MAX_BYTES
+    stats(mb)  # and the file is still one stats reads
+
+
+def test_the_cli_refuses_it_with_exit_1(mb: Path) -> None:
+    _fill(mb / "state" / "w1-notes.md", 10)
+    r = CliRunner().invoke(cli, ["--root", str(mb), "--as", "w1", "relay", "note", "y" * 50])
+    assert r.exit_code == 1, (r.output, r.exception)
+    assert r.stderr.startswith("mailslot: error:") and "w1-notes.md" in r.stderr
+
+
+def test_serve_refuses_its_seen_line_rather_than_overfill(mb: Path) -> None:
+    notes = mb / "state" / "manager-notes.md"
+    _fill(notes, 10)
+    before = notes.read_bytes()
+    relay.ask(mb, "w1", "when?", wait=False)
+    with pytest.raises(LimitExceeded):
+        relay.serve(mb, "manager", timeout=1)
+    assert notes.read_bytes() == before
