@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ __all__ = [
     "Delivery",
     "Relay",
     "RelayStopped",
+    "Scanner",
     "ask",
     "init",
     "note",
@@ -278,49 +280,148 @@ def _read(path: Path, offset: int = 0) -> bytes:
         return b""
 
 
-def scan(relay: Relay) -> Conversation:
-    """Parse both inboxes into a ``Conversation`` (only lines by the side allowed to write)."""
-    conv = Conversation()
-    for reader in (relay.worker, relay.manager):
+@dataclass
+class _InboxScan:
+    """One inbox parsed through byte ``offset`` (complete lines only) of the file ``inode``."""
+
+    inode: int | None = None
+    offset: int = 0
+    lines: int = 0
+    turns: dict[str, TurnLine] = field(default_factory=dict)
+    numbers: dict[int, int] = field(default_factory=dict)  # a turn's offset -> its line number
+    acks: dict[str, TurnLine] = field(default_factory=dict)
+    stopped: TurnLine | None = None
+    unreadable: deque[Unreadable] = field(default_factory=lambda: deque(maxlen=UNREADABLE_KEPT))
+    count: int = 0
+
+
+class Scanner:
+    """``scan`` kept across calls, for a loop that scans on every wake (``serve``, a held wait).
+
+    Each call parses only the complete lines appended since the last one: lines are appended,
+    never edited, so what was parsed stays true. An inbox that shrank or was replaced (another
+    inode) is parsed again from byte 0. The result is the ``Conversation`` a fresh ``scan`` gives.
+    """
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self._inboxes: dict[str, _InboxScan] = {}
+
+    def through(self, reader: str) -> int:
+        """How many bytes of ``reader``'s inbox are parsed (the end of its last complete line)."""
+        part = self._inboxes.get(reader)
+        return part.offset if part is not None else 0
+
+    def __call__(self) -> Conversation:
+        conv = Conversation()
+        for reader in (self.relay.worker, self.relay.manager):
+            part = self._update(reader)
+            # The two inboxes take disjoint kinds of turn (R, Q vs C, A): no id is in both.
+            conv.turns.update(part.turns)
+            for rid, ack in part.acks.items():
+                conv.acks.setdefault(rid, ack)
+            if conv.stopped is None:
+                conv.stopped = part.stopped
+            conv.unreadable += part.unreadable
+            conv.unreadable_counts[self.relay.inbox(reader).name] = part.count
+        return conv
+
+    def _update(self, reader: str) -> _InboxScan:
+        path = self.relay.inbox(reader)
+        while True:
+            inode = _inode(path)
+            part = self._inboxes.get(reader)
+            if part is None or part.inode != inode or _size(path) < part.offset:
+                part = self._inboxes[reader] = _InboxScan(inode)
+            data = _read_more(path, part.offset)
+            if _inode(path) == inode:  # else replaced while read: parse the new one from 0
+                break
+            self._inboxes.pop(reader, None)
+        end = data.rfind(b"\n") + 1  # a last piece with no newline is still being written
+        if end:
+            self._parse(reader, part, data[:end])
+            part.offset += end
+            part.lines += data.count(b"\n", 0, end)
+        return part
+
+    def _parse(self, reader: str, part: _InboxScan, data: bytes) -> None:
+        relay = self.relay
         writer = relay.other(reader)
         name = relay.inbox(reader).name
-        found = read_inbox(_read(relay.inbox(reader)), file=name)
+        found = read_inbox(data, file=name, base=part.offset, first_line=part.lines + 1)
         bad = list(found.unreadable)
-        count = found.unreadable_count
+        part.count += found.unreadable_count
         allowed = _ALLOWED[relay.role(reader)]
         for line in found.lines:
             why = None
             key = line.prefix if line.kind == "turn" else line.kind
+            number = found.line_number(line.offset)
             if line.author != writer:
                 why = f"signed ({line.author}), but only {writer} writes {name}"
             elif key not in allowed:
                 why = f"{key} lines do not belong in {name}"
-            elif line.kind == "turn" and (first := conv.turns.get(line.id)) is not None:
+            elif line.kind == "turn" and (first := part.turns.get(line.id)) is not None:
                 # C2, C02 and C002 are one id: a second line with it is a turn nobody answers.
                 why = (
                     f"{line.label or line.id} repeats turn {line.id} of line "
-                    f"{found.line_number(first.offset)}; an id is used once"
+                    f"{part.numbers[first.offset]}; an id is used once"
                 )
             if why is not None:
-                count += 1
+                part.count += 1
                 bad.append(
                     Unreadable(
                         name,
-                        found.line_number(line.offset),
+                        number,
                         line.offset,
                         why,
                         f"({line.author}) {line.kind} {line.label or line.id}",
                     )
                 )
             elif line.kind == "turn":
-                conv.turns[line.id] = line
+                part.turns[line.id] = line
+                part.numbers[line.offset] = number
             elif line.kind == "ack":
-                conv.acks.setdefault(line.id, line)
-            elif line.kind == "stop" and conv.stopped is None:
-                conv.stopped = line
-        conv.unreadable += sorted(bad, key=lambda u: u.offset)[-UNREADABLE_KEPT:]
-        conv.unreadable_counts[name] = count
-    return conv
+                part.acks.setdefault(line.id, line)
+            elif line.kind == "stop" and part.stopped is None:
+                part.stopped = line
+        part.unreadable.extend(sorted(bad, key=lambda u: u.offset))
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_more(path: Path, offset: int) -> bytes:
+    """The inbox from ``offset``; ``LimitExceeded`` as ``_read`` gives it when the whole file is
+    over ``INBOX_MAX_BYTES``, whatever part of it was read before."""
+    try:
+        return _read(path, offset) if offset == 0 else _read_bounded(path, offset)
+    except LimitExceeded:
+        if offset:
+            _read(path)  # the refusal a fresh scan gives (names the file from byte 0)
+        raise
+
+
+def _read_bounded(path: Path, offset: int) -> bytes:
+    try:
+        return read_from(path, offset, limit=max(INBOX_MAX_BYTES - offset, 0))
+    except NotFound:
+        return b""
+
+
+def scan(relay: Relay) -> Conversation:
+    """Parse both inboxes into a ``Conversation`` (only lines by the side allowed to write)."""
+    return Scanner(relay)()
 
 
 def _refuse_if_stopped(conv: Conversation) -> None:
@@ -531,8 +632,9 @@ def _await(
     offset = int(pending["offset"])
     deadline = None if timeout is None else time.monotonic() + timeout
     report = _Reporter(relay, name, on_unreadable, state)
+    scanner = Scanner(relay)
     while True:
-        conv = scan(relay)
+        conv = scanner()
         report(conv)
         lines, _ = parse_inbox(_read(inbox, offset), offset)
         found = next(
@@ -769,9 +871,10 @@ def serve(
     key = _key(relay, name) + "\0served"
     deadline = None if timeout is None else time.monotonic() + timeout
     report = _Reporter(relay, name, on_unreadable, state)
+    scanner = Scanner(relay)  # each wake parses only the lines appended since the last
     with Watch([relay.inbox(name), relay.inbox(relay.other(name))]) as watch:
         while True:
-            conv = scan(relay)
+            conv = scanner()
             report(conv)
             if conv.stopped is not None:
                 s = conv.stopped
