@@ -1,5 +1,6 @@
 """The charter in the words people write it: `| Path | Sole writer |`, `owner`, `path → writer`
-lines, rows that start with the bus folder's own name; whatever cannot be read fails closed."""
+lines, tables without edge pipes (`Path | Writer`), rows that start with the bus folder's own
+name; whatever cannot be read fails closed."""
 
 from __future__ import annotations
 
@@ -52,6 +53,17 @@ OWNER_TABLE = """\
 """
 
 
+# GitHub-flavoured markdown: the pipes at a table's edges are optional.
+PIPELESS_TABLE = """\
+Path | Writer
+--- | ---
+shared/TASKS.md | beacon
+shared/tasks-lantern.md | beacon
+shared/outbox/taken/ | beacon
+shared/docs/ | lantern
+"""
+
+
 # A readable table: what follows it must not be dropped in silence for its sake.
 TAKEN_TABLE = "| path | writer |\n|---|---|\n| outbox/taken/ | beacon |\n"
 
@@ -60,7 +72,7 @@ def check(run_cli, root: Path, agent: str, *paths: str):
     return run_cli("owners", "check", "--as", agent, *paths, env={"MAILSLOT_ROOT": str(root)})
 
 
-@pytest.mark.parametrize("charter", [SOLE_WRITER_TABLE, ARROW_LINES, OWNER_TABLE])
+@pytest.mark.parametrize("charter", [SOLE_WRITER_TABLE, ARROW_LINES, OWNER_TABLE, PIPELESS_TABLE])
 def test_the_charter_in_its_own_words_is_enforced(root: Path, run_cli, charter: str) -> None:
     assert root.name == "shared"
     (root / "DIVISION-OF-WORK.md").write_text(charter)
@@ -178,3 +190,33 @@ def test_a_charter_that_is_not_a_bounded_file_fails_closed_at_once(
         timeout=30,
     )
     assert r.returncode == 1 and "DIVISION-OF-WORK.md" in r.stderr
+
+
+def test_a_table_without_edge_pipes_beside_a_readable_table_is_read(root: Path) -> None:
+    (root / "DIVISION-OF-WORK.md").write_text(
+        TAKEN_TABLE + "\nPath | Writer\n--- | ---\nLOG.md | tidal\n`TASKS.md` | **beacon**\n"
+    )
+    rules = {r.pattern: (r.writer, r.lineno) for r in owners.load(root).rules}
+    assert rules == {
+        "outbox/taken/": ("beacon", 3),
+        "LOG.md": ("tidal", 7),
+        "TASKS.md": ("beacon", 8),
+    }
+    [verdict] = owners.check(root, "beacon", ["LOG.md"])
+    assert verdict.owner == "tidal" and not verdict.allowed
+
+
+def test_a_row_without_edge_pipes_under_a_table_is_one_of_its_rows(root: Path) -> None:
+    (root / "DIVISION-OF-WORK.md").write_text(TAKEN_TABLE + "LOG.md | tidal\n")
+    assert [(r.pattern, r.writer) for r in owners.load(root).rules] == [
+        ("outbox/taken/", "beacon"),
+        ("LOG.md", "tidal"),
+    ]
+    (root / "DIVISION-OF-WORK.md").write_text(TAKEN_TABLE + "LOG.md | tidal, beacon\n")
+    with pytest.raises(FormatError, match=r"line 4.*one writer"):
+        owners.load(root)
+
+
+def test_a_lone_dashed_rule_under_a_piped_line_is_not_a_table(root: Path) -> None:
+    (root / "DIVISION-OF-WORK.md").write_text(TAKEN_TABLE + "\nnot | a table\n---\n")
+    assert [r.pattern for r in owners.load(root).rules] == ["outbox/taken/"]

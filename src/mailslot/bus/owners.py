@@ -243,6 +243,16 @@ def _clean(cell: str) -> str:
 
 
 _SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+# A cell boundary: a pipe not escaped as ``\|``.
+_PIPE_RE = re.compile(r"(?<!\\)\|")
+
+
+def _is_separator(line: str) -> bool:
+    """Whether ``line`` is a table's delimiter row (``|---|---|`` or ``--- | ---``; a lone
+    ``---`` is a rule or a heading's underline, not a table's)."""
+    return _SEPARATOR_RE.match(line) is not None and "|" in line
+
+
 # ``→`` or ``->`` (not the ``-->`` that closes an HTML comment).
 _ARROW_RE = re.compile(r"\s*(?:\u2192|(?<!-)->(?!>))\s*")
 # Arrows a person types for "→" that are not ``→``/``->``: a row written with one must not be
@@ -354,7 +364,10 @@ def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> C
             fence = (mark[1], i + 1)
             i += 1
             continue
-        if not stripped.startswith("|"):
+        # GitHub-flavoured markdown: a table's pipes at the edges are optional; a header with a
+        # pipe inside and a delimiter row under it (``Path | Writer`` / ``--- | ---``) is one.
+        table = i + 1 < len(lines) and _is_separator(lines[i + 1])
+        if not stripped.startswith("|") and not (table and _PIPE_RE.search(stripped)):
             if _ARROW_RE.search(stripped) and not stripped.startswith(">"):
                 rule = _arrow_row(stripped, i + 1, path, root)
                 usable += 1
@@ -369,7 +382,12 @@ def parse(text: str, path: Path | None = None, *, root: Path | None = None) -> C
             i += 1
             continue
         start = i
-        while i < len(lines) and lines[i].strip().startswith("|"):
+        i += 1
+        # Under a delimiter row, a row is any non-blank line with a cell boundary in it.
+        while i < len(lines) and (
+            lines[i].strip().startswith("|")
+            or (table and lines[i].strip() and _PIPE_RE.search(lines[i]))
+        ):
             i += 1
         block = lines[start:i]
         tables += 1
