@@ -28,6 +28,51 @@ def age(path: Path) -> None:
     os.utime(path, (old, old))
 
 
+PUT = [sys.executable, "-m", "mailslot", "outbox", "put", "--as", "lantern"]
+
+
+def _put_killed_mid_copy(root: Path) -> list[str]:
+    """Run a real ``outbox put`` from a slow pipe and SIGKILL it mid-copy; its temp's name."""
+    env = {**os.environ, "MAILSLOT_ROOT": str(root)}
+    producer = subprocess.Popen(
+        [*PUT, "-", "--name", "build.tar", "--note", "the nightly build"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert producer.stdin is not None
+    try:
+        producer.stdin.write(b"x" * (3 << 20))  # a slow producer: part of the build, then quiet
+        producer.stdin.flush()
+    except BrokenPipeError:
+        pass
+    temps: list[str] = []
+    for _ in range(1200):  # until the copy is under way (bounded; not a timing assertion)
+        temps = dot_names(root / "outbox")
+        if temps and (root / "outbox" / temps[0]).stat().st_size >= 1 << 20:
+            break
+        if producer.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert producer.poll() is None, producer.communicate()[1]
+    os.kill(producer.pid, signal.SIGKILL)
+    producer.wait(timeout=30)
+    producer.stdin.close()
+    return temps
+
+
+def test_a_killed_puts_temp_is_removed_by_the_next_put_at_once(root: Path, tmp_path: Path) -> None:
+    """Its writer's lock died with it: the temp is provably dead, so no hour-long wait."""
+    (temp,) = _put_killed_mid_copy(root)
+    assert (root / "outbox" / temp).stat().st_size >= 1 << 20  # young, and big
+    card = tmp_path / "og-card.png"
+    card.write_bytes(b"card bytes")
+    item = outbox.put(root, "lantern", card)
+    assert item.name == "000001-og-card.png"
+    assert dot_names(root / "outbox") == []
+
+
 def test_a_put_killed_mid_copy_leaves_nothing_a_taker_sees(root: Path, tmp_path: Path) -> None:
     env = {**os.environ, "MAILSLOT_ROOT": str(root)}
     put = [sys.executable, "-m", "mailslot", "outbox", "put", "--as", "lantern"]
@@ -151,3 +196,21 @@ def test_a_live_put_stalled_past_the_stale_age_is_never_swept(root: Path, tmp_pa
     assert producer.returncode == 0, err
     name = out.decode().strip().removeprefix("outbox/")
     assert (root / "outbox" / name).read_bytes() == b"first half,second half"
+
+
+def test_a_put_on_a_full_disk_is_refused_naming_the_item(small_disk: Path, run_cli) -> None:
+    from mailslot.bus import layout
+    from mailslot.core.errors import NoSpace
+
+    bus = small_disk / "shared"
+    layout.init(bus, consumer="beacon")
+    big = small_disk.parent / "render.png"
+    big.write_bytes(os.urandom(128 * 1024))  # twice the disk
+    with pytest.raises(NoSpace, match=r"render\.png") as e:
+        outbox.put(bus, "lantern", big)
+    assert e.value.path is not None and "outbox" in str(e.value.path)
+    assert dot_names(bus / "outbox") == [] and outbox.list_items(bus) == []
+    r = run_cli("outbox", "put", "--as", "lantern", str(big), env={"MAILSLOT_ROOT": str(bus)})
+    assert r.returncode == 1 and r.stderr.startswith("mailslot: error:")
+    assert "render.png" in r.stderr and "no space left" in r.stderr.lower()
+    assert "Traceback" not in r.stderr

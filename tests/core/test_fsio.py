@@ -9,18 +9,21 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from mailslot.core.errors import Conflict, LockBusy, NotFound
+from mailslot.core.errors import Conflict, LimitExceeded, LockBusy, NotFound
 from mailslot.core.fsio import (
     atomic_create,
     atomic_write,
     file_lock,
+    held_temp,
     highest_number,
     locked_append,
     numbered_create,
+    publish_temp,
     read_from,
     sweep_temps,
 )
@@ -239,3 +242,25 @@ def test_read_regular_refuses_what_could_block_or_mislead(tmp_path: Path) -> Non
     link.symlink_to(ok)
     with pytest.raises(OSError):
         read_regular(link, 100)
+
+
+def test_a_held_temp_is_swept_at_once_when_dead_and_never_while_held(tmp_path: Path) -> None:
+    dead = tmp_path / f".new-killed.{os.getpid()}.0123abcd.tmp"  # young, nobody holds it
+    dead.write_bytes(b"half a file")
+    other = tmp_path / f".record.json.{os.getpid()}.0123abcd.tmp"  # not a held temp: by age
+    other.write_bytes(b"{")
+    with held_temp(tmp_path, "new-item", [b"whole"]) as tmp:
+        # copied, not yet published, and young: alive, whatever another sweep sees
+        assert sweep_temps(tmp_path, held="new-") == [dead]
+        assert tmp.exists() and other.exists()
+        publish_temp(tmp, tmp_path / "item")
+    assert sorted(os.listdir(tmp_path)) == [other.name, "item"]
+    assert (tmp_path / "item").read_bytes() == b"whole"
+    with pytest.raises(LimitExceeded), held_temp(tmp_path, "new-x", _refusing()):
+        pass
+    assert sorted(os.listdir(tmp_path)) == [other.name, "item"]  # a refused copy leaves no temp
+
+
+def _refusing() -> Iterator[bytes]:
+    yield b"part"
+    raise LimitExceeded("item", 4, 5, "bytes")

@@ -7,7 +7,8 @@ Invariants:
   the record ``outbox/records/<item>.json`` (who, when, for whom, note, sha256, size) is created
   first and the temp is linked into place after it, so a visible item always has its record.
 * A put killed mid-copy has claimed nothing: it leaves only its dot-named temp, which no reader
-  sees and ``sweep_temps`` removes once stale (every put and take sweeps). A put killed between
+  sees. A put holds its temp locked from creation until it is published, so a temp nobody holds
+  is a killed put's: the next put or take removes it at once, whatever its age. A put killed between
   its record and its link leaves a record without an item: never delivered (only items are),
   and its number stays claimed.
 * Items are named ``NNNNNN-<name>``: the number is the next one free across ``outbox/``,
@@ -48,10 +49,10 @@ from mailslot.core.fsio import (
     atomic_write,
     file_lock,
     fsync_dir,
+    held_temp,
     highest_number,
     publish_temp,
     read_from,
-    stream_to_temp,
     sweep_temps,
 )
 from mailslot.core.handover import held_signals
@@ -71,6 +72,8 @@ NOTE_MAX = 500
 # bounded (a FIFO or a device there is a mangled record, never waited on).
 RECORD_MAX_BYTES = 64 * 1024
 WIDTH = 6
+# What a put's temp is named for (``.new-<name>.<pid>.<hex>.tmp``); ``put`` holds it locked.
+_NEW = "new-"
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
@@ -170,8 +173,11 @@ def _copy(stream: BinaryIO, digest: Any, size: list[int]) -> Iterator[bytes]:
 
 
 def _sweep(layout: Layout) -> None:
-    """Remove the stale temps of dead writers (a put killed mid-copy) from the outbox folders."""
-    for directory in (layout.outbox, layout.records, layout.taken_records):
+    """Remove the temps of dead writers from the outbox folders: a put's temp at once once its
+    writer's lock is gone (a put killed mid-copy), a record's temp once stale."""
+    with contextlib.suppress(FileNotFoundError):
+        sweep_temps(layout.outbox, held=_NEW)
+    for directory in (layout.records, layout.taken_records):
         with contextlib.suppress(FileNotFoundError):
             sweep_temps(directory)
 
@@ -245,8 +251,9 @@ def _put(
         raise error
     digest = hashlib.sha256()
     size = [0]
-    tmp = stream_to_temp(layout.outbox, f"new-{name}", _copy(stream, digest, size))
-    try:
+    chunks = _copy(stream, digest, size)
+    # Locked until published (removed if the put gives up): unlocked, it is a killed put's.
+    with held_temp(layout.outbox, f"{_NEW}{name}", chunks, what=f"outbox/{name}") as tmp:
         record = {
             "from": agent,
             "for": recipient,
@@ -256,9 +263,6 @@ def _put(
             "source": source_name,
         }
         return _claim_number(layout, agent, charter, name, record, tmp)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()  # gone already when published; removed when the put gave up
 
 
 def _claim_number(

@@ -88,6 +88,7 @@ __all__ = [
     "atomic_write",
     "file_lock",
     "fsync_dir",
+    "held_temp",
     "highest_number",
     "is_temp_name",
     "locked_append",
@@ -99,6 +100,7 @@ __all__ = [
     "stage_write",
     "stream_to_temp",
     "sweep_temps",
+    "temp_in_use",
     "torn_of",
     "write_all",
     "written_ns",
@@ -210,14 +212,53 @@ def stream_to_temp(
     return tmp
 
 
+@contextlib.contextmanager
+def held_temp(
+    directory: Path,
+    final_name: str,
+    chunks: Iterable[bytes],
+    *,
+    mode: int = 0o666,
+    sync: bool = True,
+    what: str | None = None,
+) -> Iterator[Path]:
+    """``stream_to_temp`` whose writer keeps its lock on the temp until the block ends: publish
+    it inside the block. Locked from creation to publication, such a temp is dead as soon as it
+    is unlocked (``sweep_temps(held=...)`` removes it at once, whatever its age).
+
+    A full disk is ``NoSpace`` naming ``what`` (default ``final_name``); the temp is removed
+    when the block ends, published or not.
+    """
+    directory = Path(directory)
+    with _no_space(directory / (what or final_name)):
+        while True:
+            tmp = directory / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:
+                break
+            os.close(fd)  # swept in the instant before our lock: start again
+        try:
+            for chunk in chunks:
+                write_all(fd, chunk)
+            if sync:
+                os.fsync(fd)
+            yield tmp
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)  # gone already when published
+            os.close(fd)
+
+
 def publish_temp(tmp: Path, final: Path) -> Path:
     """Give the fsync'd temp ``tmp`` the name ``final`` (same directory), never replacing one.
 
     ``Conflict`` if ``final`` exists: the temp is kept, so the caller may try another name (and
     removes it when it gives up). On success the temp name is gone and the directory fsync'd.
     """
-    _link_into_place(Path(tmp), Path(final))
-    fsync_dir(Path(final).parent)
+    with _no_space(Path(final)):
+        _link_into_place(Path(tmp), Path(final))
+        fsync_dir(Path(final).parent)
     return Path(final)
 
 
@@ -961,8 +1002,9 @@ def is_temp_name(name: str) -> bool:
     return _TEMP_RE.match(name) is not None
 
 
-def _being_written(path: str) -> bool:
-    """Whether a live writer holds the temp at ``path`` locked (``stream_to_temp`` does)."""
+def temp_in_use(path: str | Path) -> bool:
+    """Whether a live writer holds the temp at ``path`` locked (``stream_to_temp`` does): the
+    one test of "alive" every sweep and every report of leftover temps uses."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -976,19 +1018,57 @@ def _being_written(path: str) -> bool:
     return False
 
 
-def sweep_temps(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+def _remove_if_unlocked(path: str) -> bool | None:
+    """Remove the temp at ``path`` unless a writer holds it locked; the unlink happens under our
+    own lock, so a writer that created it a moment ago sees it gone (``held_temp`` starts again).
+    ``True`` removed, ``False`` held by a live writer, ``None`` where locks cannot be tested."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return True
+    finally:
+        os.close(fd)
+
+
+def sweep_temps(
+    directory: Path, older_than: float = STALE_TEMP_SECONDS, *, held: str | None = None
+) -> list[Path]:
     """Remove temp files that dead writers left in ``directory``; return what was removed.
 
-    A temp is left when it is younger than ``older_than`` or its writer still holds it locked
-    (alive, waiting on a stalled pipe); a killed writer's lock died with it.
+    A temp whose writer holds it locked (alive, waiting on a stalled pipe) always stays; a killed
+    writer's lock died with it. Temps made by ``held_temp`` for a final name starting with
+    ``held`` are locked from creation to publication, so unlocked means dead: removed at once.
+    Any other temp goes once it is older than ``older_than`` (its writer may have closed it and
+    not yet published it), and that age alone decides where locks cannot be tested.
     """
     removed = []
     cutoff = time.time() - older_than
     for entry in os.scandir(directory):
-        if not _TEMP_RE.match(entry.name) or _being_written(entry.path):
+        if not _TEMP_RE.match(entry.name):
             continue
-        if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+        try:
+            stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
+        except FileNotFoundError:
+            continue
+        if not stale and not (held is not None and entry.name.startswith(f".{held}")):
+            continue
+        gone = _remove_if_unlocked(entry.path)
+        if gone is None and stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
-                removed.append(Path(entry.path))
+                gone = True
+        if gone:
+            removed.append(Path(entry.path))
     return removed
