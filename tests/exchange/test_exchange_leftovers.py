@@ -174,6 +174,13 @@ runpy.run_module("mailslot", run_name="__main__")
 
 def _kill_sender_mid_write(ex: Exchange, tmp_path: Path, topic: str) -> None:
     """A real ``exchange send`` stopped after writing its temp file (before fsync), SIGKILLed."""
+    sender = _stalled_sender(ex, tmp_path, topic)
+    os.killpg(sender.pid, signal.SIGKILL)
+    sender.wait()
+
+
+def _stalled_sender(ex: Exchange, tmp_path: Path, topic: str) -> subprocess.Popen[bytes]:
+    """A real ``exchange send`` stalled, alive, after writing its temp file (before fsync)."""
     mark = tmp_path / "temp-written"
     body = tmp_path / "body.md"
     body.write_text("a long review\n" * 10_000)
@@ -186,8 +193,7 @@ def _kill_sender_mid_write(ex: Exchange, tmp_path: Path, topic: str) -> None:
     while not mark.exists():
         assert sender.poll() is None, "the sender finished before it stalled"
         time.sleep(0.05)
-    os.killpg(sender.pid, signal.SIGKILL)
-    sender.wait()
+    return sender
 
 
 @pytest.mark.timeout(300)
@@ -213,6 +219,26 @@ def test_a_killed_senders_temp_and_folder_are_removed_once_old(
     assert sorted(out["cleaned"]) == sorted([f"{rel}/{temp.name}", f"{rel}/"])
     assert out["new_topics"] == [] and not folder.exists()
     assert _doctor(ex)["tree:leftovers"]["status"] == "ok"
+
+
+@pytest.mark.timeout(300)
+def test_a_live_senders_old_temp_is_no_leftover(ex: Exchange, tmp_path: Path) -> None:
+    """Doctor reports what the tick would remove: a temp whose writer holds it is neither."""
+    from mailslot.exchange import leftovers
+
+    sender = _stalled_sender(ex, tmp_path, "slow")
+    try:
+        (folder,) = (ex.root / "to-olu").glob("*-slow")
+        (temp,) = folder.iterdir()
+        for path in (temp, folder):
+            _age(path, leftovers.LEFTOVER_AGE_S + 60)  # stalled for hours, and alive
+        assert leftovers.find(ex) == []  # neither the temp nor its folder as "empty"
+        assert _doctor(ex)["tree:leftovers"]["status"] == "ok"
+        assert leftovers.clean(ex, force=True) == [] and temp.exists()
+    finally:
+        os.killpg(sender.pid, signal.SIGKILL)
+        sender.wait()
+    assert {x.kind for x in leftovers.find(ex)} == {"temp", "empty"}  # dead now: reported
 
 
 def test_cleanup_never_takes_a_folder_a_sender_writes_into(

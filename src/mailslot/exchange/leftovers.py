@@ -7,8 +7,9 @@ Neither is anything a reader takes as a message (readers skip dot-names; an empt
 entry), but they pile up. The tick removes them (``clean``, at most once per ``CLEAN_EVERY_S``,
 so a quiet tick over thousands of topics stays cheap) and doctor reports them (``find``).
 
-Nothing younger than ``LEFTOVER_AGE_S`` is touched: a write takes milliseconds, so a temp that
-old has no live writer, and a folder that old and empty is not one a sender is about to write
+Nothing younger than ``LEFTOVER_AGE_S`` is touched, nor a temp its writer holds locked (a live
+writer waiting on a stalled pipe): a write takes milliseconds, so an unlocked temp that old is
+dead, and a folder that old and empty is not one a sender is about to write
 into (a sender makes its folder and lands its entry in the same call). Removing a folder is
 ``rmdir``, which refuses a folder that is not empty, so a sender that starts writing after the
 check keeps its folder; a sender that found the old empty folder just before it went makes it
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mailslot.core.fsio import STALE_TEMP_SECONDS, is_temp_name, sweep_temps
+from mailslot.core.fsio import STALE_TEMP_SECONDS, is_temp_name, sweep_temps, temp_in_use
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.topics import topic_names
 
@@ -68,12 +69,20 @@ def _old_folders(ex: Exchange, cutoff: float) -> list[Path]:
     return out
 
 
+def _dead_temp(entry: os.DirEntry[str], cutoff: float) -> bool:
+    """Whether ``entry`` is a temp older than ``cutoff`` that no live writer holds (what
+    ``sweep_temps`` removes)."""
+    return (
+        is_temp_name(entry.name)
+        and entry.stat(follow_symlinks=False).st_mtime < cutoff
+        and not temp_in_use(entry.path)
+    )
+
+
 def _only_temps(folder: Path, cutoff: float) -> bool:
-    """Whether ``folder`` holds nothing but temps older than ``cutoff``."""
+    """Whether ``folder`` holds nothing but dead temps older than ``cutoff``."""
     with os.scandir(folder) as it:
-        return all(
-            is_temp_name(e.name) and e.stat(follow_symlinks=False).st_mtime < cutoff for e in it
-        )
+        return all(_dead_temp(e, cutoff) for e in it)
 
 
 def find(ex: Exchange, *, older_than: float = LEFTOVER_AGE_S) -> list[Leftover]:
@@ -84,11 +93,7 @@ def find(ex: Exchange, *, older_than: float = LEFTOVER_AGE_S) -> list[Leftover]:
     for d in _dirs(ex):
         try:
             with os.scandir(d) as it:
-                names = [
-                    e.name
-                    for e in it
-                    if is_temp_name(e.name) and e.stat(follow_symlinks=False).st_mtime < cutoff
-                ]
+                names = [e.name for e in it if _dead_temp(e, cutoff)]
         except OSError:
             continue
         out += [Leftover(str((d / n).relative_to(ex.root)), "temp") for n in sorted(names)]
