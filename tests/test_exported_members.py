@@ -10,6 +10,9 @@ def test_all_exports_exist() -> None:
 
 
 def test_public_names_are_exported() -> None:
+    for name in mailslot.__all__:  # the names load on first use: resolve every one first
+        getattr(mailslot, name)
+    assert set(mailslot.__all__) <= set(dir(mailslot))
     public = {n for n in vars(mailslot) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(mailslot, n)).__name__ == "module"}
     assert public - modules == set(mailslot.__all__) - {"__version__"}
