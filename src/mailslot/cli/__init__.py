@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import sys
 from typing import Any
 
@@ -129,6 +128,8 @@ class MailslotGroup(click.Group):
             raise _CliError(str(err), err.exit_code, err.label) from e
         except WaitTimeout as e:
             if wants_json and e.payload is not None:
+                import json
+
                 click.echo(json.dumps({**e.payload, "timed_out": True}, ensure_ascii=False))
             raise _CliError(str(e), e.exit_code, e.label) from e
         except MailslotError as e:

@@ -15,7 +15,6 @@ close) after the answer was out.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -23,12 +22,14 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from mailslot.core.errors import MissingAgent
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "Env",
@@ -59,6 +60,8 @@ class Env:
 
     def need_root(self) -> Path:
         """The root (``--root``, ``MAILSLOT_ROOT``, else the current directory)."""
+        from pathlib import Path
+
         return self.root if self.root is not None else Path.cwd()
 
     def need_agent(self) -> str:
@@ -77,6 +80,8 @@ def _env(ctx: click.Context) -> Env:
 
 def _set_root(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
     if value:
+        from pathlib import Path
+
         _env(ctx).root = Path(value).expanduser().absolute()
 
 
@@ -178,6 +183,8 @@ def json_option(f: F) -> F:
 def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = None) -> None:
     """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``), whole and
     flushed (``write_out``): once it returns the output is out, else it raised ``OSError``."""
+    import json
+
     if as_json:
         write_out(json.dumps(data, indent=None, ensure_ascii=False, default=str))
         return

@@ -21,9 +21,12 @@ script can act on them without parsing the message::
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mailslot.core.display import brief
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "Conflict",
@@ -51,7 +54,11 @@ class MailslotError(Exception):
     def __init__(self, message: str, *, path: Path | str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.path = Path(path) if path is not None else None
+        self.path: Path | None = None
+        if path is not None:
+            from pathlib import Path  # imported here: the error tree loads for --help too
+
+            self.path = Path(path)
 
     def __str__(self) -> str:
         if self.path is not None and str(self.path) not in self.message:
