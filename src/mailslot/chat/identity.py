@@ -30,7 +30,6 @@ works on every channel. Names written by hand-run agents (``Kiran-48291``) are s
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,8 @@ GENERATE_TRIES = 20
 def generate_name(taken: Container[str] = ()) -> str:
     """A fresh ``<firstname>-<5 digits>`` name (the seed's scheme, lowercase) not in ``taken``
     (lowercased names); ``Conflict`` if ``GENERATE_TRIES`` draws all collide."""
+    import secrets
+
     for _ in range(GENERATE_TRIES):
         name = f"{secrets.choice(FIRST_NAMES)}-{secrets.randbelow(90000) + 10000}"
         if name not in taken:

@@ -87,7 +87,6 @@ from mailslot.core.fsio import (
 from mailslot.core.handover import show_then_record
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import validate_agent
-from mailslot.core.wait import wait_until
 
 __all__ = [
     "CURSOR_MAX",
@@ -573,6 +572,8 @@ def wait(
                 # Not fsync'd: a cursor lost in a crash only re-delivers (the safe direction),
                 # and two fsyncs would dominate the wake latency.
                 store.save_bytes(key, ByteCursor(to, path.stat().st_ino), durable=False)
+
+    from mailslot.core.wait import wait_until  # kernel file events: only a waiter needs them
 
     try:
         found = wait_until(check, [path], timeout, what="message from another participant")

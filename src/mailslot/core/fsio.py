@@ -62,7 +62,6 @@ import fcntl
 import os
 import pwd
 import re
-import secrets
 import stat
 import time
 import zlib
@@ -195,7 +194,7 @@ def stream_to_temp(
     The writer holds ``flock`` on the temp while the bytes go in (a pipe may stall for hours):
     ``sweep_temps`` never removes a temp whose writer is alive; a killed writer's lock is gone.
     """
-    tmp = Path(directory) / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = Path(directory) / f".{final_name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it

@@ -10,7 +10,7 @@ supplies can climb out of its directory (``..``, ``/``, NUL, newline) or collide
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime
 
 from mailslot.core.errors import InvalidName
 
@@ -54,7 +54,7 @@ def validate_topic(topic: str) -> str:
     if not m:
         raise InvalidName("topic", str(topic), _TOPIC_RULE)
     try:
-        datetime.strptime(m.group(1), "%Y-%m-%d")
+        date.fromisoformat(m.group(1))  # the pattern fixed the shape: YYYY-MM-DD
     except ValueError:
         raise InvalidName("topic", topic, "the date is not a real calendar date") from None
     return topic

@@ -31,7 +31,6 @@ import errno
 import fcntl
 import os
 import random
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -95,7 +94,7 @@ def _swap(
     holds ``current``, carrying over lines appended meanwhile. Returns what ``path`` held when
     it was replaced, what replaced it and the source that was edited (appends included), or
     ``None`` when the file changed in another way (the caller starts over)."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         os.fchmod(tfd, os.fstat(fd).st_mode & 0o7777)

@@ -13,7 +13,6 @@ the directory modes, so every command and the tick read one description of the e
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +162,8 @@ def _apply_mode(path: Path, mode: int, group: str | None, *, strict: bool = Fals
     parent already gave the directory its group, and a directory another user made is theirs.
     """
     if group is not None:
+        import shutil
+
         try:
             shutil.chown(path, group=group)
         except LookupError:
