@@ -1,0 +1,92 @@
+"""What a command loads: each command imports only the modules it uses.
+
+Agents call ``mailslot --help`` and one-shot sends many times a day, so start-up is paid on every
+call. ``--help`` loads no channel, no YAML and none of the core disk modules; a send or a chat
+message loads no web or MCP module and not the kernel-event waiter. Each command runs in a fresh
+interpreter through the real entry point, and the module names are read at its exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mailslot import chat
+from mailslot.exchange.create import create_exchange
+
+# Runs the CLI's main, then writes the names in sys.modules (as JSON) to the file in argv[1].
+_WRAPPER = """
+import json, sys
+import mailslot.cli as cli
+
+out = sys.argv[1]
+
+def _record_then_exit(code):
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+    raise SystemExit(code)
+
+cli.end_process = _record_then_exit
+sys.argv = ["mailslot", *sys.argv[2:]]
+cli.main()
+"""
+
+CHANNELS = ("exchange", "chat", "relay", "bus", "web", "mcpserver")
+WEB_AND_MCP = ("fastapi", "starlette", "uvicorn", "httpx", "httpcore", "anyio", "mcp", "pydantic")
+# core modules that touch the disk, wait on kernel events or parse YAML: a send needs some of
+# them, --help none
+CORE_AT_WORK = ("fsio", "cursor", "wait", "formats", "message", "clock", "durable", "git")
+
+
+def _modules(tmp_path: Path, *args: str) -> set[str]:
+    out = tmp_path / "modules.json"
+    p = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(out), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MAILSLOT_STATE_DIR": str(tmp_path / "state")},
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    return set(json.loads(out.read_text()))
+
+
+def _under(modules: set[str], *packages: str) -> set[str]:
+    return {m for m in modules for p in packages if m == p or m.startswith(p + ".")}
+
+
+def test_help_loads_no_channel_yaml_or_disk_module(tmp_path: Path) -> None:
+    loaded = _modules(tmp_path, "--help")
+    assert "mailslot.cli" in loaded
+    assert not _under(loaded, *(f"mailslot.{c}" for c in CHANNELS))
+    assert not _under(loaded, *(f"mailslot.cli.{c}" for c in (*CHANNELS, "mcp")))
+    assert not _under(loaded, *(f"mailslot.core.{m}" for m in CORE_AT_WORK))
+    assert not _under(loaded, "yaml", *WEB_AND_MCP)
+
+
+def test_group_help_loads_its_commands_not_its_channel(tmp_path: Path) -> None:
+    loaded = _modules(tmp_path, "exchange", "--help")
+    assert "mailslot.cli.exchange" in loaded
+    assert not _under(loaded, *(f"mailslot.{c}" for c in CHANNELS), "yaml", *WEB_AND_MCP)
+
+
+def test_exchange_send_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
+    root = create_exchange(tmp_path / "ex", ["claude", "olu"], git=False).root
+    args = ["--root", str(root), "--as", "olu", "exchange", "send"]
+    loaded = _modules(tmp_path, *args, "--topic", "t", "--action", "fyi", "hello")
+    [sent] = root.glob("to-claude/*-t/0001-olu.md")
+    assert sent.read_text().endswith("hello\n")
+    assert not _under(loaded, *WEB_AND_MCP, "mailslot.web", "mailslot.mcpserver", "mailslot.chat")
+    assert not _under(loaded, "mailslot.cli.web", "mailslot.cli.mcp", "mailslot.core.wait")
+
+
+def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
+    path = chat.new_chat("start-up", tmp_path, "alice", state=tmp_path / "state").path
+    loaded = _modules(tmp_path, "chat", "say", str(path), "--as", "bob", "hi there")
+    assert "hi there" in path.read_text()
+    assert not _under(loaded, *WEB_AND_MCP, "mailslot.web", "mailslot.mcpserver")
+    assert not _under(loaded, "mailslot.exchange", "mailslot.cli.web", "mailslot.cli.mcp")
+    assert not _under(loaded, "mailslot.core.wait")
