@@ -128,6 +128,11 @@ def _no_space(path: Path) -> Iterator[None]:
         raise
 
 
+def _temp_path(directory: Path, final_name: str) -> Path:
+    """A fresh dot-named temp beside ``final_name``, in the form ``sweep_temps`` recognises."""
+    return directory / f".{final_name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data`` to ``fd`` (``os.write`` may write fewer)."""
     view = memoryview(data)
@@ -194,7 +199,7 @@ def stream_to_temp(
     The writer holds ``flock`` on the temp while the bytes go in (a pipe may stall for hours):
     ``sweep_temps`` never removes a temp whose writer is alive; a killed writer's lock is gone.
     """
-    tmp = Path(directory) / f".{final_name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    tmp = _temp_path(Path(directory), final_name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
@@ -231,7 +236,7 @@ def held_temp(
     directory = Path(directory)
     with _no_space(directory / (what or final_name)):
         while True:
-            tmp = directory / f".{final_name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            tmp = _temp_path(directory, final_name)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
             fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_nlink:
