@@ -8,6 +8,7 @@ Age comes from ``os.utime``, never from sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,6 +28,18 @@ from mailslot.exchange.layout import Exchange
 def _age(path: Path, seconds: float) -> None:
     t = time.time() - seconds
     os.utime(path, (t, t), follow_symlinks=False)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, read from ``/proc``."""
+    found: list[int] = []
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return found
+    for child in map(int, children):
+        found += [child, *_descendants(child)]
+    return found
 
 
 def _kill_tick_inside_git_add(ex: Exchange, tmp_path: Path) -> None:
@@ -53,7 +66,13 @@ def _kill_tick_inside_git_add(ex: Exchange, tmp_path: Path) -> None:
     while not mark.exists():  # the filter runs with the index locked; a hang fails by timeout
         assert tick.poll() is None, "the tick finished before git add stalled"
         time.sleep(0.05)
+    # a service manager's kill takes the whole cgroup: the tick and the git it runs in its own
+    # session (and that git's filter)
+    family = _descendants(tick.pid)
     os.killpg(tick.pid, signal.SIGKILL)
+    for pid in family:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     tick.wait()
     (ex.root / ".git" / "info" / "attributes").unlink()
     subprocess.run(

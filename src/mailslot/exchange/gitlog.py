@@ -9,6 +9,7 @@ Archives are plain moves; ``git add -A`` picks them up whether or not the files 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -16,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 from mailslot.core.errors import MailslotError
+from mailslot.core.handover import held_signals
 
 __all__ = ["GITIGNORE", "commit_all", "git_available", "init_repo", "is_repo"]
 
@@ -54,39 +56,62 @@ _GIT_STOP_GRACE = 10.0
 
 
 def _git(root: Path, *args: str) -> str:
-    """Run git in ``root``; its stdout. When the tick is interrupted (Ctrl-C, SIGTERM) or git
-    overruns, git is stopped with SIGTERM and waited for, never killed outright: git removes its
-    ``index.lock`` on SIGTERM, and a killed git leaves it behind, which fails every later tick."""
+    """Run git in ``root``; its stdout.
+
+    A git stopped while it holds ``.git/index.lock`` leaves the lock behind, which fails every
+    later tick, and ``git add`` does not reliably end on SIGTERM (it can keep re-raising the
+    signal in its cleanup while its worker threads run). So git runs in its own session, where
+    a terminal's Ctrl-C does not reach it; an interrupt (Ctrl-C, SIGTERM) during its spawn is
+    held until it is spawned; and when the tick is interrupted git is left to finish the step it
+    is in (``_GIT_STOP_GRACE``) before it is stopped. Only a git that overruns that, or the
+    call's own timeout, is signalled, then killed.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_TERMINAL_PROMPT"] = "0"
+    proc: subprocess.Popen[str] | None = None
     try:
-        proc = subprocess.Popen(
-            ["git", *_identity(), "-C", str(root), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-    except OSError as e:
-        raise MailslotError(f"git {args[0]} failed: {e}", path=root) from None
-    with proc:
-        try:
-            out, err = proc.communicate(timeout=300)
-        except BaseException as e:
-            proc.terminate()
+        # A signal during the spawn is acted on once ``proc`` exists, so git is never left
+        # running unseen: it unwinds here, where the handler below stops what was spawned.
+        with held_signals():
             try:
-                proc.wait(timeout=_GIT_STOP_GRACE)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            if isinstance(e, subprocess.TimeoutExpired):
+                proc = subprocess.Popen(
+                    ["git", *_identity(), "-C", str(root), *args],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError as e:
                 raise MailslotError(f"git {args[0]} failed: {e}", path=root) from None
+        out, err = proc.communicate(timeout=300)
+    except BaseException as e:
+        if proc is None:
             raise
+        _stop(proc, finish_first=not isinstance(e, subprocess.TimeoutExpired))
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise MailslotError(f"git {args[0]} failed: {e}", path=root) from None
+        raise
     if proc.returncode != 0:
         detail = (err or out).strip().splitlines()
         raise MailslotError(
             f"git {args[0]} failed: {detail[-1] if detail else proc.returncode}", path=root
         )
     return out
+
+
+def _stop(proc: subprocess.Popen[str], *, finish_first: bool) -> None:
+    """End ``proc``: let it finish first when asked, then SIGTERM, then SIGKILL, each bounded."""
+    if finish_first:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=_GIT_STOP_GRACE)  # drains its pipes so it cannot block
+            return
+    proc.terminate()
+    try:
+        proc.communicate(timeout=_GIT_STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()  # reaps it and closes its pipes
 
 
 def init_repo(root: Path) -> None:
