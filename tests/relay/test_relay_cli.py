@@ -79,6 +79,23 @@ def test_timeout_exits_3_and_stop_exits_4(tmp_path: Path, run_cli) -> None:
     assert r.returncode == 1 and "stopped" in r.stderr
 
 
+def test_a_json_wait_that_times_out_still_answers_in_json(tmp_path: Path, run_cli) -> None:
+    mb = tmp_path / "mb"
+    run_cli("relay", "init", str(mb), "--worker", "w1", "--manager", "manager")
+    worker = {"MAILSLOT_ROOT": str(mb), "MAILSLOT_AGENT": "w1"}
+    r = run_cli("relay", "ask", "anyone?", "--timeout", "0.2", "--json", env=worker)
+    assert r.returncode == 3
+    assert json.loads(r.stdout) == {
+        "id": "C01",
+        "reply_id": "R01",
+        "say": None,
+        "timed_out": True,
+    }
+    r = run_cli("relay", "serve", "--timeout", "0.2", "--json", env=worker)
+    assert r.returncode == 3
+    assert json.loads(r.stdout) == {"id": None, "say": None, "timed_out": True}
+
+
 def test_refusals_and_status(tmp_path: Path) -> None:
     mb = tmp_path / "mb"
     assert run("relay", "init", str(mb), "--worker", "w1", "--manager", "manager").exit_code == 0

@@ -653,7 +653,8 @@ def _await(
         if left is not None and left <= 0:
             raise WaitTimeout(
                 f"no {want} within {timeout:g}s; {ask_id} stays open and its cursor is saved: "
-                "`mailslot relay recover` reads from it and marks the turn RECOVERED"
+                "`mailslot relay recover` reads from it and marks the turn RECOVERED",
+                payload={"id": ask_id, "reply_id": want, "say": None},
             )
         watch.wait(left)
     t2 = epoch_ms()
@@ -889,7 +890,9 @@ def serve(
                 return t
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise WaitTimeout(f"no open {owed} turn within {timeout:g}s")
+                raise WaitTimeout(
+                    f"no open {owed} turn within {timeout:g}s", payload={"id": None, "say": None}
+                )
             watch.wait(left)
 
 
