@@ -96,6 +96,8 @@ def test_a_git_lock_left_by_a_killed_tick_is_reported_then_recovered(
     # young: a git may still be running, so it is left in place -- and said, by path
     checks = _doctor(ex)
     assert checks["git:lock"]["status"] == "warn" and str(lock) in checks["git:lock"]["detail"]
+    # and the uncommitted entry is not said to await a commit that cannot happen
+    assert checks["git"]["status"] == "warn" and "index.lock" in checks["git"]["detail"]
     r = run(ex.root, "exchange", "tick", "--json", ok=False)
     assert r.exit_code == 1 and str(lock) in r.output
     assert lock.exists()

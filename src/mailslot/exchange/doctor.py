@@ -392,6 +392,13 @@ def check_git(ex: Exchange, report: DoctorReport, max_age: timedelta) -> None:
             + ", ".join(old[:5]),
             "the tick commits every run: check the heartbeat; or run mailslot exchange tick",
         )
+    elif dirty and lock is not None:
+        report.add(
+            "git",
+            "warn",
+            f"{len(dirty)} recent change(s) cannot be committed while .git/index.lock is there",
+            "see git:lock",
+        )
     elif dirty:
         report.add("git", "ok", f"{len(dirty)} recent change(s) await the next tick's commit")
     else:
