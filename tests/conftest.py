@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -105,13 +106,21 @@ def killed_in_write() -> Iterator[object]:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A fresh 64 KB tmpfs mounted at ``tmp_path/disk`` (needs root; skipped otherwise)."""
+def small_disk_size() -> str:
+    """Size of the ``small_disk`` tmpfs; a test module overrides this fixture to change it."""
+    return "64k"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path, small_disk_size: str) -> Iterator[Path]:
+    """A fresh tmpfs of ``small_disk_size`` (64 KiB unless overridden) mounted at
+    ``tmp_path/disk``: a real filesystem that runs out of space (needs root; skipped otherwise)."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
     disk = tmp_path / "disk"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    size = f"size={small_disk_size}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(disk)], check=True)
     try:
         yield disk
     finally:
@@ -119,14 +128,17 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fill_disk(disk: Path, leave_pages: int = 0) -> Path:
-    """Fill ``disk`` to the last byte, then free ``leave_pages`` pages; returns the filler file."""
+    """Fill ``disk`` to the last byte, then free ``leave_pages`` pages; returns the filler file
+    (unlink it to make room again)."""
     filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
+        for chunk in (4096, 512, 1):
+            try:
+                while os.write(fd, b"\0" * chunk):
+                    pass
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
     finally:
         os.close(fd)
     size = filler.stat().st_size

@@ -7,10 +7,8 @@ appended, so a state dir that cannot take them leaves the chat untouched and the
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,32 +20,21 @@ from mailslot.core.errors import NoSpace
 
 
 @pytest.fixture
-def full_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def small_disk_size() -> str:
+    return "16k"
+
+
+@pytest.fixture
+def full_state(small_disk: Path, fill_disk, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``XDG_STATE_HOME`` on a 16 KiB tmpfs filled to the last byte; yields the filler file
     (remove it to make room)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "state"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)], check=True)
-    try:
-        monkeypatch.setenv("XDG_STATE_HOME", str(mnt))
-        filler = mnt / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-        try:
-            for chunk in (4096, 512, 1):
-                with contextlib.suppress(OSError):
-                    while True:
-                        os.write(fd, b"x" * chunk)
-        finally:
-            os.close(fd)
-        with pytest.raises(OSError) as full:  # nothing more fits, not even an empty file
-            (mnt / "probe").mkdir()
-            (mnt / "probe" / "x").write_bytes(b"x")
-        assert full.value.errno == errno.ENOSPC
-        yield filler
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(small_disk))
+    filler = fill_disk(small_disk)
+    with pytest.raises(OSError) as full:  # nothing more fits, not even an empty file
+        (small_disk / "probe").mkdir()
+        (small_disk / "probe" / "x").write_bytes(b"x")
+    assert full.value.errno == errno.ENOSPC
+    yield filler
 
 
 @pytest.fixture

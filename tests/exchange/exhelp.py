@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -177,17 +176,3 @@ def bash_state(root: Path, me: str, other: str, topic: str, status: str) -> None
     subprocess.run(
         ["bash", "-c", HAND_STATE, "hand", str(root), me, other, topic, status], check=True
     )
-
-
-def fill_disk(disk: Path) -> Path:
-    """Fill ``disk`` to the last block with one file; returns it (unlink it to free the space)."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return filler

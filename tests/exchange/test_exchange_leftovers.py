@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from exhelp import fill_disk, run
+from exhelp import run
 
 from mailslot.core.git import STALE_AFTER_S
 from mailslot.exchange.entries import send
@@ -296,7 +296,7 @@ def test_cleanup_never_takes_a_folder_a_sender_writes_into(
 
 
 @pytest.mark.timeout(120)
-def test_a_send_refused_by_a_full_disk_leaves_nothing(small_disk: Path) -> None:
+def test_a_send_refused_by_a_full_disk_leaves_nothing(small_disk: Path, fill_disk) -> None:
     from mailslot.exchange.create import create_exchange
 
     ex = create_exchange(small_disk / "x", ["claude", "olu"], git=False)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from exhelp import fill_disk, hand_entry, hand_state, run, tick
+from exhelp import hand_entry, hand_state, run, tick
 
 from mailslot.core import clock
 
@@ -365,7 +365,9 @@ def test_a_tick_stopped_while_git_runs_leaves_no_index_lock(ex, signum: int) -> 
 
 
 @pytest.mark.timeout(120)
-def test_a_full_disk_never_hides_an_archive_the_tick_already_made(small_disk: Path) -> None:
+def test_a_full_disk_never_hides_an_archive_the_tick_already_made(
+    small_disk: Path, fill_disk
+) -> None:
     from mailslot.exchange.create import create_exchange
     from mailslot.exchange.entries import send
     from mailslot.exchange.state import set_state

@@ -5,10 +5,6 @@ trailing slash; a disk with no room left."""
 
 from __future__ import annotations
 
-import errno
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -77,33 +73,12 @@ def test_trailing_slash_is_404_not_a_redirect(peer_setup, peer_server, board_ser
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 256 KiB tmpfs: a real filesystem that runs out of space (needs root to mount), with room
-    for a board database (its -shm and -wal files take 60 KiB) once the filler is gone."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+def small_disk_size() -> str:
+    """Room for a board database (its -shm and -wal files take 60 KiB) once the filler is gone."""
+    return "256k"
 
 
-def _fill(disk: Path) -> None:
-    """Take every free block of ``disk``."""
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while os.write(fd, b"\0" * 512):
-            pass
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-
-
-def test_full_disk_is_507_for_the_peer_inbox(small_disk: Path, serve) -> None:
+def test_full_disk_is_507_for_the_peer_inbox(small_disk: Path, fill_disk, serve) -> None:
     from mailslot.web.peerapp import create_app
 
     peers = small_disk / "peer" / "peers.json"
@@ -112,7 +87,7 @@ def test_full_disk_is_507_for_the_peer_inbox(small_disk: Path, serve) -> None:
     app = create_app(PeerSettings(peers, inbox))
     headers = {"Authorization": f"Bearer {token}"}
     with serve(app) as url:
-        _fill(small_disk)
+        fill_disk(small_disk)
         r = httpx.post(f"{url}/inbox", json={"body": "x" * 20000}, headers=headers)
         (small_disk / "filler").unlink()
         after = httpx.post(f"{url}/inbox", json={"body": "room again"}, headers=headers)
@@ -124,12 +99,12 @@ def test_full_disk_is_507_for_the_peer_inbox(small_disk: Path, serve) -> None:
     assert left == [f"{after.json()['id']}.json"]  # nothing half-written from the refused one
 
 
-def test_full_disk_is_507_for_the_board(small_disk: Path, serve) -> None:
+def test_full_disk_is_507_for_the_board(small_disk: Path, fill_disk, serve) -> None:
     from mailslot.web.boardapp import create_app
 
     app = create_app(BoardSettings(small_disk / "agora.db", post_every_s=1))
     with serve(app) as url:
-        _fill(small_disk)
+        fill_disk(small_disk)
         answers = [
             httpx.post(f"{url}/api/agora", json={"agent": f"a{i}", "message": "m" * 1200})
             for i in range(8)
@@ -142,7 +117,9 @@ def test_full_disk_is_507_for_the_board(small_disk: Path, serve) -> None:
     assert not any(str(small_disk) in a.text for a in answers)
 
 
-def test_a_full_disk_spends_none_of_the_peers_hourly_quota(small_disk: Path, serve) -> None:
+def test_a_full_disk_spends_none_of_the_peers_hourly_quota(
+    small_disk: Path, fill_disk, serve
+) -> None:
     from mailslot.web.peerapp import create_app
 
     peers = small_disk / "peer" / "peers.json"
@@ -152,7 +129,7 @@ def test_a_full_disk_spends_none_of_the_peers_hourly_quota(small_disk: Path, ser
     headers = {"Authorization": f"Bearer {token}"}
     retried = {**headers, "Idempotency-Key": "k1"}  # how `peer send` posts: one key per message
     with serve(app) as url:
-        _fill(small_disk)
+        fill_disk(small_disk)
         refused = [
             httpx.post(f"{url}/inbox", json={"body": "x" * 20000}, headers=headers),
             httpx.post(f"{url}/inbox", json={"body": "y" * 20000}, headers=retried),
@@ -167,12 +144,14 @@ def test_a_full_disk_spends_none_of_the_peers_hourly_quota(small_disk: Path, ser
     assert [p.name for p in inbox.iterdir() if p.is_file()] == [f"{after.json()['id']}.json"]
 
 
-def test_a_full_disk_spends_none_of_a_sources_post_limit(small_disk: Path, serve) -> None:
+def test_a_full_disk_spends_none_of_a_sources_post_limit(
+    small_disk: Path, fill_disk, serve
+) -> None:
     from mailslot.web.boardapp import create_app
 
     app = create_app(BoardSettings(small_disk / "agora.db"))  # one post per 20 s
     with serve(app) as url:
-        _fill(small_disk)
+        fill_disk(small_disk)
         refused = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "m" * 1200})
         (small_disk / "filler").unlink()
         after = httpx.post(f"{url}/api/agora", json={"agent": "tidal", "message": "room again"})
