@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-# "Writing messages": the mkdir lock, one `cat >>` of the block, rmdir.
-SEED_WRITE = r"""
-CHAT_FILE="$1"; NAME="$2"; BODY="$3"
-while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.1; done
-TS=$(date -Iseconds)
-cat >> "$CHAT_FILE" <<EOF
+# "Writing messages": the mkdir lock, one `cat >>` of the block, rmdir. A bash function
+# (chat file, name, body, optional spin in seconds) that every procedure below appends with.
+SEED_APPEND = r"""
+seed_append() {
+  local CHAT_FILE="$1" NAME="$2" BODY="$3" SPIN="${4:-0.1}" TS
+  while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep "$SPIN"; done
+  TS=$(date -Iseconds)
+  cat >> "$CHAT_FILE" <<EOF
 
 ---MSG---
 FROM: $NAME
@@ -26,32 +28,33 @@ TIME: $TS
 ---
 $BODY
 EOF
-rmdir "$CHAT_FILE.lock"
+  rmdir "$CHAT_FILE.lock"
+}
 """
+
+SEED_WRITE = (
+    SEED_APPEND
+    + r"""
+seed_append "$1" "$2" "$3"
+"""
+)
 
 # "Step 2a: Creator setup": the file in the creator's directory, then the opening message,
 # whose TOPIC: line stands where the agent put it (here after a greeting).
-SEED_CREATE = r"""
+SEED_CREATE = (
+    SEED_APPEND
+    + r"""
 NAME="$1"; TOPIC="$2"
 CHAT_FILE="$(pwd)/chat-$(date +%Y-%m-%d-%H%M%S).txt"
 touch "$CHAT_FILE"
 CWD=$(pwd)
-while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.1; done
-TS=$(date -Iseconds)
-cat >> "$CHAT_FILE" <<EOF
-
----MSG---
-FROM: $NAME
-TIME: $TS
----
-Hi all, I am $NAME.
+seed_append "$CHAT_FILE" "$NAME" "Hi all, I am $NAME.
 TOPIC: $TOPIC
 CWD: $CWD
-My working directory may contain unrelated files.
-EOF
-rmdir "$CHAT_FILE.lock"
+My working directory may contain unrelated files."
 echo "$CHAT_FILE"
 """
+)
 
 # "Step 3: Wait loop", steps 2 and 3: is the chat there, and what is new after the cursor.
 SEED_READ = r"""

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from chat_helpers import SEED_APPEND
 
 from mailslot import chat
 from mailslot.chat.format import parse_messages
@@ -29,26 +30,19 @@ WRITER = textwrap.dedent(
     """
 )
 
-# Seed 002's writing procedure, verbatim but for a shorter spin (0.01 s instead of 0.1 s).
-BASH_WRITER = r"""
+# Seed 002's writing procedure in a loop, with a shorter spin (0.01 s instead of 0.1 s).
+BASH_WRITER = (
+    SEED_APPEND
+    + r"""
 CHAT_FILE="$1"; NAME="$2"; N="$3"
 PAD=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 for i in $(seq 0 $((N-1))); do
   BODY=$(for k in $(seq 0 39); do printf '%s-%s-line-%s %s\n' "$NAME" "$i" "$k" "$PAD"; done)
-  while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.01; done
-  TS=$(date -Iseconds)
-  cat >> "$CHAT_FILE" <<EOF
-
----MSG---
-FROM: $NAME
-TIME: $TS
----
-$NAME #$i
-$BODY
-EOF
-  rmdir "$CHAT_FILE.lock"
+  seed_append "$CHAT_FILE" "$NAME" "$NAME #$i
+$BODY" 0.01
 done
 """
+)
 
 
 def expected_body(name: str, i: int) -> str:
