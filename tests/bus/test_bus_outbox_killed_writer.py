@@ -74,33 +74,8 @@ def test_a_killed_puts_temp_is_removed_by_the_next_put_at_once(root: Path, tmp_p
 
 
 def test_a_put_killed_mid_copy_leaves_nothing_a_taker_sees(root: Path, tmp_path: Path) -> None:
+    temps = _put_killed_mid_copy(root)
     env = {**os.environ, "MAILSLOT_ROOT": str(root)}
-    put = [sys.executable, "-m", "mailslot", "outbox", "put", "--as", "lantern"]
-    producer = subprocess.Popen(
-        [*put, "-", "--name", "build.tar", "--note", "the nightly build"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    assert producer.stdin is not None
-    try:
-        producer.stdin.write(b"x" * (3 << 20))  # a slow producer: part of the build, then quiet
-        producer.stdin.flush()
-    except BrokenPipeError:
-        pass
-    temps: list[str] = []
-    for _ in range(1200):  # until the copy is under way (bounded; not a timing assertion)
-        temps = dot_names(root / "outbox")
-        if temps and (root / "outbox" / temps[0]).stat().st_size >= 1 << 20:
-            break
-        if producer.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert producer.poll() is None, producer.communicate()[1]
-    os.kill(producer.pid, signal.SIGKILL)  # killed mid-copy
-    producer.wait(timeout=30)
-    producer.stdin.close()
 
     assert len(temps) == 1 and temps[0].endswith(".tmp")  # invisible to readers
     assert outbox.list_items(root) == []
@@ -109,7 +84,7 @@ def test_a_put_killed_mid_copy_leaves_nothing_a_taker_sees(root: Path, tmp_path:
     age(root / "outbox" / temps[0])
     card = tmp_path / "og-card.png"
     card.write_bytes(b"card bytes")
-    r = subprocess.run([*put, str(card)], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run([*PUT, str(card)], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "outbox/000001-og-card.png"
     take = [sys.executable, "-m", "mailslot", "outbox", "take", "--as", "beacon", "--json"]
