@@ -99,6 +99,16 @@ def test_ctrl_c_in_a_blocking_command_is_one_line_and_exit_130(tmp_path: Path, w
     assert b"Aborted" not in err and out == b""
 
 
+def _assert_the_watch_took_nothing(root: Path) -> None:
+    """An entry olu sends now is there for claude's next watch: the abandoned one took nothing."""
+    _mailslot(
+        "--root", str(root), "--as", "olu", "exchange", "send", "--topic", "t", "--action", "fyi",
+        "after",
+    )  # fmt: skip
+    r = _mailslot("--root", str(root), "--as", "claude", "exchange", "watch", "--timeout", "0")
+    assert "0001-olu.md" in r.stdout
+
+
 def test_an_interrupted_watch_took_nothing(tmp_path: Path) -> None:
     args = _blocking(tmp_path, "exchange watch")
     root = Path(args[1])
@@ -106,12 +116,7 @@ def test_an_interrupted_watch_took_nothing(tmp_path: Path) -> None:
     _until(lambda: _waiting_on_kernel_events(proc), proc)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=DEADLINE)
-    _mailslot(
-        "--root", str(root), "--as", "olu", "exchange", "send", "--topic", "t", "--action", "fyi",
-        "after",
-    )  # fmt: skip
-    r = _mailslot("--root", str(root), "--as", "claude", "exchange", "watch", "--timeout", "0")
-    assert "0001-olu.md" in r.stdout
+    _assert_the_watch_took_nothing(root)
 
 
 def test_sigterm_in_a_blocking_command_is_one_line_and_exit_143(tmp_path: Path) -> None:
@@ -204,13 +209,7 @@ def test_mcp_server_ends_with_a_watch_pending(tmp_path: Path, stop: str) -> None
     err = proc.stderr.read().decode()
     assert proc.returncode == {"stdin closes": 0, "SIGTERM": 0, "SIGINT": 130}[stop], err
     assert "Traceback" not in err and "Aborted" not in err
-    # the abandoned watch took nothing: an entry sent now is still there for the next watch
-    _mailslot(
-        "--root", str(root), "--as", "olu", "exchange", "send", "--topic", "t", "--action", "fyi",
-        "after",
-    )  # fmt: skip
-    r = _mailslot("--root", str(root), "--as", "claude", "exchange", "watch", "--timeout", "0")
-    assert "0001-olu.md" in r.stdout
+    _assert_the_watch_took_nothing(root)
 
 
 def test_a_blocking_commands_output_reaches_a_file_whole(tmp_path: Path) -> None:
