@@ -34,14 +34,20 @@ locked_append(Path(sys.argv[1]), sys.argv[2], fsync=True)
 RECORD = "r" * 5000 + "\n"
 
 
+def _torn_log(tmp_path: Path, killed_in_write) -> Path:
+    """``LOG.md`` holding ``first``, then half a record left by an appender killed mid-write."""
+    log = tmp_path / "LOG.md"
+    locked_append(log, "first\n")
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    return log
+
+
 def _sidecars(directory: Path) -> list[str]:
     return [n for n in os.listdir(directory) if n.endswith(".intent")]
 
 
 def test_a_record_torn_by_a_kill_is_hidden_then_cut_out(tmp_path: Path, killed_in_write) -> None:
-    log = tmp_path / "LOG.md"
-    locked_append(log, "first\n")
-    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    log = _torn_log(tmp_path, killed_in_write)
     assert log.stat().st_size == len("first\n") + len(RECORD) // 2
     with file_lock(log, shared=True):  # another reader is in: nobody may repair meanwhile
         assert read_from(log) == b"first\n"
@@ -82,9 +88,7 @@ def _hand_append(log: Path) -> None:
 def test_lines_appended_by_hand_after_a_torn_record_are_kept_whole(
     tmp_path: Path, killed_in_write, next_one: str
 ) -> None:
-    log = tmp_path / "LOG.md"
-    locked_append(log, "first\n")
-    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    log = _torn_log(tmp_path, killed_in_write)
     _hand_append(log)
     if next_one == "reader":  # a reader that may write the file repairs it
         assert read_from(log) == ("first\n" + "".join(HAND)).encode()
@@ -166,9 +170,7 @@ fsio.settle_appends(Path(log))
 def test_a_repairer_killed_mid_repair_loses_and_doubles_nothing(
     tmp_path: Path, killed_in_write, point: str
 ) -> None:
-    log = tmp_path / "LOG.md"
-    locked_append(log, "first\n")
-    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    log = _torn_log(tmp_path, killed_in_write)
     _hand_append(log)
     killed_in_write(str(log), point, at_bytes=1 << 30, code=REPAIR)
     with log.open("a") as f:  # and one more by hand before anyone repairs again
@@ -184,9 +186,7 @@ def test_a_repairer_killed_mid_repair_loses_and_doubles_nothing(
 def test_a_line_appended_by_hand_while_the_repair_runs_is_kept(
     tmp_path: Path, killed_in_write
 ) -> None:
-    log = tmp_path / "LOG.md"
-    locked_append(log, "first\n")
-    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    log = _torn_log(tmp_path, killed_in_write)
     _hand_append(log)
     hand_mid_repair = f"""
 from mailslot.core import fsio
@@ -341,9 +341,7 @@ def test_a_sidecar_planted_by_a_user_who_cannot_write_the_file_cuts_nothing(
 
 
 def test_a_sidecar_left_for_a_replaced_file_cuts_nothing(tmp_path: Path, killed_in_write) -> None:
-    log = tmp_path / "LOG.md"
-    locked_append(log, "first\n")
-    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    log = _torn_log(tmp_path, killed_in_write)
     assert _sidecars(tmp_path) == [".LOG.md.intent"]
     fresh = tmp_path / "LOG.md.new"  # an editor or a checkout puts a new file in its place
     fresh.write_text("".join(f"line {i}\n" for i in range(1000)))
