@@ -567,11 +567,15 @@ _CUT_RE = re.compile(
 )
 
 
-def _read_cut(plan: Path, file_st: os.stat_result) -> _Cut | bool | None:
-    """The repair plan in ``plan`` for the file whose status is ``file_st``; ``None`` when there
-    is none; ``False`` when it is not to be believed (as ``_read_intent``)."""
+def _read_sidecar(
+    sidecar: Path, file_st: os.stat_result, limit: int, *, whole: bool
+) -> bytes | bool | None:
+    """At most ``limit`` bytes of ``sidecar`` (an intent or a repair plan) kept beside the file
+    whose status is ``file_st``; ``None`` when there is none; ``False`` when it is not to be
+    believed: unreadable, something other than a regular file, written by a user who could not
+    write the file itself, or (``whole``) longer than ``limit``."""
     try:
-        fd = os.open(plan, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError:
@@ -580,13 +584,23 @@ def _read_cut(plan: Path, file_st: os.stat_result) -> _Cut | bool | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not _could_write(st.st_uid, file_st):
             return False
-        if st.st_size > 256 + INTENT_RECORD_MAX + READ_FROM_MAX:
+        if not whole:
+            return os.pread(fd, limit, 0)
+        if st.st_size > limit:
             return False
-        raw = _pread_all(fd, st.st_size, 0)
+        return _pread_all(fd, st.st_size, 0)
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def _read_cut(plan: Path, file_st: os.stat_result) -> _Cut | bool | None:
+    """The repair plan in ``plan`` for the file whose status is ``file_st``; ``None`` when there
+    is none; ``False`` when it is not to be believed (as ``_read_intent``)."""
+    raw = _read_sidecar(plan, file_st, 256 + INTENT_RECORD_MAX + READ_FROM_MAX, whole=True)
+    if not isinstance(raw, bytes):
+        return raw
     m = _CUT_RE.match(raw)
     if m is None:
         return False
@@ -633,21 +647,9 @@ def _read_intent(sidecar: Path, file_st: os.stat_result) -> _Intent | bool | Non
     something else under its name, an intent for another file (one since replaced by a rename,
     or a sidecar copied from elsewhere), or planted by a user who could not write the file
     itself (in a shared directory anyone may create a dot-file; only a writer may cut)."""
-    try:
-        fd = os.open(sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return False
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _could_write(st.st_uid, file_st):
-            return False
-        raw = os.pread(fd, _INTENT_SIZE + 1 + INTENT_RECORD_MAX + 1, 0)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    raw = _read_sidecar(sidecar, file_st, _INTENT_SIZE + 1 + INTENT_RECORD_MAX + 1, whole=False)
+    if not isinstance(raw, bytes):
+        return raw
     m = _INTENT_RE.match(raw)
     if m is None or zlib.crc32(m[1]) != int(m[8], 16):
         return False
