@@ -82,6 +82,8 @@ def _one_line_naming(r: subprocess.CompletedProcess[str], extra: str) -> None:
 
 def test_mcp_names_the_mcp_extra(base_install: Run, exchange: Path) -> None:
     _one_line_naming(base_install("mcp", "--root", str(exchange), "--as", "claude"), "mcp")
+    # said before anything else is asked for: no --as or --root can make this install serve
+    _one_line_naming(base_install("mcp"), "mcp")
 
 
 def test_onboard_prints_no_registration_for_a_server_that_cannot_start(

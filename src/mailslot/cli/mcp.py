@@ -67,8 +67,11 @@ def mcp(env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None) ->
     Example:
       mailslot mcp --root /srv/exchange --as olu --chat-dir /srv/chats
     """
-    from mailslot.mcpserver.server import serve
+    from mailslot.mcpserver.server import missing_sdk, serve
 
+    absent = missing_sdk()
+    if absent is not None:  # said first: no --as or --root can make this install serve
+        raise MissingExtra("mailslot mcp", "mcp", absent)
     cfg = _config(env, chat_dir, bus, keys)
     exit_promptly()  # a thread blocked reading stdin or in a wait must not hold the exit
     with stopping_on_term():
