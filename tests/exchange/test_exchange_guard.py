@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -458,3 +459,16 @@ def test_seed_live_sequence_through_the_console_command(ex, run_cli) -> None:
     ms("--as", "olu", "exchange", "state", topic, "done")  # olu re-reads and re-affirms
     out = json.loads(ms("exchange", "tick", "--json"))
     assert out["released"] == [topic] and out["archived"] == [topic]
+
+
+def test_a_state_written_just_now_acknowledges_its_own_time_despite_a_coarse_ctime() -> None:
+    """The kernel's ctime may lag the time the writer took before writing by up to a tick: a
+    STATE.md written a moment ago acknowledges its ``updated_at``, not the lagging ctime, while
+    one dated seconds ahead of its writing is still held to when it was written."""
+    from mailslot.exchange.guard import CTIME_GRANULARITY, acknowledged_by
+
+    taken = clock.now()  # the writer's clock, read before the write
+    lagging_ctime = time.time_ns() - 3_000_000  # the coarse clock stamped it 3 ms earlier
+    assert acknowledged_by(taken, lagging_ctime) == taken
+    ahead = taken + timedelta(seconds=50)
+    assert acknowledged_by(ahead, lagging_ctime) < taken + CTIME_GRANULARITY + timedelta(seconds=1)

@@ -81,14 +81,22 @@ def acknowledged_within_second(
     return second <= entry_ns < state_ctime_ns < second + SECOND_NS
 
 
+# The kernel stamps ctimes from a coarse clock that lags the real one by up to a scheduler tick
+# (4 ms at HZ=250, 10 ms at HZ=100): a file's ctime may read earlier than a time its writer took
+# before writing it. The write happened no later than its ctime plus this.
+CTIME_GRANULARITY = timedelta(milliseconds=10)
+
+
 def acknowledged_by(updated_at: datetime, state_ctime_ns: int | None) -> datetime:
     """What a STATE.md acknowledges: up to its ``updated_at``, but never past the moment it was
-    written (its ctime, which its writer cannot set). A time dated ahead -- a skewed clock inside
-    the skew allowance, a typo -- must not acknowledge an entry that arrived after the file."""
+    written (its ctime, which its writer cannot set, plus ``CTIME_GRANULARITY``). A time dated
+    ahead -- a skewed clock inside the skew allowance, a typo -- must not acknowledge an entry
+    that arrived after the file."""
     if state_ctime_ns is None:
         return updated_at
     # the ctime on mailslot's clock (``clock.now``: the real one outside tests), by its age
-    written = clock.now() - timedelta(microseconds=(time.time_ns() - state_ctime_ns) // 1000)
+    age = timedelta(microseconds=(time.time_ns() - state_ctime_ns) // 1000)
+    written = clock.now() - age + CTIME_GRANULARITY
     return min(updated_at, written)
 
 
