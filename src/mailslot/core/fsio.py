@@ -183,6 +183,25 @@ def _write_temp(
     return stream_to_temp(directory, final_name, (data,), mode=mode, sync=sync)
 
 
+def _locked_temp(directory: Path, final_name: str, mode: int) -> tuple[Path, int]:
+    """A new dot-named temp beside ``final_name``, open and held under ``flock``: (path, fd)."""
+    while True:
+        tmp = _temp_path(directory, final_name)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:
+            return tmp, fd
+        os.close(fd)  # swept in the instant before our lock: start again
+
+
+def _fill(fd: int, chunks: Iterable[bytes], sync: bool) -> None:
+    """Write every chunk to ``fd``, then fsync it when ``sync``."""
+    for chunk in chunks:
+        write_all(fd, chunk)
+    if sync:
+        os.fsync(fd)
+
+
 def stream_to_temp(
     directory: Path,
     final_name: str,
@@ -199,14 +218,9 @@ def stream_to_temp(
     The writer holds ``flock`` on the temp while the bytes go in (a pipe may stall for hours):
     ``sweep_temps`` never removes a temp whose writer is alive; a killed writer's lock is gone.
     """
-    tmp = _temp_path(Path(directory), final_name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    tmp, fd = _locked_temp(Path(directory), final_name, mode)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
-        for chunk in chunks:
-            write_all(fd, chunk)
-        if sync:
-            os.fsync(fd)
+        _fill(fd, chunks, sync)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -235,18 +249,9 @@ def held_temp(
     """
     directory = Path(directory)
     with _no_space(directory / (what or final_name)):
-        while True:
-            tmp = _temp_path(directory, final_name)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.fstat(fd).st_nlink:
-                break
-            os.close(fd)  # swept in the instant before our lock: start again
+        tmp, fd = _locked_temp(directory, final_name, mode)
         try:
-            for chunk in chunks:
-                write_all(fd, chunk)
-            if sync:
-                os.fsync(fd)
+            _fill(fd, chunks, sync)
             yield tmp
         finally:
             with contextlib.suppress(FileNotFoundError):
