@@ -1,22 +1,29 @@
-"""Seed 002's own bash procedures, run beside mailslot: the creator's set-up, the locked append,
-the read after a cursor.
+"""What the chat's tests share: the bash procedures a hand-run agent follows beside mailslot (the
+creator's set-up, the locked append, the read after a cursor), a clock moved ahead, a call in a
+thread.
 
-Each is the seed's text with its variables passed as arguments, so a test shows a hand-run agent
-and a mailslot agent sharing one chat exactly as the seed tells agents to work.
+Each procedure is the chat protocol's bash text with its variables passed as arguments, so a test
+shows a hand-run agent and a mailslot agent sharing one chat exactly as the protocol tells agents
+to work.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from mailslot.core import clock
+
 # "Writing messages": the mkdir lock, one `cat >>` of the block, rmdir. A bash function
 # (chat file, name, body, optional spin in seconds) that every procedure below appends with.
-SEED_APPEND = r"""
-seed_append() {
+BASH_APPEND = r"""
+bash_append() {
   local CHAT_FILE="$1" NAME="$2" BODY="$3" SPIN="${4:-0.1}" TS
   while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep "$SPIN"; done
   TS=$(date -Iseconds)
@@ -32,23 +39,23 @@ EOF
 }
 """
 
-SEED_WRITE = (
-    SEED_APPEND
+BASH_WRITE = (
+    BASH_APPEND
     + r"""
-seed_append "$1" "$2" "$3"
+bash_append "$1" "$2" "$3"
 """
 )
 
 # "Step 2a: Creator setup": the file in the creator's directory, then the opening message,
 # whose TOPIC: line stands where the agent put it (here after a greeting).
-SEED_CREATE = (
-    SEED_APPEND
+BASH_CREATE = (
+    BASH_APPEND
     + r"""
 NAME="$1"; TOPIC="$2"
 CHAT_FILE="$(pwd)/chat-$(date +%Y-%m-%d-%H%M%S).txt"
 touch "$CHAT_FILE"
 CWD=$(pwd)
-seed_append "$CHAT_FILE" "$NAME" "Hi all, I am $NAME.
+bash_append "$CHAT_FILE" "$NAME" "Hi all, I am $NAME.
 TOPIC: $TOPIC
 CWD: $CWD
 My working directory may contain unrelated files."
@@ -57,7 +64,7 @@ echo "$CHAT_FILE"
 )
 
 # "Step 3: Wait loop", steps 2 and 3: is the chat there, and what is new after the cursor.
-SEED_READ = r"""
+BASH_READ = r"""
 CHAT_FILE="$1"; CUR="$2"
 test -f "$CHAT_FILE" || { echo "MISSING"; exit 0; }
 FILESIZE=$(wc -c < "$CHAT_FILE")
@@ -69,12 +76,17 @@ fi
 """
 
 
-def _bash(script: str, *args: str, cwd: Path | None = None) -> str:
+def _bash_path() -> str:
     bash = shutil.which("bash")
     if bash is None:
         pytest.skip("bash not installed")
+    return bash
+
+
+def _bash(script: str, *args: str, cwd: Path | None = None) -> str:
+    bash = _bash_path()
     r = subprocess.run(
-        [bash, "-c", script, "seed", *args],
+        [bash, "-c", script, "hand-run-agent", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -84,16 +96,48 @@ def _bash(script: str, *args: str, cwd: Path | None = None) -> str:
     return r.stdout
 
 
-def seed_write(chat_file: Path, name: str, body: str) -> None:
-    """Append one message the way a hand-run seed-002 agent does."""
-    _bash(SEED_WRITE, str(chat_file), name, body)
+def bash_write(chat_file: Path, name: str, body: str) -> None:
+    """Append one message the way a hand-run bash agent does."""
+    _bash(BASH_WRITE, str(chat_file), name, body)
 
 
-def seed_create(directory: Path, name: str, topic: str) -> Path:
-    """Create a chat in ``directory`` the way a hand-run seed-002 creator does; its path."""
-    return Path(_bash(SEED_CREATE, name, topic, cwd=directory).strip())
+def bash_create(directory: Path, name: str, topic: str) -> Path:
+    """Create a chat in ``directory`` the way a hand-run bash creator does; its path."""
+    return Path(_bash(BASH_CREATE, name, topic, cwd=directory).strip())
 
 
-def seed_read(chat_file: Path, cursor: int) -> str:
+def bash_read(chat_file: Path, cursor: int) -> str:
     """What a hand-run agent reads after byte ``cursor`` (``MISSING``, ``NO_NEW`` or text)."""
-    return _bash(SEED_READ, str(chat_file), str(cursor))
+    return _bash(BASH_READ, str(chat_file), str(cursor))
+
+
+def bash_write_started(
+    chat_file: Path, name: str, body: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a hand-run bash agent appending one message (it spins while the lock is held);
+    the running process."""
+    return subprocess.Popen(
+        [_bash_path(), "-c", BASH_WRITE, "hand-run-agent", str(chat_file), name, body],
+        env=None if env is None else {**os.environ, **env},
+    )
+
+
+def later(seconds: float) -> None:
+    """Move mailslot's clock ``seconds`` ahead of the real one."""
+    real = clock.now()
+    clock.set_clock(lambda: real + timedelta(seconds=seconds))
+
+
+def in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
+    """Call ``fn`` in a daemon thread; the thread and a box that gets ``result`` or ``error``."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["result"] = fn(*args, **kwargs)
+        except BaseException as e:  # handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box

@@ -102,21 +102,6 @@ def test_conversation_through_the_console(tmp_path: Path, run_cli) -> None:
     assert data["messages"][0]["from"] != name
 
 
-def test_wait_on_a_path_that_never_was_a_chat_is_not_found(tmp_path: Path, run_cli) -> None:
-    never = tmp_path / "chat-2026-01-01-000000.txt"
-    r = run_cli("chat", "wait", str(never), "--as", "bob", "--timeout", "1")
-    assert r.returncode == 1, r.stderr
-    assert r.stderr.startswith("mailslot: error:") and "no such chat file" in r.stderr
-    for cmd in (["say", str(never), "hi"], ["join", str(never)]):  # the same answer as these
-        other = run_cli("chat", *cmd, "--as", "bob")
-        assert other.returncode == 1 and "no such chat file" in other.stderr
-    r = run_cli("chat", "new", "t", "--dir", str(tmp_path), "--as", "alice")
-    path = Path(r.stdout.splitlines()[0])
-    path.unlink()  # a chat alice knew, then removed: gone, not a wrong path
-    r = run_cli("chat", "wait", str(path), "--as", "alice", "--timeout", "1")
-    assert r.returncode == 4 and r.stderr.startswith("mailslot: gone:")
-
-
 def test_a_cursor_out_of_range_is_one_line_naming_it(tmp_path: Path) -> None:
     path = run("chat", "new", "t", "--dir", str(tmp_path), "--as", "alice").output.splitlines()[0]
     for since in ("99999999999999999999999", "1000000"):

@@ -1,4 +1,4 @@
-"""The chat block format: round trips, no forged headers, seed-002 files written by bash."""
+"""The chat block format: round trips, no forged headers, files written by hand-run bash agents."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mailslot.core.errors import FormatError, LimitExceeded
 
 WHEN = datetime(2026, 11, 29, 18, 14, 0, 123000, tzinfo=UTC)
 
-SEED_FILE = (
+BASH_FILE = (
     "\n---MSG---\nFROM: Kiran-48291\nTIME: 2026-05-26T10:30:45+05:30\n---\n"
     "TOPIC: monolith or microservices\nCWD: /home/k/proj\nMy directory may hold unrelated files.\n"
     "\n---MSG---\nFROM: Zara-60817\nTIME: 2026-05-26T10:31:02+05:30\n---\n"
@@ -33,14 +33,14 @@ def test_render_then_parse_round_trips() -> None:
     assert m.to_json()["time"] == "2026-11-29T18:14:00.123Z"
 
 
-def test_reads_a_file_written_by_seed_002_bash_agents() -> None:
-    messages, end = parse_messages(SEED_FILE.encode())
+def test_reads_a_file_written_by_bash_agents() -> None:
+    messages, end = parse_messages(BASH_FILE.encode())
     assert [m.sender for m in messages] == ["Kiran-48291", "Zara-60817", "Neel-33402"]
     assert messages[0].at == datetime(2026, 5, 26, 5, 0, 45, tzinfo=UTC)  # +05:30 -> UTC
     assert messages[1].body == "Monolith first.\n\nSecond paragraph."
     assert messages[2].kind == "end-reject"
     assert messages[2].marker_text == "I still have questions about the deployment strategy."
-    assert end == len(SEED_FILE.encode())
+    assert end == len(BASH_FILE.encode())
 
 
 def test_crlf_and_a_bad_time_still_parse() -> None:
@@ -54,7 +54,7 @@ def test_a_block_still_being_written_is_never_delivered_half() -> None:
     full = render_message("a", WHEN, "one") + render_message("b", WHEN, "two lines")
     data = full.encode()
     # (A multi-line body cut exactly after one of its lines is indistinguishable from a finished
-    # one; mailslot writers are atomic under flock and seed-002 bash writers append a block with
+    # one; mailslot writers are atomic under flock and hand-run bash writers append a block with
     # one write(2), so that cut does not happen in practice. See docs/chat.md.)
     for cut in range(len(data) + 1):  # a reader may look at any moment of the append
         first, end = parse_messages(data[:cut])

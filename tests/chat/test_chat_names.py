@@ -12,13 +12,17 @@ import os
 from pathlib import Path
 
 import pytest
-from chat_helpers import seed_create, seed_read, seed_write
+from chat_helpers import bash_create, bash_read, bash_write
 from click.testing import CliRunner
 
 from mailslot import chat
 from mailslot.cli import cli
 from mailslot.core.cursor import ByteCursor, CursorStore
-from mailslot.core.errors import Conflict, MailslotError, WaitTimeout
+from mailslot.core.errors import (
+    Conflict,
+    MailslotError,
+    WaitTimeout,
+)
 
 
 def test_an_explicit_name_speaks_from_any_directory_and_session(
@@ -50,8 +54,8 @@ def test_a_joining_name_that_already_speaks_is_refused(
 
 
 def test_a_name_written_by_hand_cannot_be_joined_but_can_be_acted_as(chat_file: Path) -> None:
-    seed_write(chat_file, "dave", "hi, I follow the seed by hand")
-    seed_write(chat_file, "Kiran-48291", "so do I, with the seed's capital letter")
+    bash_write(chat_file, "dave", "hi, I follow the protocol by hand")
+    bash_write(chat_file, "Kiran-48291", "so do I, with the protocol's capital letter")
     with pytest.raises(Conflict, match="'dave' already speaks"):
         chat.join(chat_file, "dave")
     with pytest.raises(Conflict, match="'Kiran-48291' already speaks"):
@@ -143,14 +147,51 @@ def test_a_human_in_a_second_terminal_speaks_with_as(tmp_path: Path, run_cli) ->
     home, elsewhere = tmp_path / "proj", tmp_path / "other"
     home.mkdir()
     elsewhere.mkdir()
-    path = seed_create(home, "kiran-48291", "split the parser")  # an agent following the seed
+    path = bash_create(home, "kiran-48291", "split the parser")  # a hand-run agent
     mark = path.stat().st_size
     r = run_cli("chat", "say", str(path), "human here", "--as", "kiran-48291", cwd=elsewhere)
     assert r.returncode == 0, r.stderr
     r = run_cli("chat", "say", str(path), "and from a subfolder", "--as", "kiran-48291", cwd=home)
     assert r.returncode == 0, r.stderr
-    seen = seed_read(path, mark)  # what the hand-run agent's loop reads next
+    seen = bash_read(path, mark)  # what the hand-run agent's loop reads next
     assert seen.count("FROM: kiran-48291") == 2 and "human here" in seen
     r = run_cli("chat", "say", str(path), "who?", cwd=elsewhere, env={"MAILSLOT_AGENT": ""})
     assert r.returncode == 2 and "--as" in r.stderr and r.stderr.count("\n") == 1
     assert os.path.getsize(path) == mark + len(seen.encode())
+
+
+def test_generated_name_is_remembered_per_caller(chat_file: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MAILSLOT_SESSION", "session-one")
+    joined = chat.join(chat_file)
+    msg = chat.say(chat_file, "no --as needed")
+    assert msg.sender == joined.name
+    with pytest.raises(Conflict, match=f"--as {joined.name}"):
+        chat.join(chat_file)  # a second session here must not silently share the name
+    monkeypatch.setenv("MAILSLOT_SESSION", "session-two")
+    with pytest.raises(MailslotError, match="who is speaking"):
+        chat.say(chat_file, "who am I?")
+    other = chat.join(chat_file)
+    assert other.name != joined.name
+    assert chat.say(chat_file, "me").sender == other.name
+    assert chat.status(chat_file).participants == ["alice", joined.name, other.name]
+
+
+def test_the_creators_generated_name_is_remembered(tmp_path: Path) -> None:
+    joined = chat.new_chat("t", tmp_path)
+    assert chat.say(joined.path, "hi").sender == joined.name
+
+
+def test_bad_names_are_refused(chat_file: Path) -> None:
+    with pytest.raises(MailslotError, match="invalid chat name"):
+        chat.say(chat_file, "hi", "Bad Name")
+
+
+def test_a_refused_join_remembers_no_name(chat_file: Path, monkeypatch) -> None:
+    chat.join(chat_file, "bob")
+    chat.end(chat_file, "request", name="alice")
+    chat.end(chat_file, "accept", name="bob")
+    monkeypatch.setenv("MAILSLOT_SESSION", "late")
+    assert chat.status(chat_file).ended
+    with pytest.raises(Conflict, match="ended"):
+        chat.join(chat_file)
+    assert chat.NameBook().recall(chat_file) is None

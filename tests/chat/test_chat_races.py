@@ -1,9 +1,8 @@
-"""Real processes racing on one chat file: mailslot writers, seed-002 bash writers, waiters."""
+"""Real processes racing on one chat file: mailslot writers, hand-run bash writers, waiters."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from chat_helpers import SEED_APPEND
+from chat_helpers import BASH_APPEND, bash_write_started
 
 from mailslot import chat
 from mailslot.chat.format import parse_messages
@@ -30,15 +29,15 @@ WRITER = textwrap.dedent(
     """
 )
 
-# Seed 002's writing procedure in a loop, with a shorter spin (0.01 s instead of 0.1 s).
+# The hand-run agent's writing procedure in a loop, with a shorter spin (0.01 s instead of 0.1 s).
 BASH_WRITER = (
-    SEED_APPEND
+    BASH_APPEND
     + r"""
 CHAT_FILE="$1"; NAME="$2"; N="$3"
 PAD=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
 for i in $(seq 0 $((N-1))); do
   BODY=$(for k in $(seq 0 39); do printf '%s-%s-line-%s %s\n' "$NAME" "$i" "$k" "$PAD"; done)
-  seed_append "$CHAT_FILE" "$NAME" "$NAME #$i
+  bash_append "$CHAT_FILE" "$NAME" "$NAME #$i
 $BODY" 0.01
 done
 """
@@ -58,8 +57,8 @@ def test_many_concurrent_writers_never_interleave(chat_file: Path, tmp_path: Pat
         for name in names
     ]
     bash = shutil.which("bash")
-    if bash:  # hand-run seed-002 agents share the file (they only know the mkdir lock)
-        script = tmp_path / "seed002-writer.sh"
+    if bash:  # hand-run bash agents share the file (they only know the mkdir lock)
+        script = tmp_path / "bash-writer.sh"
         script.write_text(BASH_WRITER)
         for b in range(2):
             names.append(f"Bash{b}-4829{b}")
@@ -104,35 +103,14 @@ def test_a_waiter_in_another_process_gets_every_message_once(chat_file: Path) ->
     assert json.loads(out) == [f"m{i}" for i in range(n)]
 
 
-ONE_BASH_MESSAGE = r"""
-CHAT_FILE="$1"
-while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.1; done
-TS=$(date -Iseconds)
-cat >> "$CHAT_FILE" <<EOF
-
----MSG---
-FROM: Kiran-48291
-TIME: $TS
----
-Hand-run agent here, following seed 002.
-EOF
-rmdir "$CHAT_FILE.lock"
-"""
-
-
-def test_a_mailslot_waiter_wakes_for_a_seed_002_bash_agent(chat_file: Path, tmp_path: Path) -> None:
-    bash = shutil.which("bash")
-    if not bash:
-        pytest.skip("bash not installed")
+def test_a_mailslot_waiter_wakes_for_a_hand_run_bash_agent(chat_file: Path) -> None:
     chat.join(chat_file, "bob")
-    script = tmp_path / "one.sh"
-    script.write_text(ONE_BASH_MESSAGE)
-    env = {**os.environ, "TZ": "Asia/Kolkata"}  # date -Iseconds writes +05:30
-    p = subprocess.Popen([bash, str(script), str(chat_file)], env=env)
+    env = {"TZ": "Asia/Kolkata"}  # date -Iseconds writes +05:30
+    p = bash_write_started(chat_file, "Kiran-48291", "Hand-run agent here, by hand.", env=env)
     batch = chat.wait(chat_file, "bob", timeout=60)
     assert p.wait(timeout=60) == 0
     [m] = batch.messages
-    assert (m.sender, m.body) == ("Kiran-48291", "Hand-run agent here, following seed 002.")
+    assert (m.sender, m.body) == ("Kiran-48291", "Hand-run agent here, by hand.")
     assert m.time_raw.endswith("+05:30") and m.at is not None
     assert m.to_json()["time"].endswith("Z")  # read back in UTC
     assert chat.status(chat_file).participants == ["alice", "bob", "Kiran-48291"]

@@ -1,25 +1,31 @@
-"""A writer SIGKILLed inside its append leaves no message: the fragment is cut out, not delivered.
+"""A message is in the chat whole or not at all, and a say that fails never leads to it twice.
 
-The kill is real: a ``mailslot chat say`` process dies by SIGKILL in the middle of writing its
-block, leaving half of it in the file (and seed 002's ``FILE.lock`` directory behind, which the
-human removes as the lock error says).
+A writer SIGKILLed inside its append leaves no message: the fragment is cut out into ``.torn``,
+not delivered. The kill is real: a ``mailslot chat say`` process dies by SIGKILL in the middle of
+writing its block, leaving half of it in the file (and its ``FILE.lock`` directory behind, which
+the human removes as the lock error says).
+
+A full disk fails before anything is written, so the retry writes the message once. Whatever the
+caller keeps on another disk (the state directory) either is not needed to speak or, when that
+disk is full, fails the say with nothing in the chat. A block already written whose fsync fails
+is reported as written, so nobody sends it again.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from chat_helpers import bash_write, bash_write_started
 
 from mailslot import chat
 from mailslot.chat import room
-from mailslot.core.errors import LockBusy
+from mailslot.core.errors import LockBusy, MailslotError
 
 BIG = "the long plan, " * 2000  # a 30 KB message: its write is the first large one
+SAID = "Hand-run agent, waiting on the lock."  # what a hand-run bash agent appends
 
 
 def test_a_message_torn_by_a_kill_is_never_delivered(
@@ -29,7 +35,7 @@ def test_a_message_torn_by_a_kill_is_never_delivered(
     before = chat_file.stat().st_size
     killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
     assert chat_file.stat().st_size > before  # half of alice's block is in the file
-    os.rmdir(f"{chat_file}.lock")  # the dead writer's seed lock; the lock error says to remove it
+    os.rmdir(f"{chat_file}.lock")  # the dead writer's mkdir lock; the lock error says to remove it
 
     # meanwhile readers see the chat as it was before the torn block
     assert [m.sender for m in chat.read(chat_file).messages] == ["alice", "bob"]
@@ -61,33 +67,12 @@ def test_a_whole_message_leaves_no_sidecar_and_no_torn_file(chat_file: Path) -> 
     assert chat.status(chat_file).torn is None
 
 
-# Seed 002's writing procedure for one message: spin on the mkdir lock, `cat >>`, rmdir.
-SEED_SAY = r"""
-CHAT_FILE="$1"
-while ! mkdir "$CHAT_FILE.lock" 2>/dev/null; do sleep 0.1; done
-cat >> "$CHAT_FILE" <<EOF
-
----MSG---
-FROM: Kiran-48291
-TIME: $(date -Iseconds)
----
-Hand-run agent, waiting on the lock.
-EOF
-rmdir "$CHAT_FILE.lock"
-"""
-
-
 def test_a_bash_agent_that_was_waiting_on_the_dead_writers_lock_keeps_its_message(
-    chat_file: Path, killed_in_write, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    chat_file: Path, killed_in_write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bash = shutil.which("bash")
-    if not bash:
-        pytest.skip("bash not installed")
     chat.join(chat_file, "bob")
     killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
-    script = tmp_path / "seed-say.sh"
-    script.write_text(SEED_SAY)
-    agent = subprocess.Popen([bash, str(script), str(chat_file)])  # spins on the dead lock
+    agent = bash_write_started(chat_file, "Kiran-48291", SAID)  # spins on the dead lock
 
     monkeypatch.setattr(room, "LOCK_WAIT_SECONDS", 0.2)
     with pytest.raises(LockBusy, match="rmdir"):  # the next mailslot writer finds the lock held
@@ -95,7 +80,7 @@ def test_a_bash_agent_that_was_waiting_on_the_dead_writers_lock_keeps_its_messag
     os.rmdir(f"{chat_file}.lock")  # as the error says; the waiting agent goes at once
     assert agent.wait(timeout=60) == 0
 
-    said = "Hand-run agent, waiting on the lock."
+    said = SAID
     assert [m.body for m in chat.read(chat_file).messages][-1] == said  # readers see it
     chat.say(chat_file, "after the crash", "bob")
     bodies = [m.body for m in chat.read(chat_file).messages]
@@ -106,20 +91,15 @@ def test_a_bash_agent_that_was_waiting_on_the_dead_writers_lock_keeps_its_messag
 
 @pytest.mark.parametrize("next_one", ["read", "say"])
 def test_messages_bash_agents_append_after_a_torn_block_are_kept(
-    chat_file: Path, killed_in_write, run_cli, tmp_path: Path, next_one: str
+    chat_file: Path, killed_in_write, run_cli, next_one: str
 ) -> None:
-    bash = shutil.which("bash")
-    if not bash:
-        pytest.skip("bash not installed")
     chat.join(chat_file, "bob")
     killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
-    os.rmdir(f"{chat_file}.lock")  # the dead writer's seed lock, removed by hand
-    script = tmp_path / "seed-say.sh"
-    script.write_text(SEED_SAY)
+    os.rmdir(f"{chat_file}.lock")  # the dead writer's mkdir lock, removed by hand
     for _ in range(2):  # two hand-run agents follow the procedure before any mailslot writer
-        subprocess.run([bash, str(script), str(chat_file)], check=True, timeout=60)
+        bash_write(chat_file, "Kiran-48291", SAID)
 
-    said = "Hand-run agent, waiting on the lock."
+    said = SAID
     if next_one == "say":
         r = run_cli("chat", "say", str(chat_file), "after the crash", "--as", "bob")
         assert r.returncode == 0, r.stderr
@@ -130,3 +110,33 @@ def test_messages_bash_agents_append_after_a_torn_block_are_kept(
     torn = Path(f"{chat_file}.torn").read_text()
     assert BIG[:1000] in torn and said not in torn and torn.count("--- torn append") == 1
     assert [n for n in os.listdir(chat_file.parent) if n.endswith((".intent", ".repair"))] == []
+
+
+def test_a_new_speaker_on_a_full_state_disk_writes_once_or_not_at_all(
+    chat_file: Path, small_disk: Path, fill_disk
+) -> None:
+    state = small_disk / "state"
+    before = chat_file.read_bytes()
+    filler = fill_disk(small_disk)
+    try:
+        chat.say(chat_file, "hello from bob", "bob", state=state)
+    except (OSError, MailslotError) as e:  # refused: then nothing may be in the chat
+        assert "no space" in str(e).lower()
+        assert chat_file.read_bytes() == before
+        filler.unlink()  # room again: the retry is accepted and writes the message once
+        chat.say(chat_file, "hello from bob", "bob", state=state)
+    bodies = [m.body for m in chat.read(chat_file).messages]
+    assert bodies.count("hello from bob") == 1
+
+
+def test_a_message_the_disk_does_not_confirm_is_reported_as_written(
+    chat_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def eio(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", eio)
+    with pytest.raises(MailslotError, match=r"WAS written.*do not send it again"):
+        chat.say(chat_file, "said once", "alice")
+    monkeypatch.undo()
+    assert [m.body for m in chat.read(chat_file).messages].count("said once") == 1

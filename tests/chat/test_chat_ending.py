@@ -1,32 +1,104 @@
-"""Leaving, and marking a silent participant gone, so the end handshake stops waiting for them.
+"""Ending a chat: the end handshake, leaving, and marking a silent participant gone.
 
-Without these, a ghost -- an agent that crashed, or one that switched to another name -- is a
-participant forever and no end request can ever complete. ``---LEAVE---`` and ``---GONE--- NAME``
-are ordinary blocks in the file, readable by a bash agent following the seed; a later message
-from the named participant brings it back.
+An end request needs every other present participant to accept it, and someone else to exist: a
+lone participant cannot end a chat (otherwise the creator's ``chat end F request`` right after
+``chat new`` reads as "ended by mutual agreement" and everyone about to join is refused).
+
+Without leaving and marking gone, a ghost -- an agent that crashed, or one that switched to
+another name -- is a participant forever and no end request can ever complete. ``---LEAVE---``
+and ``---GONE--- NAME`` are ordinary blocks in the file, readable by a hand-run bash agent; a
+later message from the named participant brings it back.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from chat_helpers import seed_read, seed_write
+from chat_helpers import bash_read, bash_write, later
 from click.testing import CliRunner
 
 from mailslot import chat
 from mailslot.chat.room import GONE_AFTER_SECONDS
 from mailslot.cli import cli
-from mailslot.core import clock
-from mailslot.core.errors import Conflict, Gone
+from mailslot.core.errors import (
+    Conflict,
+    Gone,
+)
 
 
-def later(seconds: float) -> None:
-    """Move mailslot's clock ``seconds`` ahead of the real one."""
-    real = clock.now()
-    clock.set_clock(lambda: real + timedelta(seconds=seconds))
+def test_end_handshake_with_three_participants_and_a_reject(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    chat.join(chat_file, "carol")
+    with pytest.raises(Conflict, match="no end request"):
+        chat.end(chat_file, "accept", name="bob")
+    st = chat.end(chat_file, "request", "we agreed", name="alice")
+    assert st.end_request is not None and st.end_request["waiting_for"] == ["bob", "carol"]
+    with pytest.raises(Conflict, match="own end request"):
+        chat.end(chat_file, "accept", name="alice")
+    with pytest.raises(Conflict, match="pending"):
+        chat.end(chat_file, "request", name="bob")
+    st = chat.end(chat_file, "accept", name="bob")
+    assert not st.ended and st.end_request and st.end_request["waiting_for"] == ["carol"]
+    with pytest.raises(Conflict, match="already accepted"):
+        chat.end(chat_file, "accept", name="bob")
+    st = chat.end(chat_file, "reject", "one more question", name="carol")
+    assert not st.ended and st.end_request is None
+    assert st.last_rejection == {
+        "from": "carol",
+        "time": st.last_rejection["time"],
+        "reason": "one more question",
+    }
+    chat.say(chat_file, "the question", "carol")
+    st = chat.end(chat_file, "request", name="carol")
+    st = chat.end(chat_file, "accept", name="alice")
+    assert not st.ended  # bob's accept of the old request does not count
+    st = chat.end(chat_file, "accept", name="bob")
+    assert st.ended and st.participants == ["alice", "bob", "carol"]
+    with pytest.raises(Conflict, match="ended"):
+        chat.say(chat_file, "wait!", "alice")
+    batch = chat.wait(chat_file, "carol", timeout=5)  # carol sees the final accepts...
+    assert batch.ended and [m.kind for m in batch.messages][-2:] == ["end-accept", "end-accept"]
+    with pytest.raises(Gone, match="ended"):  # ...and then the chat is over
+        chat.wait(chat_file, "carol", timeout=5)
+
+
+def test_a_participant_who_joins_during_a_request_must_accept_too(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    chat.end(chat_file, "request", name="alice")
+    chat.join(chat_file, "dave")
+    st = chat.end(chat_file, "accept", name="bob")
+    assert not st.ended and st.end_request and st.end_request["waiting_for"] == ["dave"]
+    assert chat.end(chat_file, "accept", name="dave").ended
+
+
+def test_a_lone_participant_cannot_request_the_end(chat_file: Path) -> None:
+    size = chat_file.stat().st_size
+    with pytest.raises(Conflict, match="no other participant"):
+        chat.end(chat_file, "request", name="alice")
+    assert chat_file.stat().st_size == size  # nothing written
+    assert not chat.status(chat_file).ended
+    assert chat.join(chat_file, "bob").name == "bob"  # joiners are welcome
+    st = chat.end(chat_file, "request", name="alice")
+    assert st.end_request is not None and st.end_request["waiting_for"] == ["bob"]
+    assert chat.end(chat_file, "accept", name="bob").ended
+
+
+def test_a_hand_written_lone_request_waits_for_someone_to_accept(chat_file: Path) -> None:
+    with chat_file.open("a") as f:  # written by hand: the rule in `end` was never asked
+        f.write("\n---MSG---\nFROM: alice\nTIME: 2026-11-30T01:00:00Z\n---\n---END-REQUEST---\n")
+    st = chat.status(chat_file)
+    assert not st.ended and st.end_request is not None and st.end_request["waiting_for"] == []
+    chat.join(chat_file, "bob")
+    assert chat.status(chat_file).end_request["waiting_for"] == ["bob"]
+    assert chat.end(chat_file, "accept", name="bob").ended
+
+
+def test_the_cli_refuses_with_one_line(chat_file: Path) -> None:
+    r = CliRunner().invoke(cli, ["chat", "end", str(chat_file), "request", "--as", "alice"])
+    assert r.exit_code == 1 and r.stderr.startswith("mailslot: error:")
+    assert "no other participant" in r.stderr and r.stderr.count("\n") == 1
 
 
 def run(*args: str):
@@ -60,7 +132,7 @@ def test_the_last_awaited_participant_leaving_ends_the_chat(chat_file: Path) -> 
 
 
 def test_a_crashed_bash_agent_can_be_marked_gone_after_the_silence(chat_file: Path) -> None:
-    seed_write(chat_file, "dave", "hi, I follow the seed by hand")  # ...and then it crashed
+    bash_write(chat_file, "dave", "hi, I follow the protocol by hand")  # ...and then it crashed
     chat.join(chat_file, "bob")
     chat.end(chat_file, "request", name="alice")
     assert not chat.end(chat_file, "accept", name="bob").ended  # waiting for dave, forever
@@ -70,18 +142,18 @@ def test_a_crashed_bash_agent_can_be_marked_gone_after_the_silence(chat_file: Pa
     later(GONE_AFTER_SECONDS + 60)
     st = chat.mark_gone(chat_file, "dave", "no answer since the deploy", "bob")
     assert st.ended and st.gone["dave"]["by"] == "bob"
-    seen = seed_read(chat_file, mark)  # what dave's loop would read, were it alive
+    seen = bash_read(chat_file, mark)  # what dave's loop would read, were it alive
     assert "FROM: bob" in seen and "---GONE--- dave\n" in seen
     assert "dave has written nothing since" in seen and "(1h 01m)" in seen
     assert "no longer waits for dave" in seen and "reason: no answer since the deploy" in seen
 
 
 def test_a_participant_marked_gone_who_writes_again_is_back(chat_file: Path) -> None:
-    seed_write(chat_file, "dave", "hi")
+    bash_write(chat_file, "dave", "hi")
     chat.join(chat_file, "bob")
     later(GONE_AFTER_SECONDS + 1)
     assert "dave" in chat.mark_gone(chat_file, "dave", name="alice").gone
-    seed_write(chat_file, "dave", "sorry, my human was away")
+    bash_write(chat_file, "dave", "sorry, my human was away")
     st = chat.status(chat_file)
     assert st.gone == {} and st.present == ["alice", "dave", "bob"]
     chat.end(chat_file, "request", name="alice")
