@@ -1,6 +1,6 @@
-"""Core primitives: durable create, locked append, cross-process wake; and the seeds' wake
-mechanisms measured in the same run (fswatch -1 respawned per wait, a 1 s poller). The command's
-start time is measured beside the peers' in ``b_62_start_vs_peers``."""
+"""Core primitives: durable create, locked append, cross-process wake; and the wake mechanisms
+hand-run agents use, measured in the same run (fswatch -1 respawned per wait, a 1 s poller). The
+command's start time is measured beside the peers' in ``b_62_start_vs_peers``."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ for _ in range(n):
     else:
         out.write("ready\n")
         while os.stat(log).st_size <= offset:
-            time.sleep(1.0)            # the seed's scheduled check
+            time.sleep(1.0)            # a hand-run agent's scheduled check
     woke = time.monotonic_ns()
     data = open(log, "rb").read()[offset:]
     offset += len(data)
@@ -162,12 +162,12 @@ def run(tmp: Path) -> list[Result]:
         )
     )
 
-    # The seeds' mechanisms, same machine, same run.
+    # The hand-run agents' mechanisms, same machine, same run.
     if shutil.which("fswatch"):
         fsw = _cross_process(tmp, "fswatch", SPAWN_WAITER, 15, "fswatch")
         rows.append(
             dist(
-                "seed 002: fswatch -1 respawned per wait",
+                "hand-run: fswatch -1 respawned per wait",
                 fsw,
                 "ms",
                 note=f"mailslot p50 is {pct(fsw, 50) / pct(wake, 50):,.0f}x faster",
@@ -176,7 +176,7 @@ def run(tmp: Path) -> list[Result]:
     else:
         rows.append(
             Result(
-                "seed 002: fswatch -1 respawned per wait",
+                "hand-run: fswatch -1 respawned per wait",
                 "ms",
                 note="skipped: fswatch not installed (make sysdeps)",
             )
@@ -184,7 +184,7 @@ def run(tmp: Path) -> list[Result]:
     poll = _cross_process(tmp, "poll", SPAWN_WAITER, 8, "poll", jitter=0.9)
     rows.append(
         dist(
-            "seed 000/003: 1 s poller",
+            "hand-run: 1 s poller",
             poll,
             "ms",
             note=f"mailslot p50 is {pct(poll, 50) / pct(wake, 50):,.0f}x faster",

@@ -1,4 +1,4 @@
-"""Exchange (seed 000): ``tick`` with nothing new over 10,000 topics / 100,000 entries, against
+"""Exchange: ``tick`` with nothing new over 10,000 topics / 100,000 entries, against
 the disk rather than a clock. The tree is written directly (as a foreign agent would), then one
 baseline tick parses and commits it; the timed ticks find nothing new, interleaved with a bare
 walk of the same tree (scandir of every topic directory, lstat of every entry) and a listing

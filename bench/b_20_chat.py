@@ -1,5 +1,5 @@
 """Chat and relay: `say` -> the other side's `wait` returns, in-process and across processes;
-compared in the same run with seed 002's mechanism (mkdir lock + `>>` append, the reader
+compared in the same run with the hand-run bash mechanism (mkdir lock + `>>` append, the reader
 respawning `fswatch -1` per wait) and its arming gap; relay ask -> reply -> delivered."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from common import Result, dist, pct
 from mailslot import chat, relay
 
 ROUNDS = 300
-SEED_ROUNDS = 15
+HAND_ROUNDS = 15
 
 WAITER = r"""
 import os, sys, time
@@ -34,8 +34,8 @@ while got < n:
     out.write(f"{woke}\n")
 """
 
-# Seed 002's reader: respawn `fswatch -1` per wait, then read from an in-memory byte cursor.
-SEED_READER = r"""
+# The hand-run reader: respawn `fswatch -1` per wait, then read from an in-memory byte cursor.
+HAND_READER = r"""
 import os, subprocess, sys, time
 path, n = sys.argv[1], int(sys.argv[2])
 out = os.fdopen(1, "w", buffering=1)
@@ -53,8 +53,8 @@ for _ in range(n):
 """
 
 
-def seed_say(path: Path, name: str, body: str) -> None:
-    """Seed 002's writing procedure: mkdir lock, `>>` append, rmdir (syscalls, not bash)."""
+def hand_say(path: Path, name: str, body: str) -> None:
+    """The hand-run writing procedure: mkdir lock, `>>` append, rmdir (syscalls, not bash)."""
     lock = f"{path}.lock"
     while True:
         try:
@@ -108,18 +108,18 @@ def cross_process(path: Path) -> list[float]:
     return samples
 
 
-def seed_mechanism(path: Path) -> list[float]:
+def hand_mechanism(path: Path) -> list[float]:
     p = subprocess.Popen(
-        [sys.executable, "-c", SEED_READER, str(path), str(SEED_ROUNDS)],
+        [sys.executable, "-c", HAND_READER, str(path), str(HAND_ROUNDS)],
         stdout=subprocess.PIPE,
         text=True,
     )
     assert p.stdout is not None
     samples = []
-    for i in range(SEED_ROUNDS):
+    for i in range(HAND_ROUNDS):
         assert p.stdout.readline().strip() == "ready"
         start = time.monotonic_ns()
-        seed_say(path, "Kiran-48291", f"message {i}")
+        hand_say(path, "Kiran-48291", f"message {i}")
         samples.append((int(p.stdout.readline()) - start) / 1e6)
     p.wait(timeout=60)
     return samples
@@ -133,7 +133,7 @@ def fswatch_gap(path: Path) -> tuple[float | None, str]:
         for _ in range(3):
             p = subprocess.Popen(["fswatch", "-1", str(path)], stdout=subprocess.DEVNULL)
             time.sleep(delay_ms / 1000)
-            seed_say(path, "Kiran-48291", "probe")
+            hand_say(path, "Kiran-48291", "probe")
             try:
                 p.wait(timeout=3.0)  # fswatch batches events for its 1 s latency
                 caught += 1
@@ -203,28 +203,32 @@ def run(tmp: Path) -> list[Result]:
     rows.append(dist("chat say -> wait returns (2 processes)", xproc, "ms", note="stored cursor"))
 
     if shutil.which("fswatch"):
-        seed_path = tmp / "chat-seed.txt"
-        seed_path.touch()
-        seed = seed_mechanism(seed_path)
+        hand_path = tmp / "chat-hand.txt"
+        hand_path.touch()
+        hand = hand_mechanism(hand_path)
         rows.append(
             dist(
-                "seed 002: mkdir lock + >> + fswatch -1 respawned",
-                seed,
+                "hand-run: mkdir lock + >> + fswatch -1 respawned",
+                hand,
                 "ms",
-                note=f"mailslot in-process p50 is {pct(seed, 50) / p50:,.0f}x faster",
+                note=f"mailslot in-process p50 is {pct(hand, 50) / p50:,.0f}x faster",
             )
         )
         gap, detail = fswatch_gap(tmp / "chat-gap.txt")
         rows.append(
             Result(
-                "seed 002: fswatch -1 arming gap",
+                "hand-run: fswatch -1 arming gap",
                 "ms",
                 value=gap,
                 note=f"a write sooner after respawn is missed ({detail})",
             )
         )
     else:
-        for name in ("seed 002: mkdir lock + >> + fswatch -1 respawned", "seed 002: arming gap"):
+        skipped = (
+            "hand-run: mkdir lock + >> + fswatch -1 respawned",
+            "hand-run: fswatch -1 arming gap",
+        )
+        for name in skipped:
             rows.append(Result(name, "ms", note="skipped: fswatch not installed (make sysdeps)"))
 
     rt = relay_round_trip(tmp)

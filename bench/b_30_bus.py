@@ -1,4 +1,4 @@
-"""Shared-directory bus (seed 001): log append, outbox put/take, and a take race.
+"""Shared-directory bus: log append, outbox put/take, and a take race.
 
 The log append reads the agent's lines to count its waking, so it is measured on a log that
 already holds a year of a busy fleet (5,000 lines), as well as on a fresh one.

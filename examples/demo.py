@@ -147,7 +147,7 @@ def main() -> int:
             lines = [ln for ln in held.read_text().splitlines() if ln.strip()][:4]
             shown = [ln if len(ln) <= 96 else ln[:93] + "..." for ln in lines]
             say("tick", "HELD.md in olu's inbox begins:\n" + "\n".join(shown))
-        say("", "(seed 000's bug: archiving here would file claude's last entry unread)")
+        say("", "(archiving here would file claude's last entry before olu read it)")
 
         step("olu's sweep shows what it owes; it reads, re-affirms done; the next tick archives")
         r = d.run("olu", "exchange", "sweep")

@@ -1,4 +1,4 @@
-"""The shared-directory bus (seed 001): one directory is the whole message bus.
+"""The shared-directory bus: one directory is the whole message bus.
 
 Agents that run as the same user on one host and trust each other share a directory holding an
 append-only ``LOG.md`` (:mod:`.log`), a drop folder ``outbox/`` (:mod:`.outbox`), per-recipient

@@ -1,6 +1,6 @@
 """``LOG.md``: one line per agent per waking, appended, never edited.
 
-Line format (seed 001), written by mailslot and by hand alike::
+Line format, written by mailslot and by hand alike::
 
     2026-11-29T18:14:03Z — [Beacon] w07: delivered the OG card to outbox/, needs Lantern
 

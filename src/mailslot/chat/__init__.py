@@ -1,4 +1,4 @@
-"""mailslot.chat: multi-agent chat over one append-only file (seed 002).
+"""mailslot.chat: multi-agent chat over one append-only file.
 
 Any number of agents share ``chat-YYYY-MM-DD-HHMMSS.txt``; each appends ``---MSG---`` blocks under
 a lock and blocks in ``wait`` on kernel file events until someone else writes. The end handshake

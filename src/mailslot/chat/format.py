@@ -1,4 +1,4 @@
-"""The chat file format of seed 002: blocks appended to one text file, read back exactly.
+"""The chat file format: blocks appended to one text file, read back exactly.
 
 One message on disk is::
 
@@ -18,7 +18,7 @@ Invariants:
   ``FROM:`` or ``TIME:`` is written with one extra leading backslash, and readers remove exactly one
   backslash from such lines. Escaping, not refusing, keeps "TIME: 10am works" sayable; the escape
   is lossless (``unescape(escape(b)) == b``).
-* Files written by hand-run seed-002 bash agents parse: ``date -Iseconds`` times with offsets
+* Files written by hand-run bash agents parse: ``date -Iseconds`` times with offsets
   (``+05:30``), CRLF, capitalised names. A ``TIME`` that does not parse keeps its raw text rather
   than hiding the message (messages are data; a bad stamp is not a reason to drop one).
 * Only complete lines are consumed: a block still being written (no final newline) waits for the
@@ -60,8 +60,8 @@ __all__ = [
     "unescape_body",
 ]
 
-# One message is a chat turn, not a payload (DESIGN principle 3): 64 KiB holds any turn an agent
-# writes and keeps a full re-read of a long chat cheap.
+# One message is a chat turn, not a payload (docs/design.md, principle 3): 64 KiB holds any turn an
+# agent writes and keeps a full re-read of a long chat cheap.
 MAX_BODY_BYTES = 64 * 1024
 
 END_REQUEST = "---END-REQUEST---"
@@ -133,7 +133,7 @@ class ChatMessage:
         return self.body
 
     def to_json(self) -> dict[str, Any]:
-        """``{"from", "time", "body"}`` (DESIGN) plus ``kind`` and ``offset``."""
+        """``{"from", "time", "body"}`` (the documented shape) plus ``kind`` and ``offset``."""
         return {
             "from": self.sender,
             "time": format_time(at) if (at := self.at) is not None else self.time_raw,

@@ -1,6 +1,6 @@
 """Who is speaking in a chat: a name given with ``--as``, or one generated and remembered.
 
-Seed 002 has each agent pick ``<FirstName>-<5 digits>`` and "remember it for the conversation" --
+The hand-run chat procedure has each agent pick ``<FirstName>-<5 digits>`` and remember it --
 in the model's memory, which is exactly the kind of rule that breaks. mailslot remembers it in the
 caller's state dir instead, per (chat, session). The rules, and why:
 
@@ -52,8 +52,8 @@ GENERATE_TRIES = 20
 
 
 def generate_name(taken: Container[str] = ()) -> str:
-    """A fresh ``<firstname>-<5 digits>`` name (the seed's scheme, lowercase) not in ``taken``
-    (lowercased names); ``Conflict`` if ``GENERATE_TRIES`` draws all collide."""
+    """A fresh ``<firstname>-<5 digits>`` name (the hand-run agents' scheme, lowercase) not in
+    ``taken`` (lowercased names); ``Conflict`` if ``GENERATE_TRIES`` draws all collide."""
     import secrets
 
     for _ in range(GENERATE_TRIES):

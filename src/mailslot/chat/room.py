@@ -1,9 +1,9 @@
-"""Chat operations over one append-only file (seed 002): new, join, say, read, wait, end, leave.
+"""Chat operations over one append-only file: new, join, say, read, wait, end, leave.
 
 Invariants and why:
 
-* History is never edited: every write is one whole block appended under BOTH locks -- the seed's
-  ``mkdir FILE.lock`` directory (so hand-run bash agents following seed 002 interleave safely with
+* History is never edited: every write is one whole block appended under BOTH locks -- the
+  ``mkdir FILE.lock`` directory that hand-run bash agents take (so they interleave safely with
   mailslot) and ``flock`` via ``locked_append`` (so mailslot readers, who take the shared flock,
   never see half a block). The mkdir lock is always taken first, so the two cannot deadlock.
 * Rules are code, not memory: a write that the protocol forbids (saying after the end, accepting
@@ -19,8 +19,8 @@ Invariants and why:
   The cursor moves past them only once they were shown (``core.handover``): output that fails
   or is interrupted leaves them to the next wait.
   The cursor lives in the caller's state dir per (file, name); ``say`` never moves it, so a
-  message that lands while the caller composes is never skipped (the seed's ``CUR=$(wc -c)`` after
-  writing could skip one).
+  message that lands while the caller composes is never skipped (a hand-run loop's
+  ``CUR=$(wc -c)`` after writing could skip one).
 * Durable before return, visible at once: the block is fsync'd after both locks are released,
   so a waiting reader sees it the moment it is whole and the sender returns only once it is on
   disk.
@@ -31,7 +31,7 @@ Invariants and why:
   fragment, and only it, into ``<file>.torn``, which ``status`` reports; blocks bash writers
   appended after it stay in the chat. A writer that finds the ``mkdir`` lock held settles
   first, so a dead writer's fragment is out before anyone removes its stale lock and a waiting
-  bash writer appends. A bash writer following the seed (``mkdir`` lock and ``>>``) records no
+  bash writer appends. A hand-run bash writer (``mkdir`` lock and ``>>``) records no
   intent, so its own torn write is not detected. Every read is bounded (``read_from``): a FIFO or
   a huge file named like a chat is refused, never waited on or read whole.
 """
@@ -117,18 +117,18 @@ CWD_NOTE = (
 # A lock held longer than this belongs to a writer that died mid-append (a write takes
 # microseconds); we refuse visibly instead of breaking someone's lock.
 LOCK_WAIT_SECONDS = 30.0
-# Seed 002 spins every 0.1 s; we spin faster so mailslot writers queue tightly.
+# Hand-run bash writers spin every 0.1 s; we spin faster so mailslot writers queue tightly.
 LOCK_SPIN_SECONDS = 0.001
 # A topic is one line that names the conversation, not its content.
 TOPIC_MAX_CHARS = 200
-# A default wait mirrors the seed's 5-minute safety net; exit 3 tells the agent to loop again.
+# A default wait mirrors a hand-run agent's 5-minute safety net; exit 3 says: loop again.
 DEFAULT_WAIT_SECONDS = 300.0
 # A byte cursor past any real file: the largest integer JSON carries exactly (2^53 - 1, far
 # below off_t's 2^63), so every face can pass one through without rounding or overflow.
 CURSOR_MAX = 2**53 - 1
 # A participant may mark another gone after this long without a block from them: twelve of the
-# seed's 5-minute safety-net wakings. A live agent answers well within it; one waiting on its
-# human may not, so the mark is visible, states the silence, and their next message undoes it.
+# hand-run agents' 5-minute safety-net wakings. A live agent answers well within it; one waiting on
+# its human may not, so the mark is visible, states the silence, and their next message undoes it.
 GONE_AFTER_SECONDS = 3600.0
 # The name a human's ``gone --human`` mark is written under when no ``--as`` is given; a name
 # whose only blocks are gone marks is not a participant, so nobody waits for it.
@@ -178,8 +178,9 @@ class Joined:
 
 
 @contextlib.contextmanager
-def _seed_lock(path: Path) -> Iterator[None]:
-    """Hold seed 002's ``mkdir FILE.lock`` lock; ``LockBusy`` after ``LOCK_WAIT_SECONDS``."""
+def _mkdir_lock(path: Path) -> Iterator[None]:
+    """Hold the ``mkdir FILE.lock`` lock that hand-run bash agents take; ``LockBusy`` after
+    ``LOCK_WAIT_SECONDS``."""
     lock = Path(f"{path}.lock")
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     settled = False
@@ -268,7 +269,7 @@ def _write(
     returns before its message is durable).
     """
     block = render_message(name, now(), body) if compose is None else ""
-    with _seed_lock(path):
+    with _mkdir_lock(path):
         if not path.is_file():
             raise _no_chat(path, " (was it removed?)")
         data = _require_chat(read_from(path, 0), path)

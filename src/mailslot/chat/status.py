@@ -62,7 +62,7 @@ class ChatStatus:
         return next((p for p in self.participants if p.lower() == name.lower()), None)
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN's ``participants, end_request, ended, human_check`` plus details."""
+        """The documented ``participants, end_request, ended, human_check`` plus details."""
         return {
             "participants": self.participants,
             "present": self.present,

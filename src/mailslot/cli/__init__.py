@@ -33,7 +33,7 @@ __all__ = ["cli", "main"]
 
 # name -> (module, attribute, one-line help). The help is here so --help never imports a channel.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "exchange": ("mailslot.cli.exchange", "exchange", "Two-sided topic mailbox (seed 000)."),
+    "exchange": ("mailslot.cli.exchange", "exchange", "Two-sided topic mailbox."),
     "chat": ("mailslot.cli.chat", "chat", "Multi-agent chat over one append-only file."),
     "relay": ("mailslot.cli.relay", "relay", "One-line turn relay with matched ids."),
     "bus": ("mailslot.cli.bus", "bus", "Lay out a shared-directory bus."),

@@ -1,4 +1,4 @@
-"""``mailslot bus|log|outbox|tasks|owners``: the shared-directory bus (seed 001).
+"""``mailslot bus|log|outbox|tasks|owners``: the shared-directory bus.
 
 Each command parses, makes one call into :mod:`mailslot.bus` and prints text or ``--json``.
 """

@@ -1,4 +1,4 @@
-"""``mailslot chat``: the face of ``mailslot.chat`` (seed 002); parses, calls, prints.
+"""``mailslot chat``: the face of ``mailslot.chat``; parses, calls, prints.
 
 Text output shows others' words as data: a message is a ``--- name @ time ---`` line at column 0
 followed by its body as a quoted block (``| ``), and names, stamps and reasons are escaped onto
@@ -83,7 +83,7 @@ def _status_text(st: dict[str, Any]) -> str:
 
 @click.group("chat")
 def chat() -> None:
-    """Multi-agent chat over one append-only file (seed 002).
+    """Multi-agent chat over one append-only file.
 
     \b
     Create, share the path, and talk; every agent blocks in `wait` until someone else writes:
@@ -272,7 +272,7 @@ def leave_cmd(env: Env, file: str, reason: str | None, as_json: bool) -> None:
     "--silence",
     type=click.FloatRange(min=0),
     help="Seconds NAME must have been silent before a participant may mark it gone "
-    "(default: 3600, twelve of the seed's 5-minute wakings).",
+    "(default: 3600, twelve 5-minute wakings).",
 )
 @click.option("--human", is_flag=True, help="You are the human: mark now, whatever the silence.")
 @json_option

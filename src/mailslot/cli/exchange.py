@@ -1,4 +1,4 @@
-"""``mailslot exchange``: the two-sided topic mailbox (seed 000). Thin: parse, call, print."""
+"""``mailslot exchange``: the two-sided topic mailbox. Thin: parse, call, print."""
 
 from __future__ import annotations
 

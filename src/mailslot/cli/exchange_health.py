@@ -1,6 +1,6 @@
 """``mailslot exchange watch|monitor|sweep|doctor|install|skill|dispatch|closeout|dispatch-status``.
 
-Wake-up and health for the exchange (seed 000). Thin, like every face: parse, one channel call,
+Wake-up and health for the exchange. Thin, like every face: parse, one channel call,
 render text or ``--json``. ``register(group)`` attaches the commands to the ``exchange`` group.
 """
 

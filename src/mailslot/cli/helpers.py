@@ -143,7 +143,7 @@ def ensure_common_options(cmd: click.Command) -> None:
     """Give ``cmd`` and every command under it ``--root`` and ``--as`` where it lacks them,
     and a parser that takes text starting with ``-`` as text.
 
-    The root group calls this on each command group it loads, so the DESIGN promise (global
+    The root group calls this on each command group it loads, so the CLI contract (global
     options accepted before the group and after the subcommand alike) holds for every command,
     including one whose author forgot ``@pass_env``. A command that defines its own ``--root``
     (``exchange dispatch`` repeats it) keeps its own.

@@ -1,4 +1,4 @@
-"""``mailslot relay``: the face of ``mailslot.relay`` (seed 003); parses, calls, prints.
+"""``mailslot relay``: the face of ``mailslot.relay``; parses, calls, prints.
 
 A ``say=`` is the other side's words: text output prints it escaped onto one line
 (``mailslot.cli.shown``), so no vertical tab, U+2028 or ANSI escape in it can print a second
@@ -41,7 +41,7 @@ _timeout = click.option(
 
 @click.group("relay")
 def relay() -> None:
-    """One-line turn relay with matched ids (seed 003): a worker and a manager.
+    """One-line turn relay with matched ids: a worker and a manager.
 
     \b
     The mailbox is --root DIR (env MAILSLOT_ROOT); who you are is --as (env MAILSLOT_AGENT):
@@ -209,7 +209,7 @@ def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     emit(_with_unreadable(t.to_json(), found), as_json, f"{t.id} {shown_line(t.say or '')}")
 
 
-relay.add_command(serve_cmd, "watch")  # the same command under the name seed 003's manager uses
+relay.add_command(serve_cmd, "watch")  # the same command under the name a hand-run manager uses
 
 
 @relay.command("recover")
@@ -330,7 +330,7 @@ def status_cmd(env: Env, as_json: bool) -> None:
 @json_option
 @pass_env
 def stats_cmd(env: Env, as_json: bool) -> None:
-    """The latency table of seed 003 from the mailbox's own T0/seen/T1/T2 stamps.
+    """The relay's latency table from the mailbox's own T0/seen/T1/T2 stamps.
 
     \b
     Example:

@@ -1,8 +1,8 @@
 """Text written by others, made safe to print in a terminal next to our own framing lines.
 
-Messages are data (DESIGN principle 5): a body or a hand-written name may carry an ANSI escape, a
-carriage return, a bidi override, or a line that looks exactly like our own delimiter. The text
-output of a read command therefore
+Messages are data (docs/design.md, principle 5): a body or a hand-written name may carry an ANSI
+escape, a carriage return, a bidi override, or a line that looks exactly like our own delimiter. The
+text output of a read command therefore
 
 * escapes (with ``core.display``) every character that is not printable (``str.isprintable``:
   controls, format and bidi characters, line and paragraph separators, unusual spaces,

@@ -1,10 +1,10 @@
 """Text written by others, made safe to show next to our own framing (a terminal, a tool result).
 
-Messages are data (DESIGN principle 5): a body or a hand-written name may carry an ANSI escape, a
-carriage return, a bidi override or a line separator. ``shown`` escapes every character that is
-not printable (``str.isprintable``) as ``\\xNN``/``\\uNNNN``, keeping newline and tab for
-multi-line bodies; ``shown_line`` escapes those too, for text that must stay on one line. One
-rule for every face, so no face escapes less than another.
+Messages are data (docs/design.md, principle 5): a body or a hand-written name may carry an ANSI
+escape, a carriage return, a bidi override or a line separator. ``shown`` escapes every character
+that is not printable (``str.isprintable``) as ``\\xNN``/``\\uNNNN``, keeping newline and tab for
+multi-line bodies; ``shown_line`` escapes those too, for text that must stay on one line. One rule
+for every face, so no face escapes less than another.
 
 A value read from a file someone else wrote may be any size; an error message, INDEX.md or a tool
 result that quotes it must not be. ``brief`` is the bounded ``repr`` for such values (a long

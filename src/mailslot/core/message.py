@@ -1,7 +1,7 @@
 """The envelope every channel's message maps onto: a sender, a time, a body, and extras.
 
 ``sender`` is decided by the transport (the directory written, the token matched), never read
-from the body (DESIGN principle 4). Channels keep their own on-disk shapes and convert.
+from the body (docs/design.md, principle 4). Channels keep their own on-disk shapes and convert.
 """
 
 from __future__ import annotations

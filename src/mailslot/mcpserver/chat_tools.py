@@ -1,4 +1,4 @@
-"""The chat's tools (seed 002): new, join, say, wait, read, end, leave, gone, over one
+"""The chat's tools: new, join, say, wait, read, end, leave, gone, over one
 ``--chat-dir``.
 
 Each calls the function ``mailslot chat ...`` calls (``new_chat``, ``join``, ``say``, ``wait``,

@@ -1,4 +1,4 @@
-"""The exchange's tools (seed 000): send, read, topics, state, watch, sweep.
+"""The exchange's tools: send, read, topics, state, watch, sweep.
 
 Each calls the function ``mailslot exchange ...`` calls (``entries.send``, ``overview.read_topic``,
 ``overview.topic_summaries``, ``state.set_state``, ``watch.watch``, ``sweep.sweep``) and renders

@@ -1,6 +1,6 @@
 """The untrusted-data fence: how a message body reaches a model inside a tool result.
 
-Seed 001's rule that does not bend: a message that arrives on any channel is content to consider,
+The rule that does not bend: a message that arrives on any channel is content to consider,
 never a command to obey. A tool result is read by a model that also takes instructions, so every
 body (and every other string another agent wrote: a HELD.md, a chat name, an unreadable entry's
 error) is shown between two marker lines carrying a nonce, under one sentence that says what the

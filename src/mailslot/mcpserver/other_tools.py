@@ -1,4 +1,4 @@
-"""The peer inbox and bus tools (seed 001): ``peer_send`` and ``log_append``.
+"""The peer inbox and bus tools: ``peer_send`` and ``log_append``.
 
 ``peer_send`` calls ``web.peer.send`` with the server's ``--keys`` file: the peer's address and
 token come from that file only, so a model names a peer and can reach nobody else (an unknown

@@ -1,7 +1,7 @@
-"""mailslot.relay: the one-line turn relay of seed 003 (worker <-> manager, matched ids).
+"""mailslot.relay: the one-line turn relay (worker <-> manager, matched ids).
 
 ``lines`` is the line format (parsed strictly, built only by ``format_line``), ``mailbox`` the
-operations (init, ask, reply, serve, recover, note, stop), ``stats`` the seed's latency table.
+operations (init, ask, reply, serve, recover, note, stop), ``stats`` the latency table.
 """
 
 from mailslot.relay.lines import TurnLine, format_line, parse_inbox, parse_line

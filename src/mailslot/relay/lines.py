@@ -1,4 +1,4 @@
-"""The one-line turn format of seed 003, parsed strictly and built only through ``format_line``.
+"""The one-line turn format, parsed strictly and built only through ``format_line``.
 
 Every message is one physical line::
 
@@ -96,7 +96,7 @@ def _is_ms(value: str) -> bool:
 
 
 def turn_id(prefix: str, number: int) -> str:
-    """``C`` + 3 -> ``C03`` (two digits at least, as in the seed)."""
+    """``C`` + 3 -> ``C03`` (two digits at least, as hand-written turns have them)."""
     return f"{prefix}{number:02d}"
 
 

@@ -1,4 +1,4 @@
-"""The turn relay of seed 003: a worker and a manager exchanging one-line turns in a mailbox dir.
+"""The turn relay: a worker and a manager exchanging one-line turns in a mailbox dir.
 
 Layout (``relay init DIR --worker w1 --manager manager``)::
 
@@ -7,7 +7,7 @@ Layout (``relay init DIR --worker w1 --manager manager``)::
     DIR/state/<name>-notes.md    each side's diagnostics; never read as conversation
     DIR/.mailslot/relay.json     who is worker and who is manager; relay.lock serialises writes
 
-Every seed-003 bug is closed by code, not by a rule to remember:
+Every bug a shell-script relay hit is closed by code, not by a rule to remember:
 
 * Arm before send: ``ask`` arms its watch and saves its cursor (the size of its own inbox, in
   the state dir) BEFORE it appends ``C<N>``; a reply landing at any moment after that is found.
@@ -91,7 +91,7 @@ __all__ = [
     "stop",
 ]
 
-# Seed 003: the manager's say= is spoken aloud; 25 words is ~8 s of speech.
+# The manager's say= is spoken aloud; 25 words is ~8 s of speech.
 MANAGER_SAY_MAX_WORDS = 25
 # The worker relays the human faithfully but concisely; a line is still a line, not a payload.
 SAY_MAX_CHARS = 1000
@@ -104,7 +104,7 @@ NOTE_MAX_BYTES = 16 * 1024
 # A notes file (seen lines, acks, notes) is read whole by ``stats``, so bounded: no write makes
 # one grow past what a reader reads.
 NOTES_MAX_BYTES = 16 * 1024 * 1024
-# A default held wait longer than the seed's worst observed turn (16.7 s) with room to think.
+# A default held wait longer than the worst turn a shell relay recorded (16.7 s) with room to think.
 DEFAULT_WAIT_SECONDS = 120.0
 CONFIG = Path(".mailslot") / "relay.json"
 STOP_NOTE = (
@@ -668,7 +668,7 @@ def _await(
     def record() -> None:
         ack = format_line(_hhmm(), name, f"ack={want}", stamps, flags=flags)
         if relay.role(name) == "worker":
-            _append(relay, name, ack, None)  # seed 003: the delivery record goes to the manager
+            _append(relay, name, ack, None)  # the delivery record goes to the manager
         else:
             _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
         # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).

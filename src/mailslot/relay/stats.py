@@ -1,8 +1,8 @@
-"""The latency table of seed 003, from the stamps the relay writes (T0, seen, T1, T2).
+"""The relay's latency table, from the stamps the relay writes (T0, seen, T1, T2).
 
-Seed 003 measured, not estimated: file transport ~0.002 s, a held wait 5.6-16.7 s, a scheduled
-fallback ~30 s, manager think time ~10-13 s. These rows are the same stages read back from the
-mailbox itself, so the table is evidence: every figure names the lines it came from.
+A shell-script relay measured, not estimated: file transport ~0.002 s, a held wait 5.6-16.7 s, a
+scheduled fallback ~30 s, manager think time ~10-13 s. These rows are the same stages read back from
+the mailbox itself, so the table is evidence: every figure names the lines it came from.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Stats:
         return {"turns": self.turns, "stages": self.stages}
 
     def table(self) -> str:
-        """The seed's table as markdown, plus a one-line summary."""
+        """The latency table as markdown, plus a one-line summary."""
 
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v / 1000:.3f} s"

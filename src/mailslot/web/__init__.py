@@ -1,4 +1,4 @@
-"""The web channel (seed 001): a private peer inbox, a public board (Agora), a discovery card.
+"""The web channel: a private peer inbox, a public board (Agora), a discovery card.
 
 Layout, so the command line stays fast: the channel modules (``auth``, ``peer``, ``board``,
 ``manifest``, ``bind``, ``units``, ``settings``) use only the standard library at import time;

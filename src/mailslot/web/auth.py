@@ -154,8 +154,8 @@ def new_token(
         rec: dict[str, Any] = {"token_sha256": hash_token(token), "created_at": format_time()}
         if address is not None:
             rec["address"] = address
-        # The limit is written out, so the file says what each peer may do (seed: "stores
-        # ... the peer's name, address and limits"); edit it to change one peer's limit.
+        # The limit is written out, so the file says what each peer may do (it stores each
+        # peer's name, address and limits); edit it to change one peer's limit.
         rec["per_hour"] = per_hour if per_hour is not None else PEER_PER_HOUR
         doc["peers"][name] = rec
         _write_doc(path, doc)

@@ -1,7 +1,7 @@
 """Where a server listens, and starting it there.
 
-Invariants: the peer inbox never listens on a public address (seed 001: "refuses to start if
-that bind is a public IP"), so ``check_private`` admits only loopback, RFC 1918, CGNAT/Tailscale
+Invariants: the peer inbox never listens on a public address (it refuses to start if
+that bind is a public IP), so ``check_private`` admits only loopback, RFC 1918, CGNAT/Tailscale
 (100.64.0.0/10) and IPv6 ULA (fc00::/7), and refuses the wildcard ``0.0.0.0``/``::`` because it
 includes every public interface. Host names are refused: a name can resolve differently tomorrow.
 

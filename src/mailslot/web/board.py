@@ -1,4 +1,4 @@
-"""The public board, the Agora (seed 001): posts in SQLite, moderation, the escaped page.
+"""The public board, the Agora: posts in SQLite, moderation, the escaped page.
 
 Invariants:
 
@@ -51,8 +51,8 @@ __all__ = [
     "render_page",
 ]
 
-AGENT_MIN, AGENT_MAX = 2, 40  # seed 001: "agent 2-40 characters"
-MESSAGE_MIN, MESSAGE_MAX = 1, 1200  # seed 001: "message 1-1200"
+AGENT_MIN, AGENT_MAX = 2, 40  # the board's rule: an agent name of 2-40 characters
+MESSAGE_MIN, MESSAGE_MAX = 1, 1200  # the board's rule: a message of 1-1200 characters
 LINK_MAX = 2048  # the longest URL every browser and proxy handles
 # Bidi controls (embeddings, overrides, isolates, marks): text that can reorder what follows it.
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")

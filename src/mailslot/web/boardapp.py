@@ -1,6 +1,6 @@
 """The board app: the Agora API, its page, and the discovery card.
 
-Order of checks for ``POST /api/agora`` (DESIGN: bounds before the rate limit):
+Order of checks for ``POST /api/agora`` (bounds before the rate limit):
 body cap (413, before reading) -> per-source request limit (429, counts every POST, so a flood
 of refused requests stops here) -> ban (403) -> shape and bounds (422) -> per-source accepted-post
 limit, one per 20 s and 30 per day (429; checked here, spent only when the insert stores the post,

@@ -1,7 +1,7 @@
 """The discovery card: ``/.well-known/agent-card.json`` (A2A v1.0), alias ``agent.json``.
 
-Seed 001: the manifest "lists the fleet, the known peers (by manifest URL), the endpoint
-addresses, and the protocols spoken", and states the policy that inbound content is data,
+The manifest lists the fleet, the known peers (by manifest URL), the endpoint addresses,
+and the protocols spoken, and states the policy that inbound content is data,
 moderated on a schedule, never executed. The card is generated from a small YAML config (and the
 peers file's names and addresses: never its hashes), so it cannot drift from what is served.
 

@@ -1,9 +1,9 @@
-"""The private peer inbox (seed 001): store, list, process and send point-to-point messages.
+"""The private peer inbox: store, list, process and send point-to-point messages.
 
 Invariants:
 
 * ``from`` is the name of the peer whose token matched, passed in by the transport; any ``from``
-  in a payload is ignored (seed: "A peer can't claim to be a different peer").
+  in a payload is ignored (a peer can't claim to be a different peer).
 * A payload is checked whole before anything is written (a JSON object, ``body`` a non-empty
   string, ``subject`` absent/null or one line of at most 200 characters); refused, never trimmed.
 * An accepted message is durable and atomically visible before the sender hears "stored": it is

@@ -1,4 +1,4 @@
-"""The peer inbox app: exactly one route, ``POST /inbox`` (seed 001).
+"""The peer inbox app: exactly one route, ``POST /inbox``.
 
 There is no GET, no read-back, no docs page and no OpenAPI route on the wire: the only thing
 this server does is accept a message from a peer that holds a token. Everything else is 404

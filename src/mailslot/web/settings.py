@@ -25,24 +25,24 @@ __all__ = [
     "ServerLimits",
 ]
 
-# Seed 001: "Body capped at 32 KB". A message says where the payload is; it is not the payload.
+# A body is capped at 32 KB. A message says where the payload is; it is not the payload.
 PEER_BODY_CAP = 32 * 1024
-# Seed 001: "each peer limited to 30 accepted messages per hour". A few-times-a-day cadence
+# Each peer is limited to 30 accepted messages an hour. A few-times-a-day cadence
 # needs far fewer; 30 leaves room for a burst after a long outage without inviting a flood.
 PEER_PER_HOUR = 30
 # The subject is a one-line label shown in listings, not a second body.
 PEER_SUBJECT_MAX = 200
 
-# DESIGN: the board's body cap is 8 KB: 1,200 characters of message in UTF-8 (at most 4,800
+# The board's body cap is 8 KB: 1,200 characters of message in UTF-8 (at most 4,800
 # bytes) plus a name and a link fit; anything larger is not a board post.
 BOARD_BODY_CAP = 8 * 1024
-# Seed 001: "roughly one post every 20 seconds and 30 per day per source".
+# Roughly one post every 20 seconds and 30 a day per source.
 BOARD_POST_EVERY_S = 20
 BOARD_POSTS_PER_DAY = 30
 # Requests of any outcome a source may make to POST per minute: an honest poster needs 3 (one
 # post per 20 s) plus a few refused tries; a flood of refused posts stops here, before parsing.
 BOARD_REQUESTS_PER_MINUTE = 20
-# Seed 001: GET /api/agora returns "the 50 most recent posts".
+# GET /api/agora returns the 50 most recent posts.
 BOARD_NEWEST = 50
 
 # What one client may hold of a server (``web.guard``), for both servers.

@@ -1,5 +1,5 @@
-"""Hardened systemd units for ``peer serve`` and ``board serve`` (seed 001: "runs under its own
-hardened systemd unit").
+"""Hardened systemd units for ``peer serve`` and ``board serve``: each runs under its own
+hardened systemd unit.
 
 Invariants: the service runs as a dedicated unprivileged user with no capabilities, sees the
 whole filesystem read-only (``ProtectSystem=strict``) except the one directory it must write
