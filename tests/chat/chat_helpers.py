@@ -1,6 +1,5 @@
 """What the chat's tests share: the bash procedures a hand-run agent follows beside mailslot (the
-creator's set-up, the locked append, the read after a cursor), a clock moved ahead, a call in a
-thread.
+creator's set-up, the locked append, the read after a cursor), a clock moved ahead.
 
 Each procedure is the chat protocol's bash text with its variables passed as arguments, so a test
 shows a hand-run agent and a mailslot agent sharing one chat exactly as the protocol tells agents
@@ -12,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -126,18 +124,3 @@ def later(seconds: float) -> None:
     """Move mailslot's clock ``seconds`` ahead of the real one."""
     real = clock.now()
     clock.set_clock(lambda: real + timedelta(seconds=seconds))
-
-
-def in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
-    """Call ``fn`` in a daemon thread; the thread and a box that gets ``result`` or ``error``."""
-    box: dict = {}
-
-    def run() -> None:
-        try:
-            box["result"] = fn(*args, **kwargs)
-        except BaseException as e:  # handed to the test
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, box

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chat_helpers import in_thread
 
 from mailslot import chat
 from mailslot.chat import join, new_chat, say, wait
@@ -19,6 +18,7 @@ from mailslot.core.errors import (
     NotFound,
     WaitTimeout,
 )
+from shared_helpers import in_thread
 
 
 def test_wait_filters_own_messages_and_persists_the_cursor(chat_file: Path) -> None:

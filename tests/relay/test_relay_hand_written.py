@@ -35,13 +35,6 @@ def bash(template: str, mb: Path, **subs: str) -> None:
     subprocess.run(["bash", "-c", script], check=True, timeout=30)
 
 
-@pytest.fixture
-def mb(tmp_path: Path) -> Path:
-    root = tmp_path / "mb"
-    relay.init(root, "w1", "manager")
-    return root
-
-
 @pytest.mark.parametrize(
     ("variant", "number", "turn"),
     [

@@ -20,13 +20,6 @@ from mailslot.relay.mailbox import Conversation, Scanner, scan
 T0 = 1722868950123
 
 
-@pytest.fixture
-def mb(tmp_path: Path) -> Path:
-    root = tmp_path / "mb"
-    relay.init(root, "w1", "manager")
-    return root
-
-
 def _conversation(pairs: int, start: int = 1) -> tuple[bytes, bytes]:
     """``pairs`` answered turns, with the kinds of line a scan must report mixed in."""
     worker, manager = [], []

@@ -1,4 +1,4 @@
-"""The one-line turn format: strict parse, seed-003 hand-written lines, ids never by substring."""
+"""The one-line turn format: strict parse, lines hand-written from the templates, exact ids."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from mailslot.core.errors import FormatError
 from mailslot.relay.lines import format_line, parse_inbox, parse_line
 
 
-def test_manager_reply_as_the_seed_writes_it() -> None:
+def test_a_manager_reply_as_the_template_writes_it() -> None:
     t = parse_line("- [14:02] (manager) id=R01 T1=1722868961456 say=Friday, if tests pass.")
     assert (t.kind, t.id, t.author, t.hhmm) == ("turn", "R01", "manager", "14:02")
     assert t.ms("T1") == 1722868961456 and t.say == "Friday, if tests pass."
 
 
-def test_worker_line_in_the_seed_shell_pattern() -> None:
+def test_a_worker_line_in_the_templates_shell_pattern() -> None:
     t = parse_line("- [14:01] (w1) C01 id=C01 T0=1722868950123 — Human says: when do we ship?")
     assert (t.id, t.ms("T0"), t.say) == ("C01", 1722868950123, "when do we ship?")
 

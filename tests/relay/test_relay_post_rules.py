@@ -13,16 +13,9 @@ from click.testing import CliRunner
 
 from mailslot import relay
 from mailslot.cli import cli
-from mailslot.core.errors import Conflict
+from mailslot.core.errors import Conflict, FormatError
 
 T = "- [14:02]"
-
-
-@pytest.fixture
-def mb(tmp_path: Path) -> Path:
-    root = tmp_path / "mb"
-    relay.init(root, "w1", "manager")
-    return root
 
 
 def _unchanged(mb: Path) -> tuple[bytes, bytes]:
@@ -119,3 +112,21 @@ def test_a_diagnostic_posted_as_a_line_points_to_the_notes_file(tmp_path) -> Non
     assert r.exit_code == 1
     assert "state/manager-notes.md" in r.stderr and "relay note" in r.stderr
     assert (inbox.read_bytes() if inbox.exists() else b"") == before
+
+
+def test_a_diagnostic_written_to_an_inbox_is_refused(mb: Path) -> None:
+    r = relay.open_relay(mb)
+    before = (mb / "to-w1.md").read_bytes()
+    with pytest.raises(FormatError, match="not a turn line"):
+        relay.post(r, "manager", "timing: R01 took 2 ms")
+    with pytest.raises(FormatError, match=r"manager-notes\.md"):  # well formed, wrong inbox
+        relay.post(r, "manager", "- [14:02] (manager) ack=R01 T2=5")
+    with pytest.raises(FormatError, match="do not belong"):  # a C turn is the worker's
+        relay.post(r, "manager", "- [14:02] (manager) id=C01 T0=5 say=hi")
+    with pytest.raises(Conflict, match="written by"):
+        relay.post(r, "manager", "- [14:02] (w1) id=R01 T1=5 say=impersonation")
+    assert (mb / "to-w1.md").read_bytes() == before
+    notes = relay.note(mb, "manager", "R01 took 2 ms\nsecond line")
+    assert notes == mb / "state" / "manager-notes.md"
+    assert "R01 took 2 ms" in notes.read_text()
+    assert (mb / "to-w1.md").read_bytes() == before

@@ -1,5 +1,9 @@
-"""A notes file never grows past what ``stats`` reads: a write that would is refused whole (exit
-1, naming the limit), before anything is written, like the inbox's own bound."""
+"""Every relay limit is checked before the write and refused whole, never trimmed.
+
+A reply over its cap (25 words, one line) leaves the inbox as it was. A notes file never grows
+past what ``stats`` reads: a write that would is refused whole (exit 1, naming the limit), before
+anything is written, like the inbox's own bound.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +20,22 @@ from mailslot.relay.stats import NOTES_READ_MAX_BYTES as NOTES_MAX_BYTES
 from mailslot.relay.stats import stats
 
 
-@pytest.fixture
-def mb(tmp_path: Path) -> Path:
-    root = tmp_path / "mb"
-    relay.init(root, "w1", "manager")
-    return root
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (" ".join(["word"] * 26), "26 words; at most 25 words allowed"),
+        ("line one\nline two", "lines"),
+        ("line one\u2028line two", "lines"),  # a separator a reader might honour
+        ("  ", "at least 1"),
+    ],
+)
+def test_caps_are_refused_in_the_write_path(mb: Path, text: str, match: str) -> None:
+    relay.ask(mb, "w1", "question", wait=False)
+    before = (mb / "to-w1.md").read_bytes()
+    with pytest.raises(LimitExceeded, match=match):
+        relay.reply(mb, "manager", "C01", text)
+    assert (mb / "to-w1.md").read_bytes() == before  # refused whole, never trimmed
+    relay.reply(mb, "manager", "C01", " ".join(["word"] * 25))  # 25 is allowed
 
 
 def _fill(notes: Path, room: int) -> None:

@@ -20,11 +20,10 @@ BAD = "caf\udce9"  # what Python makes of the argv bytes b"caf\xe9"
 
 
 @pytest.fixture
-def mb(tmp_path: Path) -> Path:
-    root = tmp_path / "mb"
-    relay.init(root, "w1", "manager")
-    relay.ask(root, "w1", "when?", wait=False)
-    return root
+def mb(mb: Path) -> Path:
+    """The mailbox with w1's question open, so the manager has a turn to reply to."""
+    relay.ask(mb, "w1", "when?", wait=False)
+    return mb
 
 
 def _files(mb: Path) -> list[bytes]:
