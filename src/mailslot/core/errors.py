@@ -15,6 +15,7 @@ script can act on them without parsing the message::
     +-- NoSpace                        the disk or quota is full: nothing was written
     +-- MissingAgent                   exit 2: who is acting was not said (--as, MAILSLOT_AGENT)
     +-- MissingExtra                   an optional dependency this command needs is not installed
+    +-- CommandFailed                  an external program (git, systemctl) failed or overran
     +-- WaitTimeout                    exit 3: a wait ended with nothing new
     +-- Gone                           exit 4: the thing waited on was removed
 """
@@ -28,7 +29,10 @@ from mailslot.core.display import brief
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from mailslot.core.command import CommandResult
+
 __all__ = [
+    "CommandFailed",
     "Conflict",
     "FormatError",
     "Gone",
@@ -169,6 +173,26 @@ class MissingExtra(MailslotError):
         self.command = command
         self.extra = extra
         self.module = module
+
+
+class CommandFailed(MailslotError):
+    """An external program that could not be started, ran past its time, printed more than its
+    bound, or exited non-zero. ``command`` names it; ``result`` holds its exit status and output
+    when it ran to its end; ``timed_out`` marks one stopped at its deadline."""
+
+    def __init__(
+        self,
+        command: str,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        timed_out: bool = False,
+        result: CommandResult | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.command = command
+        self.timed_out = timed_out
+        self.result = result
 
 
 class WaitTimeout(MailslotError):

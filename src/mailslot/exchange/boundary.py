@@ -20,9 +20,11 @@ import os
 import pwd
 import shutil
 import stat
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mailslot.core.command import run_command
+from mailslot.core.errors import CommandFailed
 
 __all__ = [
     "UNIT_DIRS",
@@ -143,16 +145,11 @@ def unit_text(unit: str) -> str | None:
     """The unit's text with drop-ins (``systemctl cat``, else the unit directories), or ``None``."""
     if shutil.which("systemctl"):
         try:
-            proc = subprocess.run(
-                ["systemctl", "cat", "--no-pager", "--", unit],
-                capture_output=True,
-                text=True,
-                timeout=15,
-            )
-            if proc.returncode == 0 and proc.stdout.strip():
-                return proc.stdout
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+            proc = run_command(["systemctl", "cat", "--no-pager", "--", unit], timeout=15)
+            if proc.out.strip():
+                return proc.out
+        except CommandFailed:
+            pass  # not loaded, or systemd not running: read the unit directories
     for d in UNIT_DIRS:
         path = d / unit
         if path.is_file():

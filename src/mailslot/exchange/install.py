@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.errors import InvalidName, MailslotError
+from mailslot.core.command import run_command
+from mailslot.core.errors import CommandFailed, InvalidName, MailslotError
 from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
 from mailslot.exchange.layout import Exchange
@@ -203,10 +203,8 @@ def verify_units(units: dict[Path, str]) -> str | None:
             target = Path(tmp) / p.name
             target.write_text(text)
             paths.append(str(target))
-        proc = subprocess.run(
-            [tool, "verify", *paths], capture_output=True, text=True, timeout=60, cwd=tmp
-        )
-    complaint = (proc.stderr + proc.stdout).strip()
+        proc = run_command([tool, "verify", *paths], timeout=60, cwd=tmp, check=False)
+    complaint = (proc.err + proc.out).strip()
     return complaint or (None if proc.returncode == 0 else f"exit {proc.returncode}")
 
 
@@ -218,11 +216,12 @@ def apply_plan(plan: InstallPlan, *, enable: bool = False) -> InstallPlan:
         plan.written.append(path)
     if enable:
         if shutil.which("systemctl") is None:
-            raise MailslotError("systemctl not found; use the cron line instead")
+            raise CommandFailed("systemctl", "systemctl not found; use the cron line instead")
         for c in plan.commands[:2]:
-            proc = subprocess.run(c.split(), capture_output=True, text=True, timeout=120)
-            if proc.returncode != 0:
-                raise MailslotError(f"{c} failed: {proc.stderr.strip() or proc.returncode}")
+            try:
+                run_command(c.split(), timeout=120)
+            except CommandFailed as e:
+                raise CommandFailed(e.command, f"{c} failed: {e}", result=e.result) from None
     return plan
 
 
