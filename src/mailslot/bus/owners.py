@@ -46,7 +46,6 @@ import os
 import re
 import shlex
 import stat
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from typing import Any
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
 from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound, Unresolved
 from mailslot.core.fsio import atomic_write, read_from
+from mailslot.core.git import run_git
 from mailslot.core.names import validate_agent
 
 __all__ = [
@@ -588,19 +588,8 @@ def denied_error(verdicts: list[Verdict], verb: str = "write") -> Conflict | Non
 
 
 def _git(repo: Path, *args: str) -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            check=False,
-            timeout=GIT_TIMEOUT,
-        )
-    except FileNotFoundError:
-        raise MailslotError("git is not installed") from None
-    if out.returncode != 0:
-        detail = out.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise MailslotError(f"git {args[0]} failed: {detail[-1] if detail else out.returncode}")
-    return out.stdout.decode("utf-8", errors="surrogateescape")
+    # The user's checkout, run inside its commit: the user's config and git's GIT_INDEX_FILE hold.
+    return run_git(repo, *args, timeout=GIT_TIMEOUT, isolated=False)
 
 
 def _hook_text(root: Path) -> str:

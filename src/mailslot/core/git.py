@@ -1,4 +1,17 @@
-"""Git repositories mailslot commits to: recognising a lock a killed git left behind.
+"""Git, run one way: a fixed environment, a timeout, one error; and a lock a killed git left.
+
+``run_git`` runs every git mailslot runs (the exchange's history, ``doctor``, the owners hook)
+through ``core.command.run_command``: its own session, a timeout that stops its whole process
+group, bounded output, ``CommandFailed`` naming the git subcommand. ``git_env`` is the
+environment it runs in: ``LC_ALL=C`` (messages read the same everywhere), no terminal prompt, no
+pager or editor. For mailslot's own repository (``isolated``, the default) nothing of the
+caller's git leaks in either: no ``GIT_*`` variables (a tick started from a hook must not commit
+into the hook's repository) and no system or user config (a user's ``commit.gpgsign``,
+``core.hooksPath`` or ``core.fsmonitor`` never runs in a tick). A user's checkout (the owners
+hook, which git runs mid-commit) keeps the user's config and the ``GIT_*`` variables git set for
+the hook (``GIT_INDEX_FILE`` says which index the commit is made from).
+
+Recognising a stale index lock:
 
 A git command that is killed while it holds ``.git/index.lock`` (a tick killed inside ``git add``)
 leaves the lock file, and every later ``git add`` or ``commit`` in that repository fails until
@@ -21,13 +34,85 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["STALE_AFTER_S", "IndexLock", "clear_stale_index_lock", "index_lock"]
+from mailslot.core.command import MAX_OUTPUT, run_command
+from mailslot.core.errors import CommandFailed
 
-# Longer than any git run by mailslot may take (its git calls time out at 300 s) with margin.
+__all__ = [
+    "GIT_TIMEOUT_S",
+    "STALE_AFTER_S",
+    "IndexLock",
+    "clear_stale_index_lock",
+    "git_env",
+    "index_lock",
+    "run_git",
+]
+
+# The longest a git mailslot runs may take: a commit of 100,000 new entries on a slow disk.
+GIT_TIMEOUT_S = 300.0
+# Longer than any git run by mailslot may take (``GIT_TIMEOUT_S``) with margin.
 STALE_AFTER_S = 600
+
+
+def git_env(*, isolated: bool = True) -> dict[str, str]:
+    """The environment git runs in (see the module docstring); ``isolated`` for mailslot's own
+    repository, false for a user's checkout."""
+    env = dict(os.environ)
+    if isolated:
+        env = {k: v for k, v in env.items() if not k.startswith("GIT_")}
+        env["GIT_CONFIG_NOSYSTEM"] = "1"
+        env["GIT_CONFIG_GLOBAL"] = os.devnull
+    env.pop("LANGUAGE", None)
+    env["LC_ALL"] = "C"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_PAGER"] = "cat"
+    env["GIT_EDITOR"] = "true"
+    return env
+
+
+def run_git(
+    repo: Path,
+    *args: str,
+    timeout: float = GIT_TIMEOUT_S,
+    config: Sequence[str] = (),
+    input: str | None = None,
+    isolated: bool = True,
+    max_output: int = MAX_OUTPUT,
+) -> str:
+    """``git -C repo [-c KEY=VALUE ...] ARGS``; its standard output as text.
+
+    ``config`` adds ``-c`` settings (an identity, ``safe.directory``). Raises ``CommandFailed``
+    (``git SUBCOMMAND failed: ...``, its ``path`` the repository) when git is missing, fails,
+    overruns ``timeout`` or prints more than ``max_output`` bytes.
+    """
+    argv = ["git"]
+    for setting in config:
+        argv += ["-c", setting]
+    argv += ["-C", str(repo), *args]
+    what = f"git {args[0] if args else ''}"
+    try:
+        result = run_command(
+            argv,
+            timeout=timeout,
+            env=git_env(isolated=isolated),
+            input=input,
+            check=False,
+            max_output=max_output,
+        )
+    except CommandFailed as e:
+        raise CommandFailed(
+            "git", f"{what} failed: {e.message}", path=repo, timed_out=e.timed_out
+        ) from None
+    if result.returncode != 0:
+        lines = (result.err.strip() or result.out.strip()).splitlines()
+        detail = lines[-1].strip() if lines else f"exit status {result.returncode}"
+        raise CommandFailed("git", f"{what} failed: {detail}", path=repo, result=result)
+    return result.out
+
+
 _PROC = Path("/proc")
 
 

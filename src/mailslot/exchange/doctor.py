@@ -18,9 +18,7 @@ is reported, and one that got *smaller* (the seed's 10,978 -> 1,546 byte overwri
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,7 +28,7 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.errors import MailslotError
 from mailslot.core.formats import load_yaml
-from mailslot.core.git import STALE_AFTER_S, index_lock
+from mailslot.core.git import STALE_AFTER_S, index_lock, run_git
 from mailslot.exchange import leftovers
 from mailslot.exchange.boundary import (
     Writable,
@@ -319,18 +317,8 @@ def check_heartbeat(ex: Exchange, report: DoctorReport, max_age: timedelta) -> N
 
 
 def _git(root: Path, *args: str, stdin: str | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    proc = subprocess.run(
-        ["git", "-c", f"safe.directory={root}", "-C", str(root), *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        env=env,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        raise MailslotError(f"git {args[0]}: {proc.stderr.strip() or proc.returncode}", path=root)
-    return proc.stdout
+    # doctor may run as another user than the repository's owner (root, or a side's agent)
+    return run_git(root, *args, config=[f"safe.directory={root}"], input=stdin)
 
 
 def _is_entry(path: str) -> bool:
@@ -358,7 +346,7 @@ def check_git(ex: Exchange, report: DoctorReport, max_age: timedelta) -> None:
         )
     try:
         porcelain = _git(ex.root, "status", "--porcelain", "--untracked-files=all")
-    except (MailslotError, OSError, subprocess.TimeoutExpired) as e:
+    except (MailslotError, OSError) as e:
         report.add("git", "fail", f"git status failed: {e}", "check git and the repository")
         return
     dirty = [line[3:] for line in porcelain.splitlines() if line.strip()]
@@ -420,7 +408,7 @@ def check_history(ex: Exchange, report: DoctorReport) -> None:
             "--",
             "to-*",
         )
-    except (MailslotError, OSError, subprocess.TimeoutExpired) as e:
+    except (MailslotError, OSError) as e:
         if "does not have any commits" in str(e):
             return
         report.add("history", "warn", f"git log failed: {e}")

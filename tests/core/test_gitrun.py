@@ -1,0 +1,194 @@
+"""Running external programs and git: bounded in time and output, never left behind, one error.
+
+Real processes and real git throughout: a program that overruns has its whole process group
+stopped, a flood of output is refused (not cut), an interrupt lets the program finish its step,
+and git runs with the same environment whatever the caller's git settings are.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mailslot.core.command import run_command
+from mailslot.core.errors import CommandFailed, MailslotError
+from mailslot.core.git import git_env, run_git
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` has ended (or is a zombie nobody reaped yet) within ``within`` s."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# -- run_command --------------------------------------------------------------------------------
+
+
+def test_output_status_and_input_round_trip() -> None:
+    data = os.urandom(3 * 1024 * 1024)  # more than a pipe holds: input and output interleave
+    done = run_command(["cat"], timeout=60, input=data)
+    assert done.returncode == 0
+    assert done.stdout == data
+    text = run_command([sys.executable, "-c", "print('héllo')"], timeout=60)
+    assert text.out == "héllo\n"
+
+
+def test_a_failing_program_raises_with_its_last_error_line() -> None:
+    script = (
+        "import sys; print('first', file=sys.stderr); "
+        "print('the reason', file=sys.stderr); sys.exit(3)"
+    )
+    with pytest.raises(CommandFailed) as e:
+        run_command([sys.executable, "-c", script], timeout=60)
+    assert isinstance(e.value, MailslotError)
+    assert "status 3" in str(e.value) and "the reason" in str(e.value)
+    assert e.value.result is not None and e.value.result.returncode == 3
+    unchecked = run_command([sys.executable, "-c", script], timeout=60, check=False)
+    assert unchecked.returncode == 3 and b"the reason" in unchecked.stderr
+
+
+def test_a_missing_program_is_named() -> None:
+    with pytest.raises(CommandFailed, match="no-such-program-here is not installed") as e:
+        run_command(["no-such-program-here"], timeout=5)
+    assert e.value.command == "no-such-program-here"
+
+
+def test_the_program_runs_in_its_own_session() -> None:
+    done = run_command([sys.executable, "-c", "import os; print(os.getsid(0))"], timeout=60)
+    assert int(done.out) != os.getsid(0)
+
+
+def test_an_overrun_stops_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    # the shell leaves a grandchild holding the output pipe open, then waits on it
+    script = f"sleep 300 & echo $! > {pidfile}; wait"
+    with pytest.raises(CommandFailed, match=r"did not finish within 0\.5s") as e:
+        run_command(["sh", "-c", script], timeout=0.5)
+    assert e.value.timed_out
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_a_grandchild_left_holding_the_pipe_is_stopped_too(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    with pytest.raises(CommandFailed) as e:
+        run_command(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; exit 0"], timeout=0.5)
+    assert e.value.timed_out
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_output_past_its_bound_is_refused_and_the_program_stopped(tmp_path: Path) -> None:
+    pidfile = tmp_path / "yes.pid"
+    with pytest.raises(CommandFailed, match="more than 100000 bytes") as e:
+        run_command(["sh", "-c", f"echo $$ > {pidfile}; exec yes"], timeout=60, max_output=100_000)
+    assert e.value.result is None
+    assert _gone(int(pidfile.read_text()))
+
+
+_INTERRUPTED = """
+import sys
+from mailslot.core.command import run_command
+try:
+    run_command(["sh", "-c", sys.argv[1]], timeout=60)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_an_interrupt_lets_the_program_finish_its_step(tmp_path: Path) -> None:
+    started, finished = tmp_path / "started", tmp_path / "finished"
+    step = f"touch {started}; sleep 1; echo whole > {finished}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTED, step],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    end = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert out.strip() == "interrupted"  # the interrupt still goes on once the step is done
+    assert finished.read_text() == "whole\n"  # the step it was in was not cut short
+
+
+# -- git ---------------------------------------------------------------------------------------
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    run_git(path, "init", "-q")
+    return path
+
+
+_IDENTITY = ["user.name=t", "user.email=t@example.invalid"]
+
+
+def test_git_runs_without_the_callers_git_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _repo(tmp_path / "repo")
+    elsewhere = _repo(tmp_path / "elsewhere")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").write_text("#!/bin/sh\necho hook ran >&2\nexit 1\n")
+    (hooks / "pre-commit").chmod(0o755)
+    user_config = tmp_path / "gitconfig"
+    user_config.write_text(f"[core]\n\thooksPath = {hooks}\n[commit]\n\tgpgsign = true\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(user_config))
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))  # as inside another repo's hook
+    monkeypatch.setenv("LANGUAGE", "de")
+    (repo / "a.txt").write_text("a\n")
+    run_git(repo, "add", "a.txt")
+    run_git(repo, "commit", "-q", "-m", "first", config=_IDENTITY)
+    assert run_git(repo, "log", "--format=%s").strip() == "first"
+    with pytest.raises(CommandFailed, match="does not have any commits"):
+        run_git(elsewhere, "log")  # the commit went into repo, not GIT_DIR's repository
+    env = git_env()
+    assert env["LC_ALL"] == "C" and env["GIT_TERMINAL_PROMPT"] == "0"
+    assert "GIT_DIR" not in env and "LANGUAGE" not in env
+
+
+def test_a_checkout_keeps_the_index_git_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _repo(tmp_path / "repo")
+    (repo / "staged.txt").write_text("s\n")
+    other_index = tmp_path / "other-index"
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other_index))
+    run_git(repo, "add", "staged.txt", isolated=False)  # as git commit's hook sees it
+    assert run_git(repo, "diff", "--cached", "--name-only", isolated=False) == "staged.txt\n"
+    assert run_git(repo, "diff", "--cached", "--name-only") == ""  # the repository's own index
+
+
+def test_a_git_failure_names_the_subcommand_and_the_repository(tmp_path: Path) -> None:
+    with pytest.raises(CommandFailed) as e:
+        run_git(tmp_path, "status")
+    assert str(e.value).startswith(f"{tmp_path}: git status failed: fatal: not a git repository")
+    assert e.value.path == tmp_path
+
+
+def test_a_git_that_overruns_is_stopped_with_its_children(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    pidfile = tmp_path / "nap.pid"
+    nap = f"alias.nap=!echo $$ > {pidfile}; exec sleep 300"
+    with pytest.raises(CommandFailed, match="git nap failed: git did not finish") as e:
+        run_git(repo, "nap", config=[nap], timeout=1)
+    assert e.value.timed_out
+    assert _gone(int(pidfile.read_text()))
