@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-## System packages the tests drive for real (chromium for the board page, fswatch and wrk for bench).
+## System packages the tests drive for real (chromium for the board page, nats-server for the
+## bridge, fswatch and wrk for bench).
 sysdeps:
 	@scripts/sysdeps.sh
 

@@ -45,15 +45,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "board": ("mailslot.cli.web", "board", "Public board (Agora) over HTTP."),
     "mcp": ("mailslot.cli.mcp", "mcp", "Serve every channel to agents over MCP (stdio)."),
     "onboard": ("mailslot.cli.mcp", "onboard", "Print set-up steps for an agent host."),
+    "bridge": ("mailslot.cli.bridge", "bridge", "Exchanges and chats across hosts (NATS)."),
 }
 
 
 # The optional extra each command group needs beyond the base install (pyproject's extras), and
 # the third-party modules those extras bring: a command that meets one missing says which to add.
-EXTRAS: dict[str, str] = {"peer": "web", "board": "web", "mcp": "mcp"}
+EXTRAS: dict[str, str] = {"peer": "web", "board": "web", "mcp": "mcp", "bridge": "bridge"}
 _EXTRA_MODULES = frozenset(
     {"anyio", "fastapi", "h11", "httpcore", "httpx", "limits", "mcp", "mcp_types", "pydantic"}
-    | {"pydantic_core", "sniffio", "starlette", "uvicorn", "apprise"}
+    | {"pydantic_core", "sniffio", "starlette", "uvicorn", "apprise", "nats"}
 )
 
 

@@ -1,0 +1,165 @@
+"""``mailslot bridge``: exchanges and chats across hosts over NATS JetStream. Thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mailslot.cli.helpers import emit, json_option
+
+__all__ = ["bridge"]
+
+_DIR = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="MAILSLOT_BRIDGE_DIR",
+    help="The bridge directory (env MAILSLOT_BRIDGE_DIR; default: the user state dir's bridge).",
+)
+
+
+def _dir(directory: Path | None) -> Path:
+    from mailslot.bridge.config import default_dir
+
+    return directory if directory is not None else default_dir()
+
+
+@click.group("bridge")
+def bridge() -> None:
+    """Carry exchanges and chats between hosts over NATS JetStream.
+
+    \b
+    Each host keeps its own copy; each runs one bridge (and its nats-server):
+      mailslot bridge init --dir /var/lib/mailslot-bridge --host laptop --peer server \\
+          --leaf-remote nats-leaf://server.example:7422 \\
+          --exchange /srv/exchange --side claude=laptop --side olu=server --home server
+      mailslot bridge serve --dir /var/lib/mailslot-bridge
+      mailslot bridge status --dir /var/lib/mailslot-bridge
+    """
+
+
+@bridge.command("init")
+@_DIR
+@click.option("--host", required=True, help="This host's name (also its JetStream domain).")
+@click.option("--peer", "peers", multiple=True, help="Another host (repeat).")
+@click.option("--listen", default="127.0.0.1:4222", show_default=True, help="Client HOST:PORT.")
+@click.option("--leaf-listen", help="HOST:PORT where peers' leafnodes connect.")
+@click.option("--leaf-advertise", help="HOST:PORT peers reach the leaf listener at.")
+@click.option("--leaf-remote", "remotes", multiple=True, help="nats-leaf://HOST:PORT of a peer.")
+@click.option("--nats-url", help="Use this running server instead of starting one.")
+@click.option("--user", help="This host's credential (its server and its peers').")
+@click.option("--password", help="The credential's password.")
+@click.option("--tls-cert", help="Certificate for the leafnode listener (PEM).")
+@click.option("--tls-key", help="Its key (PEM).")
+@click.option("--tls-ca", help="CA that signs the hosts' certificates (PEM).")
+@click.option(
+    "--exchange",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="An exchange root to bridge (run 'exchange init' there on every host).",
+)
+@click.option("--name", help="The exchange's name on the wire (default: the root's name).")
+@click.option("--side", "sides", multiple=True, metavar="SIDE=HOST", help="Who hosts a side.")
+@click.option("--home", help="The host that runs the exchange's tick.")
+@json_option
+def init_cmd(
+    directory: Path | None,
+    host: str,
+    peers: tuple[str, ...],
+    listen: str,
+    leaf_listen: str | None,
+    leaf_advertise: str | None,
+    remotes: tuple[str, ...],
+    nats_url: str | None,
+    user: str | None,
+    password: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_ca: str | None,
+    root: Path | None,
+    name: str | None,
+    sides: tuple[str, ...],
+    home: str | None,
+    as_json: bool,
+) -> None:
+    """Write this host's bridge config and nats-server config.
+
+    Run once per bridged exchange; earlier exchanges are kept.
+
+    \b
+    Example:
+      mailslot bridge init --dir ./a --host a --peer b --leaf-listen 127.0.0.1:7422 \\
+          --exchange ./ex-a --name ex --side claude=a --side olu=b --home a
+    """
+    from mailslot.bridge.config import BridgedExchange, NatsSettings, init_bridge
+
+    exchange = None
+    if root is not None:
+        hosts = {}
+        for pair in sides:
+            side, eq, side_host = pair.partition("=")
+            if not eq:
+                raise click.BadParameter(f"expected SIDE=HOST, got {pair!r}", param_hint="--side")
+            hosts[side] = side_host
+        exchange = BridgedExchange(
+            name=name or root.absolute().name, root=root, hosts=hosts, home=home or host
+        )
+    settings = NatsSettings(
+        url=nats_url,
+        listen=listen,
+        leaf_listen=leaf_listen,
+        leaf_advertise=leaf_advertise,
+        remotes=remotes,
+        user=user,
+        password=password,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_ca=tls_ca,
+    )
+    config = init_bridge(_dir(directory), host, settings, peers, exchange)
+    emit(
+        {
+            "dir": str(config.dir),
+            "host": config.host,
+            "exchanges": [e.name for e in config.exchanges],
+        },
+        as_json,
+        f"bridge for host {config.host} in {config.dir}",
+    )
+
+
+@bridge.command("serve")
+@_DIR
+@click.option("--nats-url", help="Use this running server instead of starting one.")
+def serve_cmd(directory: Path | None, nats_url: str | None) -> None:
+    """Run this host's bridge, starting and supervising its nats-server.
+
+    \b
+    Example:
+      mailslot bridge serve --dir /var/lib/mailslot-bridge
+    """
+    import logging
+
+    from mailslot.bridge.config import load_config
+    from mailslot.bridge.serve import serve
+
+    logging.basicConfig(level=logging.INFO, format="mailslot bridge: %(levelname)s %(message)s")
+    serve(load_config(_dir(directory)), nats_url)
+
+
+@bridge.command("status")
+@_DIR
+@json_option
+def status_cmd(directory: Path | None, as_json: bool) -> None:
+    """Link up or down, and per peer the lag, pending counts, last message heard, alerts.
+
+    \b
+    Example:
+      mailslot bridge status --json
+    """
+    from mailslot.bridge.config import load_config
+    from mailslot.bridge.status import read_status, render
+
+    data = read_status(load_config(_dir(directory)))
+    emit(data, as_json, render)

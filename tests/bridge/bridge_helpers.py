@@ -1,0 +1,247 @@
+"""Hosts on one machine for the bridge tests: each its own exchange root, bridge dir, nats-server
+(started by a real ``mailslot bridge serve`` process) and ports on 127.0.0.1. A small TCP proxy
+carries a leafnode link so a test can cut it (a real partition) and heal it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EX = "ex"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def cli(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mailslot", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mailslot {' '.join(args)} failed: {proc.stderr}")
+    return proc
+
+
+class Proxy:
+    """A TCP proxy 127.0.0.1:listen -> 127.0.0.1:target that can be cut and healed."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.port = free_port()
+        self._server: socket.socket | None = None
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.up = False
+
+    def start(self) -> None:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", self.port))
+        srv.listen(16)
+        self._server = srv
+        self.up = True
+        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
+
+    def _accept(self, srv: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = srv.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Close the listener and every carried connection: a partition."""
+        self.up = False
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def heal(self) -> None:
+        self.start()
+
+
+class Host:
+    """One "host": exchange root, bridge dir, ports, and its ``bridge serve`` process."""
+
+    def __init__(self, base: Path, name: str) -> None:
+        self.name = name
+        self.base = base / name
+        self.root = self.base / EX
+        self.dir = self.base / "bridge"
+        self.client_port = free_port()
+        self.leaf_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.client_port}"
+
+    def init(self, peers: list[str], hosts: dict[str, str], home: str, *extra: str) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        if not (self.root / ".mailslot").exists():
+            sides = [a for s in sorted(hosts) for a in ("--side", s)]
+            cli("exchange", "init", str(self.root), *sides, "--no-git")
+        args = ["bridge", "init", "--dir", str(self.dir), "--host", self.name]
+        args += ["--listen", f"127.0.0.1:{self.client_port}"]
+        args += ["--leaf-listen", f"127.0.0.1:{self.leaf_port}"]
+        for p in peers:
+            args += ["--peer", p]
+        args += ["--exchange", str(self.root), "--name", EX, "--home", home]
+        for side, host in sorted(hosts.items()):
+            args += ["--side", f"{side}={host}"]
+        cli(*args, *extra)
+
+    def start(self) -> None:
+        log = open(self.base / "serve.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mailslot", "bridge", "serve", "--dir", str(self.dir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+            start_new_session=True,
+        )
+        log.close()
+        wait_for(lambda: self.status().get("running"), 30, f"bridge {self.name} up")
+
+    def status(self) -> dict[str, Any]:
+        path = self.dir / "state" / "status.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        data["running"] = time.time() - path.stat().st_mtime < 3
+        return data
+
+    def server_pid(self) -> int | None:
+        return self.status().get("server_pid")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        self.proc = None
+
+    def kill9(self) -> None:
+        """SIGKILL the bridge and, since it was the server's parent, the server too."""
+        if self.proc is None:
+            return
+        pid = self.server_pid()
+        self.proc.kill()
+        self.proc.wait()
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: not _alive(pid), 10, "server gone")
+        self.proc = None
+
+    def send(self, side: str, topic: str, body: str, action: str = "fyi") -> str:
+        out = cli(
+            "--root",
+            str(self.root),
+            "--as",
+            side,
+            "exchange",
+            "send",
+            "--topic",
+            topic,
+            "--action",
+            action,
+            body,
+        )
+        return out.stdout.strip().splitlines()[-1]
+
+    def files(self) -> dict[str, bytes]:
+        """Every non-dot file under the exchange's to-* folders: relpath -> bytes."""
+        out = {}
+        for path in sorted(self.root.glob("to-*/**/*")):
+            rel = path.relative_to(self.root)
+            if path.is_file() and not any(p.startswith(".") for p in rel.parts):
+                out[str(rel)] = path.read_bytes()
+        return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+async def _publish_raw(url: str, subject: str, data: bytes, headers: dict[str, str] | None) -> Any:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        return await nc.jetstream().publish(subject, data, headers=headers)
+    finally:
+        await nc.close()
+
+
+def publish_raw(url: str, subject: str, data: bytes, headers: dict[str, str] | None = None) -> Any:
+    """Publish straight into a host's server, as a hostile host could on its own server."""
+    return asyncio.run(_publish_raw(url, subject, data, headers))

@@ -1,0 +1,60 @@
+"""Two hosts on loopback, each with its own exchange copy, bridge and nats-server; the leafnode
+link from b to a runs through a proxy the test can cut."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bridge_helpers import Host, Proxy
+
+pytestmark = pytest.mark.slow
+
+
+def _need_nats() -> None:
+    from mailslot.bridge.server import find_nats_server
+    from mailslot.core.errors import NotFound
+
+    pytest.importorskip("nats", reason="the bridge extra (nats-py) is not installed")
+    try:
+        find_nats_server()
+    except NotFound as e:
+        pytest.skip(str(e))
+
+
+class Pair:
+    """Host a (side a, home) and host b (side b), b's leafnode reaching a through ``proxy``."""
+
+    def __init__(self, base: Path) -> None:
+        self.a = Host(base, "a")
+        self.b = Host(base, "b")
+        self.proxy = Proxy(self.a.leaf_port)
+        hosts = {"a": "a", "b": "b"}
+        self.a.init(["b"], hosts, "a", "--leaf-advertise", f"127.0.0.1:{self.proxy.port}")
+        self.b.init(["a"], hosts, "a", "--leaf-remote", f"nats-leaf://127.0.0.1:{self.proxy.port}")
+
+    def start(self) -> None:
+        self.proxy.start()
+        self.a.start()
+        self.b.start()
+
+    def stop(self) -> None:
+        for h in (self.b, self.a):
+            h.stop()
+        self.proxy.cut()
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Pair]:
+    _need_nats()
+    p = Pair(tmp_path)
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()

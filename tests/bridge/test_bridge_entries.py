@@ -1,0 +1,38 @@
+"""Entries written on one host appear, whole and once, on the other."""
+
+from __future__ import annotations
+
+from bridge_helpers import wait_for
+
+
+def test_an_entry_sent_on_a_appears_on_b_byte_for_byte(pair) -> None:
+    rel = pair.a.send("a", "hello", "Please look at the gate bug.", action="required")
+    assert rel.startswith("to-b/") and rel.endswith("/0001-a.md")
+    original = (pair.a.root / rel).read_bytes()
+    wait_for(lambda: (pair.b.root / rel).exists(), what="the entry on b")
+    assert (pair.b.root / rel).read_bytes() == original
+    # b's own tools read it as an entry of the topic
+    topic = rel.split("/")[1]
+    assert b"gate bug" in (pair.b.root / "to-b" / topic / "0001-a.md").read_bytes()
+
+
+def test_entries_and_state_travel_both_ways_and_never_echo(pair) -> None:
+    first = pair.a.send("a", "both", "from a")
+    wait_for(lambda: (pair.b.root / first).exists(), what="a's entry on b")
+    second = pair.b.send("b", "both", "from b")
+    assert second.endswith("/0002-b.md")  # numbering saw a's entry, materialised on b
+    wait_for(lambda: (pair.a.root / second).exists(), what="b's entry on a")
+    topic = first.split("/")[1]
+    from bridge_helpers import cli
+
+    cli("--root", str(pair.b.root), "--as", "b", "exchange", "state", topic, "in-progress")
+    state_b = pair.b.root / "to-a" / topic / "STATE.md"
+    wait_for(
+        lambda: (
+            (pair.a.root / "to-a" / topic / "STATE.md").exists()
+            and (pair.a.root / "to-a" / topic / "STATE.md").read_bytes() == state_b.read_bytes()
+        ),
+        what="b's STATE.md on a",
+    )
+    wait_for(lambda: pair.a.files() == pair.b.files(), what="identical trees")
+    assert pair.a.status()["counts"]["published"] >= 1
