@@ -1,4 +1,4 @@
-"""Helpers for the bus tests: real processes and real git."""
+"""Helpers for the bus tests: real processes, real git, a charter with every kind of row."""
 
 from __future__ import annotations
 
@@ -52,3 +52,25 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
     return subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=check
     )
+
+
+# A charter in the shape people write: prose around it, backticks and bold, anchors and globs.
+CHARTER = """\
+# Division of work
+
+Prose before the table | with a pipe that is not a table.
+
+| Path | Writer | Why |
+|:-----|:------:|-----|
+| `src/` | **Beacon** | the build |
+| src/docs/ | lantern | docs inside src |
+| src/*.md | lantern | top-level markdown in src |
+| ./site/**/*.css | tidal | styles at any depth |
+| /config.yaml | beacon | anchored with a slash |
+| assets/img?.png | tidal | |
+| outbox/taken/ | beacon | consumer |
+
+| other | table |
+|---|---|
+| ignored | entirely |
+"""

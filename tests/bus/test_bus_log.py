@@ -26,7 +26,7 @@ def lines(root: Path) -> list[str]:
     return (root / "LOG.md").read_text(encoding="utf-8").splitlines()
 
 
-def test_append_writes_the_seed_format(root: Path) -> None:
+def test_append_writes_the_log_line_format(root: Path) -> None:
     at(T0)
     entry = log.append(root, "lantern", "delivered the OG card to outbox/, needs Beacon")
     expected = (
