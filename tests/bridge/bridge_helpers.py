@@ -77,6 +77,9 @@ class Proxy:
                 client, _ = srv.accept()
             except OSError:
                 return
+            if self._server is not srv:  # cut while accepting
+                client.close()
+                return
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target), timeout=2)
             except OSError:
@@ -102,8 +105,10 @@ class Proxy:
         """Close the listener and every carried connection: a partition."""
         self.up = False
         if self._server is not None:
-            self._server.close()
-            self._server = None
+            srv, self._server = self._server, None
+            with contextlib.suppress(OSError):
+                srv.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            srv.close()
         with self._lock:
             conns, self._conns = self._conns, []
         for s in conns:
@@ -245,3 +250,20 @@ async def _publish_raw(url: str, subject: str, data: bytes, headers: dict[str, s
 def publish_raw(url: str, subject: str, data: bytes, headers: dict[str, str] | None = None) -> Any:
     """Publish straight into a host's server, as a hostile host could on its own server."""
     return asyncio.run(_publish_raw(url, subject, data, headers))
+
+
+def send_many(host: Host, side: str, topic: str, count: int, tag: str = "") -> list[str]:
+    """``count`` entries from ``side`` on ``host`` in-process (the CLI's own send); relpaths."""
+    from mailslot.exchange import load_exchange, send
+
+    ex = load_exchange(host.root)
+    out = []
+    for i in range(count):
+        result = send(ex, side, topic, "fyi", f"{tag} message {i} from {side}")
+        out.append(result.relpath)
+    return out
+
+
+def converged(*hosts: Host) -> bool:
+    first = hosts[0].files()
+    return all(h.files() == first for h in hosts[1:])
