@@ -39,10 +39,12 @@ from mailslot.web.settings import PEER_BODY_CAP, PEER_SUBJECT_MAX
 __all__ = [
     "PeerMessage",
     "inbox_messages",
+    "is_message_name",
     "is_stored",
     "new_id",
     "parse_payload",
     "process",
+    "read_message",
     "send",
     "store",
 ]
@@ -182,6 +184,20 @@ def _load(path: Path) -> PeerMessage:
     return PeerMessage(path.stem, sender, subject, body, str(received_at), path)
 
 
+def is_message_name(name: str) -> bool:
+    """Whether ``name`` is a stored message's file name (``<id>.json``, not a dot-name)."""
+    return name.endswith(".json") and not name.startswith(".") and len(name) > len(".json")
+
+
+def read_message(path: Path) -> PeerMessage:
+    """The stored message at ``path``, read bounded; one that does not parse comes back with its
+    ``error`` set (never raises for content)."""
+    try:
+        return _load(path)
+    except FormatError as e:
+        return PeerMessage(path.name.removesuffix(".json"), "?", None, "", "", path, error=str(e))
+
+
 def inbox_messages(inbox: Path, *, processed: bool = False) -> list[PeerMessage]:
     """The messages waiting in ``inbox`` (or already processed), oldest first.
 
@@ -193,17 +209,7 @@ def inbox_messages(inbox: Path, *, processed: bool = False) -> list[PeerMessage]
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
         return []
-    out = []
-    for n in names:
-        if not n.endswith(".json") or n.startswith("."):
-            continue
-        try:
-            out.append(_load(directory / n))
-        except FormatError as e:
-            out.append(
-                PeerMessage(n.removesuffix(".json"), "?", None, "", "", directory / n, error=str(e))
-            )
-    return out
+    return [read_message(directory / n) for n in names if is_message_name(n)]
 
 
 def _find(inbox: Path, msg_id: str) -> Path:
