@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": ("mailslot.cli.mcp", "mcp", "Serve every channel to agents over MCP (stdio)."),
     "onboard": ("mailslot.cli.mcp", "onboard", "Print set-up steps for an agent host."),
     "bridge": ("mailslot.cli.bridge", "bridge", "Exchanges and chats across hosts (NATS)."),
+    "search": ("mailslot.cli.search", "search", "Search every message of every channel."),
 }
 
 

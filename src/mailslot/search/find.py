@@ -1,0 +1,80 @@
+"""The search operations every face calls: ``search``, ``refresh`` and ``reindex``.
+
+``search(roots, query)`` brings each root's index up to date (``fresh=True``; a caller that keeps
+the index current itself passes ``False``), runs the parsed query against each and returns the
+best hits over all roots. ``refresh(root)`` is the incremental update on its own (cheap when
+nothing changed: no file is read); ``reindex(root)`` deletes the index and builds it again from
+the files, which are the truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from mailslot.core.errors import LimitExceeded
+from mailslot.search.hit import Hit
+from mailslot.search.query import parse_query
+from mailslot.search.sources import Refreshed, channels_at, refresh_index
+from mailslot.search.store import Index, index_path
+
+__all__ = ["LIMIT_DEFAULT", "LIMIT_MAX", "refresh", "reindex", "search"]
+
+# A screenful of hits; an agent asks for more when it needs them.
+LIMIT_DEFAULT = 20
+# More hits than anyone reads; the cost of snippets grows with each one.
+LIMIT_MAX = 500
+
+
+def _root(root: Path | str) -> Path:
+    return Path(root).expanduser().absolute()
+
+
+def refresh(root: Path | str, *, base: Path | None = None) -> Refreshed:
+    """Index what changed under ``root`` since the last refresh; ``NotFound`` if ``root`` holds
+    nothing to search. ``base`` is the state directory (default: the user's)."""
+    root = _root(root)
+    channels = channels_at(root)
+    with Index(root, base=base) as index:
+        return refresh_index(index, channels)
+
+
+def reindex(root: Path | str, *, base: Path | None = None) -> Refreshed:
+    """Delete ``root``'s index and build it again from its files; ``NotFound`` as ``refresh``."""
+    root = _root(root)
+    channels = channels_at(root)
+    path = index_path(root, base)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with Index(root, base=base) as index:
+        return refresh_index(index, channels)
+
+
+def search(
+    roots: Iterable[Path | str],
+    query: str,
+    *,
+    limit: int = LIMIT_DEFAULT,
+    fresh: bool = True,
+    base: Path | None = None,
+) -> list[Hit]:
+    """The best ``limit`` messages matching ``query`` under ``roots``, best first.
+
+    ``FormatError``/``LimitExceeded`` for a query outside the language or its bounds (see
+    ``search.query``), ``LimitExceeded`` for ``limit`` outside 1..``LIMIT_MAX``, ``NotFound``
+    for a root that holds nothing to search. Every check is made before any index is touched.
+    """
+    if not 1 <= limit <= LIMIT_MAX:
+        raise LimitExceeded(
+            "the number of hits", LIMIT_MAX if limit > 0 else 1, limit, minimum=limit < 1
+        )
+    q = parse_query(query)
+    found = [(r, channels_at(r)) for r in dict.fromkeys(_root(r) for r in roots)]
+    hits: list[Hit] = []
+    for root, channels in found:
+        with Index(root, base=base) as index:
+            if fresh:
+                refresh_index(index, channels)
+            hits += index.query(q, limit)
+    hits.sort(key=lambda h: h.score)
+    return hits[:limit]

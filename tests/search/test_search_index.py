@@ -1,0 +1,153 @@
+"""The index follows the files incrementally, is private, and is never the source of truth."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from search_helpers import Roots, hand_entry, links
+
+from mailslot import chat
+from mailslot.bus import log
+from mailslot.core.cursor import state_dir
+from mailslot.core.errors import Conflict
+from mailslot.exchange import send
+from mailslot.search import refresh, reindex, search
+from mailslot.search.store import index_path
+from mailslot.web import peer
+
+
+def _settle(*dirs: os.PathLike[str]) -> None:
+    """Age directories past the racy window, as minutes of quiet would."""
+    for d in dirs:
+        st = os.stat(d)
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns - 10**10))
+
+
+def test_a_second_refresh_reads_nothing_when_nothing_changed(roots: Roots) -> None:
+    first = [refresh(r) for r in roots.all]
+    assert sum(r.added for r in first) == 7
+    again = [refresh(r) for r in roots.all]
+    assert [(r.added, r.removed) for r in again] == [(0, 0)] * 3
+    assert [r.total for r in again] == [r.total for r in first]
+
+
+def test_new_messages_on_every_channel_are_found_on_the_next_search(roots: Roots) -> None:
+    assert not links(roots.all, "zebra")
+    send(roots.ex, "olu", "gate-bug", "fyi", "a zebra at the gate")
+    send(roots.ex, "claude", "zoo", "fyi", "zebra topic of its own")
+    chat.say(roots.chat_file, "zebra crossing", "alice")
+    log.append(roots.bus, "lantern", "saw a zebra")
+    peer.store(roots.bus / "peer" / "inbox", "beacon", None, "zebra mail")
+    assert {h.channel for h in search(roots.all, "zebra")} == {"exchange", "chat", "log", "peer"}
+    assert len(search(roots.all, "zebra")) == 5
+
+
+def test_a_new_entry_in_a_settled_topic_is_found(roots: Roots) -> None:
+    refresh(roots.ex.root)
+    topic = next(roots.ex.inbox("olu").glob("*-gate-bug"))
+    _settle(topic, topic.parent)
+    assert refresh(roots.ex.root).added == 0
+    send(roots.ex, "claude", "gate-bug", "fyi", "quokka sighting")
+    assert links([roots.ex.root], "quokka") == [f"to-olu/{topic.name}/0003-claude.md#0003-claude"]
+
+
+def test_hand_written_entries_are_read_like_our_own(roots: Roots) -> None:
+    topic = next(roots.ex.inbox("claude").glob("*-gate-bug"))
+    hand_entry(topic, 7, "olu", "written by hand: wombat", "2026-11-29T18:14:00+00:00")
+    hit = search([roots.ex.root], "wombat")[0]
+    assert hit.sender == "olu" and hit.at == "2026-11-29T18:14:00.000Z"
+    # a sender the directory does not vouch for is named by the side that wrote it
+    hand_entry(topic, 8, "mallory", "impostor wombat", "2026-11-29T18:15:00Z")
+    impostor = next(h for h in search([roots.ex.root], "impostor"))
+    assert impostor.sender == "olu" and impostor.name == "0008-mallory.md"
+
+
+def test_an_archived_topic_is_still_found_at_its_new_place(roots: Roots) -> None:
+    refresh(roots.ex.root)
+    for side in roots.ex.sides:
+        inbox = roots.ex.inbox(side)
+        (inbox / "done").mkdir(exist_ok=True)
+        for topic in inbox.glob("*-gate-bug"):
+            topic.rename(inbox / "done" / topic.name)
+    found = links([roots.ex.root], "tuesday")
+    assert len(found) == 1 and found[0].startswith("to-olu/done/")
+    assert refresh(roots.ex.root).total == 3
+
+
+def test_removed_messages_and_sources_leave_the_index(roots: Roots) -> None:
+    refresh(roots.bus)
+    (msg,) = peer.inbox_messages(roots.bus / "peer" / "inbox")
+    peer.process(roots.bus / "peer" / "inbox", msg.id)
+    (hit,) = search([roots.bus], "turnstile")
+    assert hit.thread == "processed" and hit.path.startswith("peer/inbox/processed/")
+    roots.chat_file.unlink()
+    (roots.chats / "chat-notes.txt").write_text("---MSG---\nFROM: bob\nTIME: x\n---\nhello\n\n")
+    assert not links([roots.chats], "rollout")
+    assert links([roots.chats], "hello")
+
+
+def test_a_chat_rewritten_in_place_is_indexed_again_from_the_start(roots: Roots) -> None:
+    refresh(roots.chats)
+    data = roots.chat_file.read_bytes()
+    roots.chat_file.write_bytes(data.replace(b"rollout", b"rolltop") + b"")  # same size
+    chat.say(roots.chat_file, "and more after the edit", "alice")
+    assert not links([roots.chats], "rollout")
+    assert len(links([roots.chats], "rolltop")) == 2
+
+
+def test_a_log_cut_back_is_indexed_again(roots: Roots) -> None:
+    refresh(roots.bus)
+    log_md = roots.bus / "LOG.md"
+    log_md.write_text("# LOG\n2026-11-29T18:14:03Z — [Beacon] w01: only the wapiti line\n")
+    assert not links([roots.bus], "gate card")
+    assert links([roots.bus], "wapiti") == ["LOG.md#L2"]
+
+
+def test_deleting_the_index_loses_nothing(roots: Roots) -> None:
+    before = search(roots.all, "gate")
+    for r in roots.all:
+        os.unlink(index_path(r))
+    assert search(roots.all, "gate") == before
+    assert [reindex(r).total for r in roots.all] == [3, 2, 2]
+    assert search(roots.all, "gate") == before
+
+
+def test_a_corrupt_index_is_rebuilt(roots: Roots) -> None:
+    before = search([roots.ex.root], "gate")
+    path = index_path(roots.ex.root)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(f"{path}{suffix}"):
+            os.unlink(f"{path}{suffix}")
+    path.write_bytes(b"this is not a database at all" * 200)
+    assert search([roots.ex.root], "gate") == before
+
+
+def test_the_index_is_private_and_in_the_state_dir(roots: Roots) -> None:
+    refresh(roots.ex.root)
+    path = index_path(roots.ex.root)
+    assert path.parent == state_dir() / "search"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    for extra in path.parent.iterdir():
+        assert stat.S_IMODE(extra.stat().st_mode) & 0o077 == 0, extra
+    assert not any(p.name.endswith(".sqlite") for p in roots.ex.root.rglob("*"))
+
+
+def test_an_index_name_that_is_a_symlink_is_not_followed(roots: Roots, tmp_path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    path = index_path(roots.ex.root)
+    path.parent.mkdir(parents=True, mode=0o700)
+    path.symlink_to(target)
+    with pytest.raises(Conflict, match="symlink"):
+        search([roots.ex.root], "gate")
+    assert target.read_text() == "keep me"
+
+
+def test_one_root_given_twice_or_by_two_spellings_is_searched_once(roots: Roots) -> None:
+    spelled = roots.ex.root / "to-olu" / ".."
+    assert search([roots.ex.root, spelled.resolve()], "tuesday") == search(
+        [roots.ex.root], "tuesday"
+    )
