@@ -39,8 +39,8 @@ from mailslot.exchange.boundary import (
     user_of,
 )
 from mailslot.exchange.entries import ENTRY_RE, entry_names
-from mailslot.exchange.inbox import side_dirs
 from mailslot.exchange.layout import CONFIG_NAME, DONE, Exchange
+from mailslot.exchange.listing import side_dirs
 from mailslot.exchange.monitor import HEARTBEAT_NAME, HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.sweep import state_warnings, sweep
 from mailslot.exchange.topics import list_topics

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from mailslot.core.formats import dump_frontmatter, parse_frontmatter
 from mailslot.core.fsio import numbered_create
 from mailslot.core.limits import check_bytes
 from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.listing import ENTRY_RE
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.topics import find_topic, resolve_topic
 
@@ -49,7 +49,6 @@ __all__ = [
     "send",
 ]
 
-ENTRY_RE = re.compile(r"^([0-9]{4})-([a-z0-9][a-z0-9_-]{0,39})\.md$")
 ACTIONS = ("required", "fyi")
 # An entry is a message, not a payload: payloads go out of band (a path). 256 KiB holds a long
 # review with room to spare and keeps a tick over 100,000 entries cheap.

@@ -27,23 +27,19 @@ from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
 from mailslot.core.fsio import written_ns
 from mailslot.exchange.entries import ACTIONS, ENTRY_RE, Entry, parse_entry, parse_entry_text
-from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.listing import TopicDir, list_dir, topic_names
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import STATUSES, parse_state
-from mailslot.exchange.topics import topic_names
 
 __all__ = [
     "EntryPeek",
     "InboxItem",
     "StatePeek",
-    "TopicDir",
-    "arrivals",
     "inbox_items",
-    "list_dir",
     "peek_entry",
     "peek_state",
     "read_entry",
-    "side_dirs",
 ]
 
 # Frontmatter worth scanning by hand is a few short lines; anything longer takes the full parser.
@@ -79,102 +75,6 @@ _UNSAFE = re.compile(
 )
 
 
-@dataclass(slots=True)
-class TopicDir:
-    """One topic directory of one inbox: its entry files (number, from, name) and a hold flag.
-
-    ``dir`` is a plain string: these are made by the ten thousand, and ``pathlib`` costs more
-    than the ``scandir`` that finds them.
-    """
-
-    topic: str
-    dir: str
-    archived: bool
-    entries: tuple[tuple[int, str, str], ...]
-    held: bool
-    has_state: bool
-    strays: tuple[str, ...] = ()  # names that are not entries, STATE.md or HELD.md
-
-    @property
-    def path(self) -> Path:
-        """The directory as a ``Path``."""
-        return Path(self.dir)
-
-    def file(self, name: str) -> str:
-        """The path of ``name`` in this directory."""
-        return f"{self.dir}/{name}"
-
-    def newest(self) -> tuple[int, str, str] | None:
-        """``(number, from, name)`` of the newest entry, by ``(number, from)``."""
-        return self.entries[-1] if self.entries else None
-
-
-def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
-    """The names in one topic directory (no stat, no read); a missing one is empty.
-
-    One pass over ``scandir`` (its file type comes free from the directory): dot-names are
-    in-flight temps and ignored; anything not a regular file is a stray, never opened, and so
-    never a hold or a STATE either.
-    """
-    entries = []
-    strays = []
-    held = has_state = False
-    try:
-        with os.scandir(path) as it:
-            for e in it:
-                name = e.name
-                if name[0] == ".":
-                    continue
-                if not e.is_file(follow_symlinks=False):
-                    strays.append(name)
-                elif name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
-                    entries.append((int(name[:4]), m.group(2), name))
-                elif name == HELD_NAME:
-                    held = True
-                elif name == STATE_NAME:
-                    has_state = True
-                else:
-                    strays.append(name)
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    if len(entries) > 1:
-        entries.sort()
-    return TopicDir(
-        topic,
-        path if isinstance(path, str) else str(path),
-        archived,
-        tuple(entries),
-        held,
-        has_state,
-        tuple(sorted(strays)) if strays else (),
-    )
-
-
-def arrivals(d: TopicDir) -> list[tuple[int, int, str]]:
-    """``(ctime_ns, number, name)`` of every entry in ``d``, oldest arrival first (one ``lstat``
-    each; a file gone meanwhile is left out): the order debts are decided in."""
-    out = []
-    for number, _, name in d.entries:
-        try:
-            out.append((os.lstat(d.file(name)).st_ctime_ns, number, name))
-        except OSError:
-            continue
-    out.sort()
-    return out
-
-
-def side_dirs(ex: Exchange, inbox_side: str, *, archived: bool = False) -> dict[str, TopicDir]:
-    """Topic directories of ``to-<inbox_side>/`` by topic (live ones win over ``done/`` copies)."""
-    inbox = str(ex.inbox(inbox_side))
-    out: dict[str, TopicDir] = {}
-    if archived:
-        for name in topic_names(Path(inbox, DONE)):
-            out[name] = list_dir(f"{inbox}/{DONE}/{name}", name, True)
-    for name in topic_names(Path(inbox)):
-        out[name] = list_dir(f"{inbox}/{name}", name, False)
-    return out
-
-
 @dataclass(frozen=True)
 class InboxItem:
     """An entry file addressed to a side, keyed by ``(topic, number, from)``."""
@@ -199,8 +99,8 @@ def inbox_items(
     each key once.
     """
     inbox = str(ex.inbox(side))
-    live = [list_dir(f"{inbox}/{t}", t, False) for t in topic_names(Path(inbox))]
-    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(Path(inbox, DONE))]
+    live = [list_dir(f"{inbox}/{t}", t, False) for t in topic_names(inbox)]
+    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(f"{inbox}/{DONE}")]
     out = []
     taken = set(skip)
     for d in (*live, *done):

@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 
 from mailslot.core.fsio import written_ns
 from mailslot.exchange.guard import acknowledged_by, acknowledged_within_second
-from mailslot.exchange.inbox import arrivals, list_dir, peek_entry, peek_state
+from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.index import Debt
 from mailslot.exchange.layout import DONE, STATE_NAME, Exchange
-from mailslot.exchange.topics import topic_names
+from mailslot.exchange.listing import arrivals, list_dir, topic_names
 
 __all__ = ["late_debts"]
 

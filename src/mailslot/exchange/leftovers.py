@@ -26,7 +26,7 @@ from pathlib import Path
 
 from mailslot.core.fsio import STALE_TEMP_SECONDS, is_temp_name, sweep_temps, temp_in_use
 from mailslot.exchange.layout import Exchange
-from mailslot.exchange.topics import topic_names
+from mailslot.exchange.listing import topic_names
 
 __all__ = ["CLEAN_EVERY_S", "LEFTOVER_AGE_S", "Leftover", "clean", "find"]
 

@@ -43,11 +43,11 @@ from mailslot.core.errors import InvalidName
 from mailslot.core.gcpause import gc_paused
 from mailslot.exchange.guard import acknowledged_by, acknowledged_within_second
 from mailslot.exchange.holds import is_trusted, load_holds
-from mailslot.exchange.inbox import TopicDir, arrivals, peek_entry, peek_state
+from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.index import answers
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
-from mailslot.exchange.sweep import live_pairs
+from mailslot.exchange.listing import TopicDir, arrivals, topic_pairs
 
 __all__ = ["HEARTBEAT_STALE", "Awaiting", "MonitorResult", "heartbeat_age", "monitor"]
 
@@ -192,7 +192,7 @@ def monitor(
 def _awaiting(ex: Exchange, side: str, other: str, action: str) -> list[Awaiting]:
     out: list[Awaiting] = []
     holds = load_holds(ex)
-    for name, pair in live_pairs(ex).items():
+    for name, pair in topic_pairs(ex).items():
         theirs, mine = pair.get(side), pair.get(other)
         if theirs is not None and not theirs.archived:
             waiting = _entries_waiting(theirs, mine, action)

@@ -16,9 +16,9 @@ from mailslot.exchange.entries import Entry, list_entries
 from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.listing import placement, topic_pairs
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state
-from mailslot.exchange.sweep import live_pairs
 from mailslot.exchange.topics import find_topic, named_topic
 
 __all__ = ["TopicDetail", "TopicSummary", "read_topic", "topic_summaries"]
@@ -50,19 +50,15 @@ class TopicSummary:
 def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicSummary]:
     """Every live topic (archived too if asked) with statuses and counts; never raises.
 
-    One listing per topic directory (``sweep.live_pairs``; ``done/`` only where needed unless
+    One listing per topic directory (``listing.topic_pairs``; ``done/`` only where needed unless
     archived topics are asked for) and, per side, a header read of STATE.md and of the newest
     entry only (``peek_state``/``peek_entry``: the full parser runs only for a header that needs
     it), so a listing of 10,000 topics stays well under a second.
     """
     out = []
     holds = load_holds(ex)
-    for name, dirs in live_pairs(ex, include_archived=include_archived).items():
-        archived = {d.archived for d in dirs.values()}
-        if len(archived) == 2:
-            where = "half-archived"
-        else:
-            where = "archived" if True in archived else "live"
+    for name, dirs in topic_pairs(ex, include_archived=include_archived).items():
+        where = placement(d.archived for d in dirs.values())
         counts = {s: 0 for s in ex.sides}
         status = {s: "open" for s in ex.sides}
         times = []

@@ -29,12 +29,11 @@ from typing import Any, NamedTuple
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
 from mailslot.core.fsio import written_ns
-from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.listing import HALF_ARCHIVED, placement, topic_entries, topic_names
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
-from mailslot.exchange.topics import topic_names
 from mailslot.exchange.tree import stray_kind
 
 __all__ = [
@@ -133,7 +132,7 @@ class TopicScan:
     @property
     def half_archived(self) -> bool:
         """Live on one side, archived on the other."""
-        return len({c.archived for c in self.copies.values()}) == 2
+        return placement(c.archived for c in self.copies.values()) == HALF_ARCHIVED
 
 
 def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int = 0) -> SideCopy:
@@ -243,21 +242,12 @@ def _scan_inbox(
 ) -> list[tuple[str, SideCopy]]:
     inbox = str(ex.inbox(side))
     out = []
-    if os.path.islink(inbox):
-        links.append(inbox)
-        return []
     dirs = []
-    try:
-        with os.scandir(inbox) as it:
-            for e in it:
-                if e.name[0] == "." or not TOPIC_RE.fullmatch(e.name):
-                    continue
-                if e.is_symlink():
-                    links.append(e.path)  # never followed: reported, not scanned
-                elif e.is_dir(follow_symlinks=False):
-                    dirs.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    for e in topic_entries(inbox, links):
+        try:
+            dirs.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
+        except FileNotFoundError:
+            continue  # moved away since the listing (an archive, a reopen): not here now
     for name, mtime in dirs:
         path = f"{inbox}/{name}"
         key = f"to-{side}/{name}"

@@ -1,16 +1,13 @@
-"""Topics: ``YYYY-MM-DD-<slug>`` directories that exist under one or both inboxes.
+"""Topics by name: where one topic lives (``TopicRef``), and what ``--topic X`` names.
 
-A topic is live when it sits directly under ``to-<side>/`` and archived under ``to-<side>/done/``.
-A new topic usually exists on one side only (the sender's outbox) until the other side answers;
-that is normal, not damage. A topic live on one side and archived on the other is half-archived:
-the tick brings it back to one state. Names that are not valid topics (and dot-names) are ignored,
-so a stray file or an in-flight temp never becomes a topic.
+Where topics are is ``listing``'s (live, archived, half-archived; symlinks skipped); this module
+answers the questions commands ask by name: does topic X exist and where (``find_topic``), which
+topic does a slug name (``named_topic``), and where does ``send --topic X`` write
+(``resolve_topic``: an existing topic, else the newest live one with that slug, else a new one).
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,16 +15,21 @@ from mailslot.core.clock import now
 from mailslot.core.errors import Conflict, InvalidName, NotFound
 from mailslot.core.names import SLUG_RE, TOPIC_RE, topic_name, validate_topic
 from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.listing import (
+    ARCHIVED,
+    HALF_ARCHIVED,
+    linked,
+    placement,
+    real_dir,
+    topic_names,
+)
 
 __all__ = [
     "TopicRef",
     "find_topic",
-    "linked",
     "list_topics",
     "named_topic",
-    "real_dir",
     "resolve_topic",
-    "topic_names",
 ]
 
 
@@ -41,69 +43,19 @@ class TopicRef:
     duplicated: list[str] = field(default_factory=list)  # inbox sides with both live and done
 
     @property
+    def status(self) -> str:
+        """``live``, ``archived`` or ``half-archived`` (``listing.placement``)."""
+        return placement(self.archived.values())
+
+    @property
     def live(self) -> bool:
         """Whether any side has it live (a half-archived topic counts as live)."""
-        return any(not a for a in self.archived.values())
+        return self.status != ARCHIVED
 
     @property
     def half_archived(self) -> bool:
         """Live on one side and archived on the other."""
-        return len(set(self.archived.values())) == 2
-
-    @property
-    def status(self) -> str:
-        """``live``, ``archived`` or ``half-archived``."""
-        if self.half_archived:
-            return "half-archived"
-        return "live" if self.live else "archived"
-
-
-def linked(directory: Path) -> Path | None:
-    """The symlink among ``directory`` and (for ``done/``) its inbox, or ``None``.
-
-    The exchange tree holds no symlinks: one planted as ``done/`` (or an inbox, or a topic) would
-    make a plain ``rename`` move a topic out of the exchange, so every reader skips it and the
-    tick and ``doctor`` report it.
-    """
-    for path in (directory, directory.parent) if directory.name == DONE else (directory,):
-        if os.path.islink(path):
-            return path
-    return None
-
-
-def real_dir(path: Path) -> bool:
-    """Whether ``path`` is a directory itself (not a symlink to one)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def topic_names(directory: Path, links: list[str] | None = None) -> list[str]:
-    """Valid topic directory names directly in ``directory`` (none if it does not exist).
-
-    Symlinks (``directory`` itself, its inbox for ``done/``, or an entry) are skipped and, when
-    ``links`` is given, appended to it.
-    """
-    bad = linked(directory)
-    if bad is not None:
-        if links is not None:
-            links.append(str(bad))
-        return []
-    out = []
-    try:
-        with os.scandir(directory) as it:
-            for e in it:
-                if e.name.startswith(".") or not TOPIC_RE.fullmatch(e.name):
-                    continue
-                if e.is_symlink():
-                    if links is not None:
-                        links.append(e.path)
-                elif e.is_dir(follow_symlinks=False):
-                    out.append(e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return out
+        return self.status == HALF_ARCHIVED
 
 
 def list_topics(ex: Exchange, *, include_archived: bool = False) -> list[TopicRef]:

@@ -25,7 +25,6 @@ may re-deliver, never lose. Each mark drops the keys of topics that are neither 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,14 +36,13 @@ from mailslot.core.cursor import CursorStore, SeenSet
 from mailslot.core.errors import FormatError, InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
 from mailslot.core.handover import show_then_record
-from mailslot.core.names import TOPIC_RE
 from mailslot.core.wait import Watch
 from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
+from mailslot.exchange.listing import topic_entries, topic_names
 from mailslot.exchange.safeio import read_regular
-from mailslot.exchange.topics import topic_names
 
 __all__ = [
     "SCOPES",
@@ -197,17 +195,7 @@ class Watcher:
 
         A path not there yet is fine: ``Watch`` arms its nearest existing parent.
         """
-        out = [self.inbox, self.inbox / DONE]
-        try:
-            with os.scandir(self.inbox) as it:
-                out += [
-                    Path(e.path)
-                    for e in it
-                    if TOPIC_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
-                ]
-        except OSError:
-            pass
-        return out
+        return [self.inbox, self.inbox / DONE, *(Path(e.path) for e in topic_entries(self.inbox))]
 
     def _arm(self) -> Watch:
         """The Watcher's one ``Watch``, with every current path armed before the next check.

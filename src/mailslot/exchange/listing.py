@@ -1,0 +1,255 @@
+"""Where topics are: the one lister of topic directories, live and archived, on both sides.
+
+A topic is a ``YYYY-MM-DD-<slug>`` directory directly under ``to-<side>/`` (live) or under
+``to-<side>/done/`` (archived). A new topic usually exists on one side only (the sender's outbox)
+until the other side answers; that is normal, not damage. A topic live on one side and archived on
+the other is half-archived (``placement`` is the one place that says so): the tick brings it back
+to one state. Names that are not valid topics (and dot-names) are ignored, so a stray file or an
+in-flight temp never becomes a topic.
+
+The exchange tree holds no symlinks: one planted as ``done/`` (or an inbox, or a topic) would make
+a plain ``rename`` move a topic out of the exchange, so every lister here skips it and, when asked,
+reports it (the tick and ``doctor`` name it).
+
+Listings are by name (``topic_entries``, ``topic_names``), by name with each directory's own names
+(``list_dir``: entries, STATE.md, HELD.md, strays; no ``stat``, no read), and per topic across
+both sides (``topic_pairs``). Wake-up and health commands run these every few minutes over
+thousands of topics, so directory paths are plain strings, not ``Path`` objects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from mailslot.core.names import TOPIC_RE
+from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME
+
+if TYPE_CHECKING:
+    from mailslot.exchange.layout import Exchange
+
+__all__ = [
+    "ARCHIVED",
+    "ENTRY_RE",
+    "HALF_ARCHIVED",
+    "LIVE",
+    "EntryName",
+    "TopicDir",
+    "arrivals",
+    "linked",
+    "list_dir",
+    "placement",
+    "real_dir",
+    "side_dirs",
+    "topic_entries",
+    "topic_names",
+    "topic_pairs",
+]
+
+# An entry file's name: ``NNNN-<from>.md`` (the number shared by both sides, the writer's name).
+ENTRY_RE = re.compile(r"^([0-9]{4})-([a-z0-9][a-z0-9_-]{0,39})\.md$")
+
+LIVE = "live"
+ARCHIVED = "archived"
+HALF_ARCHIVED = "half-archived"
+
+
+def placement(archived: Iterable[bool]) -> str:
+    """``live``, ``archived`` or ``half-archived`` for a topic whose copies (one per side that
+    has one) are archived or not: live on one side and archived on the other is half-archived;
+    a topic with no live copy is archived."""
+    flags = set(archived)
+    if False in flags:
+        return HALF_ARCHIVED if True in flags else LIVE
+    return ARCHIVED
+
+
+class EntryName(NamedTuple):
+    """An entry file by name only: ``NNNN-<from>.md`` split into its number and sender."""
+
+    number: int
+    sender: str
+    name: str
+
+
+def linked(directory: Path) -> Path | None:
+    """The symlink among ``directory`` and (for ``done/``) its inbox, or ``None``."""
+    for path in (directory, directory.parent) if directory.name == DONE else (directory,):
+        if os.path.islink(path):
+            return path
+    return None
+
+
+def real_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory itself (not a symlink to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def topic_entries(directory: Path | str, links: list[str] | None = None) -> list[os.DirEntry[str]]:
+    """The valid topic directories directly in ``directory`` as ``scandir`` entries (none if it
+    does not exist); their ``stat(follow_symlinks=False)`` is the directory's own.
+
+    Symlinks (``directory`` itself, its inbox for ``done/``, or an entry) are skipped and, when
+    ``links`` is given, appended to it.
+    """
+    bad = linked(Path(directory))
+    if bad is not None:
+        if links is not None:
+            links.append(str(bad))
+        return []
+    out = []
+    match = TOPIC_RE.fullmatch
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                if e.name[0] == "." or not match(e.name):
+                    continue
+                if e.is_symlink():
+                    if links is not None:
+                        links.append(e.path)  # never followed: reported, not listed
+                elif e.is_dir(follow_symlinks=False):
+                    out.append(e)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return out
+
+
+def topic_names(directory: Path | str, links: list[str] | None = None) -> list[str]:
+    """Valid topic directory names directly in ``directory`` (``topic_entries``, by name)."""
+    return [e.name for e in topic_entries(directory, links)]
+
+
+@dataclass(slots=True)
+class TopicDir:
+    """One topic directory of one inbox: its entry files and which of STATE.md and HELD.md it has.
+
+    ``dir`` is a plain string: these are made by the ten thousand, and ``pathlib`` costs more
+    than the ``scandir`` that finds them.
+    """
+
+    topic: str
+    dir: str
+    archived: bool
+    entries: tuple[EntryName, ...]  # by (number, from)
+    held: bool
+    has_state: bool
+    strays: tuple[str, ...] = ()  # names that are not entries, STATE.md or HELD.md
+
+    @property
+    def path(self) -> Path:
+        """The directory as a ``Path``."""
+        return Path(self.dir)
+
+    def file(self, name: str) -> str:
+        """The path of ``name`` in this directory."""
+        return f"{self.dir}/{name}"
+
+    def newest(self) -> EntryName | None:
+        """The newest entry by ``(number, from)``."""
+        return self.entries[-1] if self.entries else None
+
+
+def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
+    """The names in one topic directory (no stat, no read); a missing one is empty.
+
+    One pass over ``scandir`` (its file type comes free from the directory): dot-names are
+    in-flight temps and ignored; anything not a regular file is a stray, never opened, and so
+    never a hold or a STATE either.
+    """
+    entries = []
+    strays = []
+    held = has_state = False
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                name = e.name
+                if name[0] == ".":
+                    continue
+                if not e.is_file(follow_symlinks=False):
+                    strays.append(name)
+                elif name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
+                    entries.append(EntryName(int(name[:4]), m.group(2), name))
+                elif name == HELD_NAME:
+                    held = True
+                elif name == STATE_NAME:
+                    has_state = True
+                else:
+                    strays.append(name)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    if len(entries) > 1:
+        entries.sort()
+    return TopicDir(
+        topic,
+        path if isinstance(path, str) else str(path),
+        archived,
+        tuple(entries),
+        held,
+        has_state,
+        tuple(sorted(strays)) if strays else (),
+    )
+
+
+def arrivals(d: TopicDir) -> list[tuple[int, int, str]]:
+    """``(ctime_ns, number, name)`` of every entry in ``d``, oldest arrival first (one ``lstat``
+    each; a file gone meanwhile is left out): the order debts are decided in."""
+    out = []
+    for number, _, name in d.entries:
+        try:
+            out.append((os.lstat(d.file(name)).st_ctime_ns, number, name))
+        except OSError:
+            continue
+    out.sort()
+    return out
+
+
+def side_dirs(ex: Exchange, inbox_side: str, *, archived: bool = False) -> dict[str, TopicDir]:
+    """Topic directories of ``to-<inbox_side>/`` by topic (live ones win over ``done/`` copies)."""
+    inbox = str(ex.inbox(inbox_side))
+    out: dict[str, TopicDir] = {}
+    if archived:
+        for name in topic_names(f"{inbox}/{DONE}"):
+            out[name] = list_dir(f"{inbox}/{DONE}/{name}", name, True)
+    for name in topic_names(inbox):
+        out[name] = list_dir(f"{inbox}/{name}", name, False)
+    return out
+
+
+def topic_pairs(ex: Exchange, *, include_archived: bool = False) -> dict[str, dict[str, TopicDir]]:
+    """Live (or half-archived) topics -> inbox side -> its directory (a ``done/`` copy if only
+    that side archived it); with ``include_archived``, archived topics too. A live copy wins
+    over a stale one in ``done/`` on the same side. Sorted by topic."""
+    a, b = ex.sides
+    live = {s: side_dirs(ex, s) for s in ex.sides}
+    live_a, live_b = live[a], live[b]
+    done: dict[str, set[str]] = {}
+    names = live_a.keys() | live_b.keys()
+    if include_archived:
+        done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
+        names |= done[a] | done[b]
+    out: dict[str, dict[str, TopicDir]] = {}
+    for name in sorted(names):
+        da, db = live_a.get(name), live_b.get(name)
+        if da is not None and db is not None:  # the common case: live on both sides
+            out[name] = {a: da, b: db}
+            continue
+        pair = {}
+        for s in ex.sides:
+            d = live[s].get(name)
+            if d is None:
+                if s not in done:
+                    done[s] = set(topic_names(ex.inbox(s) / DONE))
+                if name in done[s]:
+                    d = list_dir(f"{ex.inbox(s)}/{DONE}/{name}", name, True)
+            if d is not None:
+                pair[s] = d
+        out[name] = pair
+    return out
