@@ -120,6 +120,28 @@ def test_standing_hold_causes_no_churn(ex) -> None:
     assert git(root, "status", "--porcelain") == ""
 
 
+def test_the_hold_record_names_the_entry_and_sweep_reads_it_not_the_text(ex) -> None:
+    root = ex.root
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")
+    assert tick(root)["held"] == [T]
+    holds_path = root / ".mailslot" / "holds.json"
+    record = json.loads(holds_path.read_text())[f"to-olu/{T}"]
+    held = live(root, "olu") / "HELD.md"
+    assert record == [held.stat().st_size, held.stat().st_mtime_ns, "0002-claude.md"]
+    # the text is for people: rewording it (same size and mtime) does not change the debt
+    text = held.read_text()
+    st = held.stat()
+    held.write_text(text.replace("`0002-claude.md`", "`0002-claude.xx`"))
+    os.utime(held, ns=(st.st_atime_ns, st.st_mtime_ns))
+    debts = json.loads(run(root, "exchange", "sweep", "--json", agent="olu").stdout)["debts"]
+    assert {"topic": T, "reason": "re-read", "entry": "0002-claude.md"}.items() <= debts[0].items()
+    # a record of two numbers (no entry) is still believed, and the next tick names the entry
+    holds_path.write_text(json.dumps({f"to-olu/{T}": record[:2]}))
+    out = tick(root)
+    assert out["held"] == [] and out["holding"] == [T]
+    assert json.loads(holds_path.read_text())[f"to-olu/{T}"] == record
+
+
 def test_hold_is_recomputed_when_the_other_side_reopens(ex) -> None:
     root = ex.root
     both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T09:45:00Z")

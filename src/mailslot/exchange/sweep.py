@@ -18,22 +18,14 @@ Nothing is written.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from mailslot.core.clock import format_time
-from mailslot.exchange.holds import is_trusted, load_holds
-from mailslot.exchange.inbox import (
-    TopicDir,
-    arrivals,
-    list_dir,
-    peek_entry,
-    peek_state,
-    side_dirs,
-)
+from mailslot.exchange.holds import load_holds, trusted_hold
+from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.index import (
     Arrival,
     Debt,
@@ -45,52 +37,9 @@ from mailslot.exchange.index import (
 )
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
-from mailslot.exchange.safeio import read_regular
-from mailslot.exchange.topics import topic_names
+from mailslot.exchange.listing import TopicDir, arrivals, topic_pairs
 
-__all__ = ["OwedDebt", "SweepResult", "live_pairs", "state_warnings", "sweep", "topic_view"]
-
-_HELD_ENTRY = re.compile(r"wrote `([0-9]{4}-[a-z0-9][a-z0-9_-]{0,39}\.md)`")
-
-
-def live_pairs(ex: Exchange, *, include_archived: bool = False) -> dict[str, dict[str, TopicDir]]:
-    """Live (or half-archived) topics -> inbox side -> its directory (a ``done/`` copy if only
-    that side archived it); with ``include_archived``, archived topics too. A live copy wins
-    over a stale one in ``done/`` on the same side. Sorted by topic."""
-    a, b = ex.sides
-    live = {s: side_dirs(ex, s) for s in ex.sides}
-    live_a, live_b = live[a], live[b]
-    done: dict[str, set[str]] = {}
-    names = live_a.keys() | live_b.keys()
-    if include_archived:
-        done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
-        names |= done[a] | done[b]
-    out: dict[str, dict[str, TopicDir]] = {}
-    for name in sorted(names):
-        da, db = live_a.get(name), live_b.get(name)
-        if da is not None and db is not None:  # the common case: live on both sides
-            out[name] = {a: da, b: db}
-            continue
-        pair = {}
-        for s in ex.sides:
-            d = live[s].get(name)
-            if d is None:
-                if s not in done:
-                    done[s] = set(topic_names(ex.inbox(s) / DONE))
-                if name in done[s]:
-                    d = list_dir(ex.inbox(s) / DONE / name, name, True)
-            if d is not None:
-                pair[s] = d
-        out[name] = pair
-    return out
-
-
-def _held_entry(d: TopicDir) -> str:
-    try:
-        m = _HELD_ENTRY.search(read_regular(d.file(HELD_NAME)).decode("utf-8", "replace"))
-    except OSError:
-        m = None
-    return m.group(1) if m else HELD_NAME
+__all__ = ["OwedDebt", "SweepResult", "state_warnings", "sweep", "topic_view"]
 
 
 def _required_in(d: TopicDir) -> Callable[[str], bool]:
@@ -116,8 +65,9 @@ def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
             newest[writer] = (number, fname, peek_entry(d.file(fname)).action)
     holds = load_holds(ex) if any(d.held for d in pair.values()) else {}
     for side, d in pair.items():
-        if d.held and not d.archived and is_trusted(holds, side, name, d.file(HELD_NAME)):
-            held[side] = _held_entry(d)
+        hold = trusted_hold(holds, side, name, d.file(HELD_NAME)) if d.held else None
+        if hold is not None and not d.archived:
+            held[side] = hold.entry or HELD_NAME  # the entry to re-read, as the tick recorded it
     view = TopicView(name, status, counts, None, newest, held)
     for writer in ex.sides:  # each side's newest required entry the other has not answered
         d = pair.get(ex.other(writer))
@@ -198,7 +148,7 @@ def sweep(ex: Exchange, agent: str) -> SweepResult:
     side = ex.side_of(agent)
     out = []
     warnings: list[str] = []
-    for name, pair in live_pairs(ex).items():
+    for name, pair in topic_pairs(ex).items():
         view = topic_view(ex, name, pair)
         for debt in view.debts:
             if debt.side == side:
@@ -230,4 +180,4 @@ def _state_warnings(ex: Exchange, pair: dict[str, TopicDir]) -> list[str]:
 def state_warnings(ex: Exchange) -> list[str]:
     """One line per live topic's STATE.md whose status does not read (``Done``, ``closed``, a
     broken file), naming the file and the value: unknown never archives, and never silently."""
-    return [w for pair in live_pairs(ex).values() for w in _state_warnings(ex, pair)]
+    return [w for pair in topic_pairs(ex).values() for w in _state_warnings(ex, pair)]

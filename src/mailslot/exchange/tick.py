@@ -30,14 +30,14 @@ from typing import Any
 
 from mailslot.core.clock import format_time, now
 from mailslot.core.errors import LockBusy, MailslotError
-from mailslot.core.fsio import atomic_create, atomic_write, file_lock
+from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
 from mailslot.core.git import clear_stale_index_lock
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
 from mailslot.exchange.guard import Decision, GuardSide, decide
-from mailslot.exchange.holds import hold_sig, is_trusted, load_holds, save_holds
+from mailslot.exchange.holds import lift, load_holds, place, save_holds, trusted_hold
 from mailslot.exchange.index import (
     Debt,
     TopicView,
@@ -52,6 +52,7 @@ from mailslot.exchange.index import (
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.leftovers import clean as clean_leftovers
+from mailslot.exchange.listing import linked
 from mailslot.exchange.scan import (
     Parsed,
     SideCopy,
@@ -61,7 +62,6 @@ from mailslot.exchange.scan import (
     parse_sig,
     scan_tree,
 )
-from mailslot.exchange.topics import linked
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
@@ -404,8 +404,7 @@ class _Tick:
         for side, copy in scan.copies.items():  # no HELD.md ever reaches done/
             self.holds.pop(f"to-{side}/{scan.name}", None)
             if copy.held:
-                with contextlib.suppress(FileNotFoundError):
-                    (copy.path / HELD_NAME).unlink()
+                lift(f"{copy.dir}/{HELD_NAME}")
                 copy.held, copy.trusted = False, None
                 self.touched = True
         ok = True
@@ -560,7 +559,8 @@ class _Tick:
                 continue  # the common case: no hold wanted, none there (no path built)
             ck = f"to-{side}/{name}"
             held_path = f"{copy.dir}/{HELD_NAME}"
-            trusted = copy.held and is_trusted(self.holds, side, name, held_path)
+            hold = trusted_hold(self.holds, side, name, held_path) if copy.held else None
+            trusted = hold is not None
             if copy.held and not trusted:
                 r.warnings.append(
                     f"stray {ck}/{HELD_NAME}: not placed by the tick (not shown as a hold)"
@@ -568,18 +568,21 @@ class _Tick:
             if not trusted:
                 self.holds.pop(ck, None)
             if want and not copy.archived:
+                entry = decision.holds[side]
+                if hold is not None and hold.entry is None:  # a record that does not name it
+                    self.holds[ck] = hold._replace(entry=entry)
                 if not trusted:  # a standing hold is never rewritten: no churn
-                    text = held_text(
-                        name, side, ex.other(side), decision.holds[side], decision.reasons[side]
-                    )
+                    text = held_text(name, side, ex.other(side), entry, decision.reasons[side])
                     try:
-                        if copy.held:  # a planted one: replaced by the tick's own
-                            atomic_write(Path(held_path), text, mode=ex.file_mode(side))
-                        else:
-                            atomic_create(Path(held_path), text, mode=ex.file_mode(side))
-                        sig = hold_sig(held_path)
-                        if sig is not None:
-                            self.holds[ck] = sig
+                        placed = place(
+                            Path(held_path),
+                            text,
+                            entry,
+                            mode=ex.file_mode(side),
+                            replace=copy.held,  # a planted one: replaced by the tick's own
+                        )
+                        if placed is not None:
+                            self.holds[ck] = placed
                         copy.held = trusted = self.touched = True
                         copy.trusted = None
                         r.held.append(name)
@@ -588,14 +591,13 @@ class _Tick:
                         r.errors.append(f"cannot write HELD.md for {name}: {e}")
             elif trusted and not want:
                 try:
-                    os.unlink(held_path)
-                    r.released.append(name)
-                    self.lines.append(f"released hold on {name}")
-                except FileNotFoundError:
-                    pass
+                    lifted = lift(held_path)
                 except OSError as e:
                     r.errors.append(f"cannot remove HELD.md for {name}: {e.strerror}")
-                else:
+                    lifted = False
+                if lifted:
+                    r.released.append(name)
+                    self.lines.append(f"released hold on {name}")
                     copy.held, copy.trusted = False, None
                     self.holds.pop(ck, None)
                     trusted = False

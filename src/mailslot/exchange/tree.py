@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE
-from mailslot.exchange.holds import is_trusted, load_holds
+from mailslot.exchange.holds import Hold, is_trusted, load_holds
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 
 __all__ = ["TreeAudit", "audit_tree", "stray_kind"]
@@ -47,7 +47,7 @@ def stray_kind(name: str, mode: int) -> str | None:
     return None
 
 
-def _topic(ex: Exchange, path: Path, audit: TreeAudit, holds: dict[str, list[int]]) -> None:
+def _topic(ex: Exchange, path: Path, audit: TreeAudit, holds: dict[str, Hold]) -> None:
     try:
         with os.scandir(path) as it:
             for e in it:
@@ -67,7 +67,7 @@ def _topic(ex: Exchange, path: Path, audit: TreeAudit, holds: dict[str, list[int
 
 
 def _topics(
-    ex: Exchange, directory: Path, audit: TreeAudit, holds: dict[str, list[int]], *, top: bool
+    ex: Exchange, directory: Path, audit: TreeAudit, holds: dict[str, Hold], *, top: bool
 ) -> None:
     try:
         entries = list(os.scandir(directory))
