@@ -6,6 +6,7 @@ script can act on them without parsing the message::
 
     MailslotError                      exit 1
     +-- InvalidName                    a name, slug or topic outside its rule
+    +-- InvalidValue                   a value outside its rule that is no name (an action, a body)
     +-- LimitExceeded                  a size, word, line or rate bound (never truncated)
     +-- FormatError                    a file or payload that does not parse; names path + field
     +-- NotFound                       a topic, file, peer or item that is not there
@@ -13,6 +14,8 @@ script can act on them without parsing the message::
     +-- LockBusy                       a lock held by someone else when waiting is not wanted
     +-- Unresolved                     a check that cannot be decided (fail safe: nothing done)
     +-- NoSpace                        the disk or quota is full: nothing was written
+    +-- Incomplete                     a run that did part of its job; says which part failed
+    |   +-- TickFailed                 (exchange.tickresult) the tick could not do all of it
     +-- MissingAgent                   exit 2: who is acting was not said (--as, MAILSLOT_AGENT)
     +-- MissingExtra                   an optional dependency this command needs is not installed
     +-- CommandFailed                  an external program (git, systemctl) failed or overran
@@ -36,7 +39,9 @@ __all__ = [
     "Conflict",
     "FormatError",
     "Gone",
+    "Incomplete",
     "InvalidName",
+    "InvalidValue",
     "LimitExceeded",
     "LockBusy",
     "MailslotError",
@@ -78,6 +83,10 @@ class InvalidName(MailslotError):
         self.kind = kind
         self.value = value
         self.rule = rule
+
+
+class InvalidValue(MailslotError):
+    """A value outside its rule that is not a name: an action word, an empty body or reason."""
 
 
 class LimitExceeded(MailslotError):
@@ -145,6 +154,11 @@ class Unresolved(MailslotError):
 
 class NoSpace(MailslotError):
     """The disk or the quota is full (``ENOSPC``, ``EDQUOT``); the write left nothing behind."""
+
+
+class Incomplete(MailslotError):
+    """A run that did part of its job and could not do the rest; the message says which part
+    (what it did is reported before this is raised)."""
 
 
 class MissingAgent(MailslotError):
