@@ -275,27 +275,6 @@ def reopen_cmd(env: Env, topic: str, why: str, action: str, as_json: bool) -> No
     emit(r.to_json(), as_json, f"reopened {r.topic}: {r.entry.relpath}")
 
 
-def _tick_text(d: dict[str, Any]) -> str:
-    out = []
-    for label in ("new_topics", "reopened", "new_entries", "archived", "held", "released"):
-        if d[label]:
-            out.append(f"{label.replace('_', ' ')}: {', '.join(d[label])}")
-    for c in d["state_changes"]:
-        out.append(f"state: {c['topic']} {c['side']} {c['from']} -> {c['to']}")
-    for w in d["rewritten"]:
-        out.append(f"WARNING rewritten: {w['path']} ({w['was_bytes']} -> {w['bytes']} bytes)")
-    for k in d["removed"]:
-        out.append(f"WARNING removed: {k}")
-    for w in d["waiting"]:
-        out.append(f"not archived: {w['topic']}: {w['reason']}")
-    if d["holding"]:
-        out.append(f"holding: {', '.join(d['holding'])}")
-    out.append(f"commit: {d['commit'] or 'none'}; notified: {'yes' if d['notified'] else 'no'}")
-    if d["notify_error"]:
-        out.append(f"notification failed (retried next tick): {d['notify_error']}")
-    return "\n".join(out)
-
-
 @exchange.command("tick")
 @click.option("--notify", "notify", multiple=True, metavar="URL", help="Apprise URL (repeatable).")
 @click.option(
@@ -324,7 +303,7 @@ def tick_cmd(env: Env, notify: tuple[str, ...], lock_wait: float, as_json: bool)
     r = tick(_ex(env), notify_urls=list(notify) or None, lock_wait=lock_wait)
     for w in r.warnings:
         click.echo(f"mailslot: warning: {w}", err=True)
-    emit(r.to_json(), as_json, _tick_text)
+    emit(r.to_json(), as_json, lambda _: r.text())
     r.raise_for_errors()
     if r.notify_error:
         click.echo(f"mailslot: warning: {r.notify_error}; retried next tick", err=True)

@@ -23,7 +23,6 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from mailslot.core.errors import LockBusy, MailslotError
 from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
 from mailslot.core.git import clear_stale_index_lock
+from mailslot.exchange import tickstate
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
@@ -62,15 +62,12 @@ from mailslot.exchange.scan import (
     parse_sig,
     scan_tree,
 )
+from mailslot.exchange.tickresult import TickFailed, TickResult
+from mailslot.exchange.tickstate import TICK_GIT, TICK_STATE, GitCheck
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
 
-TICK_STATE = "tick-state.json"
-# When git was last checked and found clean, kept apart from TICK_STATE (megabytes over 10,000
-# topics) so the periodic git check of a quiet exchange rewrites a few bytes, not the records.
-TICK_GIT = "tick-git.json"
-_GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 HEARTBEAT = "heartbeat"
 # How long a tick waits for a previous one to finish before giving up loudly; a tick takes well
 # under a second, so a lock held this long means a stuck run someone must look at.
@@ -78,80 +75,12 @@ LOCK_WAIT_SECONDS = 30.0
 # How long an archive waits for the send lock (a send holds it for milliseconds): past this, a
 # writer is stuck holding it, and the tick archives nothing this run rather than hang.
 SEND_LOCK_WAIT_SECONDS = 10.0
-# A commit message lists what changed; past this many lines it says how many more (the diff has
-# them all). A notification is read on a phone: chat services cap a message at ~4,000 characters.
-COMMIT_LINES = 500
-NOTIFY_LINES = 40
 # With nothing changed where the tick looks (topics, top-level files, config) and git clean last
 # time, git is skipped -- except at least this often, so a change made somewhere the tick does not
 # scan (inside an archived topic) is still committed within minutes.
 GIT_FULL_CHECK_NS = 10 * 60 * 1_000_000_000
 # CONVENTION.md's name for an entry a hand writer is about to number (``.draft.md``).
 DRAFT_PREFIX = ".draft"
-
-
-def _capped(lines: list[str], limit: int) -> list[str]:
-    if len(lines) <= limit:
-        return lines
-    return [*lines[:limit], f"... and {len(lines) - limit} more (see INDEX.md and git log)"]
-
-
-@dataclass
-class TickResult:
-    """What one tick did; ``to_json`` is the DESIGN contract (fields added, none renamed)."""
-
-    new_entries: list[str] = field(default_factory=list)
-    new_topics: list[str] = field(default_factory=list)
-    archived: list[str] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)  # holds placed by this tick
-    released: list[str] = field(default_factory=list)
-    commit: str | None = None
-    notified: bool = False
-    holding: list[str] = field(default_factory=list)  # every standing hold after this tick
-    reopened: list[str] = field(default_factory=list)
-    recovered: list[dict[str, str]] = field(default_factory=list)
-    state_changes: list[dict[str, str]] = field(default_factory=list)
-    rewritten: list[dict[str, Any]] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unseen: list[str] = field(default_factory=list)  # entries newly found in done/ unread
-    waiting: list[dict[str, str]] = field(default_factory=list)
-    debts: list[dict[str, Any]] = field(default_factory=list)
-    notify_error: str | None = None
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    symlinks: list[str] = field(default_factory=list)  # refused, never followed (root-relative)
-    strays: list[str] = field(default_factory=list)  # files in topics that are not entries
-    cleaned: list[str] = field(default_factory=list)  # leftovers removed (root-relative)
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return dict(self.__dict__)
-
-    @property
-    def activity(self) -> bool:
-        """Whether anything happened that is worth telling someone."""
-        return bool(
-            self.new_entries
-            or self.new_topics
-            or self.archived
-            or self.held
-            or self.released
-            or self.reopened
-            or self.recovered
-            or self.state_changes
-            or self.rewritten
-            or self.removed
-            or self.unseen
-        )
-
-    def raise_for_errors(self) -> None:
-        """Raise ``TickFailed`` if the tick could not do all of its job."""
-        if self.errors:
-            raise TickFailed("; ".join(self.errors))
-
-
-class TickFailed(MailslotError):
-    """The tick ran but could not do all of its job (the message says which part)."""
 
 
 @contextlib.contextmanager
@@ -168,43 +97,6 @@ def _tick_lock(path: Path, wait: float, holder: str = "another tick") -> Iterato
                     f"{holder} has held the lock for over {wait:g}s; is one stuck?", path=path
                 ) from None
             time.sleep(0.05)
-
-
-def _load_state(path: Path, result: TickResult) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_bytes())
-        if not isinstance(data, dict) or data.get("version") != 3:
-            raise ValueError("unknown version")
-        return data
-    except FileNotFoundError:
-        return {}
-    except (ValueError, OSError) as e:
-        # Fail visible: with no baseline everything reads as new, which is loud, not lost.
-        result.warnings.append(f"tick state unreadable ({e}); treating everything as new")
-        return {}
-
-
-def _load_git(path: Path, prev: dict[str, Any]) -> dict[str, Any]:
-    """The last git check (``_GIT_KEYS``); empty (so git is checked now) if it cannot be read.
-
-    Git fields in the tick state come first: only a tick from before ``TICK_GIT`` writes them
-    there (an upgrade, or an old install still on a timer), so they are the newest word.
-    """
-    if any(k in prev for k in _GIT_KEYS):
-        data: Any = {k: prev[k] for k in _GIT_KEYS if k in prev}
-    else:
-        try:
-            data = json.loads(path.read_bytes())
-        except (ValueError, OSError):
-            return {}
-    if not (
-        isinstance(data, dict)
-        and isinstance(data.get("git_clean"), bool)
-        and isinstance(data.get("git_checked_ns"), int)
-        and isinstance(data.get("root"), str)
-    ):
-        return {}
-    return data
 
 
 def _dt(us: int | None) -> datetime | None:
@@ -229,19 +121,14 @@ class _Tick:
         self.notifier = notifier
         self.r = result
         self.now = now()
-        self.state_path = ex.meta / TICK_STATE
-        self.prev = _load_state(self.state_path, result)
+        self.prev = tickstate.load_state(ex.meta, result.warnings)
         self.prev_copies: dict[str, list[Any]] = self.prev.get("copies", {})
         self.live: dict[str, SideCopy] = {}  # copy key -> this run's copy of a live topic
         self.parsed: dict[str, dict[str, list[Any]]] = {}  # copy key -> {name: parsed}
-        self.lines: list[str] = []
         self.touched = False  # this tick changed something on disk (git must look)
         self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
-        self.git_path = ex.meta / TICK_GIT
-        self.git_prev = _load_git(self.git_path, self.prev)
-        self.git_clean = bool(self.git_prev.get("git_clean"))
-        self.git_checked = int(self.git_prev.get("git_checked_ns", 0))
-        self.rsig: str = str(self.git_prev.get("root", ""))
+        self.git_prev = tickstate.load_git(ex.meta, self.prev)
+        self.git_clean, self.git_checked, self.rsig = self.git_prev or GitCheck()
         self.frozen = False
         self.send_lock_stuck = False
         self.unseen: list[str] = []  # entries in done/ that arrived after the archive, unread
@@ -400,7 +287,7 @@ class _Tick:
             return False
         if any(c.held for c in scan.copies.values()):
             self.r.released.append(scan.name)
-            self.lines.append(f"released hold on {scan.name}")
+            self.r.events.append(f"released hold on {scan.name}")
         for side, copy in scan.copies.items():  # no HELD.md ever reaches done/
             self.holds.pop(f"to-{side}/{scan.name}", None)
             if copy.held:
@@ -496,7 +383,7 @@ class _Tick:
                     self.unarchive(scan)
                 to = "archived" if decision.archive else "live"
                 r.recovered.append({"topic": name, "to": to})
-                self.lines.append(f"recovered half-archived {name} -> {to}")
+                self.r.events.append(f"recovered half-archived {name} -> {to}")
             elif decision.archive and not scan.conflict:
                 done = self.archive(scan)
             reopened = name in prev_archived
@@ -529,7 +416,7 @@ class _Tick:
         for key in self.unseen:
             if key not in known:  # told once, like any new entry; INDEX.md keeps it standing
                 r.unseen.append(key)
-                self.lines.append(f"UNSEEN {key}: arrived after the archive, unread")
+                self.r.events.append(f"UNSEEN {key}: arrived after the archive, unread")
         # A full disk must not hide what this run already did (an archive is a move and needs
         # no space): each step that writes reports its failure and the rest still run.
         try:
@@ -586,7 +473,7 @@ class _Tick:
                         copy.held = trusted = self.touched = True
                         copy.trusted = None
                         r.held.append(name)
-                        self.lines.append(f"HELD {name}: {decision.reasons[side]}")
+                        self.r.events.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
                         r.errors.append(f"cannot write HELD.md for {name}: {e}")
             elif trusted and not want:
@@ -597,7 +484,7 @@ class _Tick:
                     lifted = False
                 if lifted:
                     r.released.append(name)
-                    self.lines.append(f"released hold on {name}")
+                    self.r.events.append(f"released hold on {name}")
                     copy.held, copy.trusted = False, None
                     self.holds.pop(ck, None)
                     trusted = False
@@ -660,20 +547,9 @@ class _Tick:
             return
         self.rsig = self.root_sig()
         stale = time.time_ns() - self.git_checked > GIT_FULL_CHECK_NS
-        same_root = self.rsig == self.git_prev.get("root")
+        same_root = self.git_prev is not None and self.rsig == self.git_prev.root
         if not (self.touched or stale or not self.git_clean or not same_root):
             return  # nothing changed anywhere the tick looks, and git was clean last time
-        parts = []
-        for label, items in (
-            ("new", r.new_entries),
-            ("archived", r.archived),
-            ("held", r.held),
-            ("released", r.released),
-        ):
-            if items:
-                parts.append(f"{len(items)} {label}")
-        message = "tick: " + (", ".join(parts) if parts else "sync")
-        detail = "\n".join(_capped(self.lines_for_humans(), COMMIT_LINES))
         lock = clear_stale_index_lock(ex.root)  # a git killed mid-run left it; see core.git
         if lock is not None and lock.stale:
             r.cleaned.append(str(lock.path.relative_to(ex.root)))
@@ -682,7 +558,7 @@ class _Tick:
             self.git_clean = False
             return
         try:
-            r.commit = commit_all(ex.root, message + ("\n\n" + detail if detail else ""))
+            r.commit = commit_all(ex.root, r.commit_message())
         except MailslotError as e:
             r.errors.append(str(e))
             self.git_clean = False
@@ -691,32 +567,13 @@ class _Tick:
         self.git_checked = time.time_ns()
         self.rsig = self.root_sig()  # the commit itself does not change the tree
 
-    def lines_for_humans(self) -> list[str]:
-        r = self.r
-        out = [f"new topic {t}" for t in r.new_topics]
-        out += [f"reopened {t}" for t in r.reopened]
-        out += [f"new {k}" for k in r.new_entries]
-        for c in r.state_changes:
-            out.append(f"{c['side']} {c['from']} -> {c['to']} on {c['topic']}")
-        for w in r.rewritten:
-            out.append(f"WARNING rewritten {w['path']} ({w['was_bytes']} -> {w['bytes']} bytes)")
-        out += [f"WARNING removed {k}" for k in r.removed]
-        out += [f"archived {t}" for t in r.archived]
-        return out + self.lines
-
     def notify(self) -> None:
         r = self.r
         pending: list[str] = list(self.prev.get("pending", []))
-        lines = self.lines_for_humans() if r.activity else []
+        lines = r.lines() if r.activity else []
         if self.notifier is None or (not pending and not lines):
             return
-        body_lines = [*(f"(earlier) {p}" for p in pending), *lines]
-        title = f"mailslot exchange {self.ex.root.name}: {len(r.new_entries)} new"
-        if r.archived:
-            title += f", {len(r.archived)} archived"
-        if r.held:
-            title += f", {len(r.held)} held"
-        error = self.notifier.send(title, "\n".join(_capped(body_lines, NOTIFY_LINES)))
+        error = self.notifier.send(*r.notification(self.ex.root.name, pending))
         if error is None:
             r.notified = True
             self.pending = []
@@ -727,7 +584,6 @@ class _Tick:
     def save(self, status: dict[str, str], topics: list[str], archived: set[str]) -> None:
         pending = self.pending if self.pending is not None else self.prev.get("pending", [])
         state = {
-            "version": 3,
             "copies": {ck: c.record(self.parsed.get(ck, {})) for ck, c in self.live.items()},
             "status": status,
             "topics": topics,
@@ -736,14 +592,10 @@ class _Tick:
             "pending": pending if self.notifier is not None else [],
             "tick_ns": time.time_ns(),
         }
-        git = {"git_clean": self.git_clean, "git_checked_ns": self.git_checked, "root": self.rsig}
+        git = GitCheck(self.git_clean, self.git_checked, self.rsig)
         if self.holds != self.holds_before:
             save_holds(self.ex, self.holds)
-        moved = any(k in self.prev for k in _GIT_KEYS)  # kept there by an older tick: move once
-        if git != self.git_prev or moved:
-            atomic_write(self.git_path, json.dumps(git) + "\n", mode=0o600)
-        if moved or any(state[k] != self.prev.get(k) for k in state if k != "tick_ns"):
-            atomic_write(self.state_path, json.dumps(state, separators=(",", ":")), mode=0o600)
+        tickstate.save(self.ex.meta, state, self.prev, git, self.git_prev)
 
 
 def tick(

@@ -1,0 +1,96 @@
+"""What the tick keeps between runs, in ``.mailslot/`` (which no agent writes).
+
+``tick-state.json`` is the last run's view of the tree: per topic copy its record (``scan``'s
+``CopyRecord``, so the next scan can skip a directory that cannot have changed, and each file's
+cached parse), each side's status per topic, the live and archived topic names, the unseen
+entries already told, the notification lines not yet sent, and when it ran. ``tick-git.json`` is
+the last git check (``GitCheck``), kept apart because it changes on a quiet tick and the state is
+megabytes over 10,000 topics. Each is written only when it changed, atomically; an unreadable
+state is a warning and reads as empty (everything is new: loud, never lost).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from mailslot.core.fsio import atomic_write
+
+__all__ = ["TICK_GIT", "TICK_STATE", "GitCheck", "load_git", "load_state", "save"]
+
+TICK_STATE = "tick-state.json"
+TICK_GIT = "tick-git.json"
+VERSION = 3
+_GIT_KEYS = ("git_clean", "git_checked_ns", "root")
+
+
+class GitCheck(NamedTuple):
+    """The last git check: whether the tree was clean, when (ns), and the root's signature then
+    (its top-level files and the config: a change there makes git look again)."""
+
+    clean: bool = False
+    checked_ns: int = 0
+    root: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The form ``tick-git.json`` holds."""
+        return {"git_clean": self.clean, "git_checked_ns": self.checked_ns, "root": self.root}
+
+
+def load_state(meta: Path, warnings: list[str]) -> dict[str, Any]:
+    """The last run's state (empty if there is none); an unreadable one is appended to
+    ``warnings`` and read as empty."""
+    try:
+        data = json.loads((meta / TICK_STATE).read_bytes())
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise ValueError("unknown version")
+        return data
+    except FileNotFoundError:
+        return {}
+    except (ValueError, OSError) as e:
+        # Fail visible: with no baseline everything reads as new, which is loud, not lost.
+        warnings.append(f"tick state unreadable ({e}); treating everything as new")
+        return {}
+
+
+def load_git(meta: Path, prev: dict[str, Any]) -> GitCheck | None:
+    """The last git check; ``None`` (so git is checked now) if it cannot be read.
+
+    Git fields in the tick state come first: only a tick that kept them there, before
+    ``tick-git.json`` existed, writes them (an old install still on a timer), so they are the
+    newest word.
+    """
+    data: Any
+    if any(k in prev for k in _GIT_KEYS):
+        data = {k: prev[k] for k in _GIT_KEYS if k in prev}
+    else:
+        try:
+            data = json.loads((meta / TICK_GIT).read_bytes())
+        except (ValueError, OSError):
+            return None
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("git_clean"), bool)
+        and isinstance(data.get("git_checked_ns"), int)
+        and isinstance(data.get("root"), str)
+    ):
+        return None
+    return GitCheck(data["git_clean"], data["git_checked_ns"], data["root"])
+
+
+def save(
+    meta: Path,
+    state: dict[str, Any],
+    prev: dict[str, Any],
+    git: GitCheck,
+    git_prev: GitCheck | None,
+) -> None:
+    """Write ``state`` (``version`` added) and ``git``, each only if it differs from what the
+    last run left (``tick_ns`` aside: a quiet tick rewrites nothing)."""
+    state = {"version": VERSION, **state}
+    moved = any(k in prev for k in _GIT_KEYS)  # kept in the state by an older tick: move once
+    if git != git_prev or moved:
+        atomic_write(meta / TICK_GIT, json.dumps(git.to_json()) + "\n", mode=0o600)
+    if moved or any(state[k] != prev.get(k) for k in state if k != "tick_ns"):
+        atomic_write(meta / TICK_STATE, json.dumps(state, separators=(",", ":")), mode=0o600)
