@@ -1,13 +1,51 @@
-"""mailslot.exchange: the two-sided topic mailbox of seed 000.
+"""mailslot.exchange: the two-sided topic mailbox.
 
-Data model (stable; other parts build on it):
+Two sides each write only into the other's inbox (``to-<side>/``): numbered entries per topic,
+one STATE.md per side, an archive into ``done/`` that waits until both sides have provably seen
+the last word, and a tick that diffs, guards, holds, archives, indexes, commits and notifies.
 
-* ``layout``  -- ``Exchange`` (sides, humans, modes, paths), ``load_exchange(root)``.
-* ``topics``  -- ``list_topics``, ``find_topic``, ``resolve_topic`` (``--topic X``).
-* ``entries`` -- ``Entry`` keyed by ``(number, from)``, ``list_entries``, ``parse_entry``, ``send``.
-* ``state``   -- ``SideState``, ``read_state``, ``set_state``, ``unanswered_required``.
+Package map (each module's docstring says the invariant it keeps):
 
-Operations: ``create.create_exchange`` (init), ``tick.tick``, ``reopen.reopen``.
+The model -- what is on disk, and reading it
+    ``layout``      ``Exchange``: the sides, people, modes and paths; ``.mailslot/config``.
+    ``listing``     the one lister of topic directories (live, ``done/``, both sides), the entry
+                    name shape, and ``placement`` (live / archived / half-archived).
+    ``topics``      a topic by name: ``find_topic``, ``named_topic``, ``resolve_topic`` (--topic X).
+    ``entries``     ``Entry`` keyed by (number, from); ``parse_entry``, ``list_entries``, ``send``.
+    ``state``       ``SideState``: one side's STATE.md; ``set_state`` (``done`` refused while owed).
+    ``inbox``       cheap header reads (``peek_entry``, ``peek_state``) and one side's inbox items.
+    ``safeio``      the bounded, regular-file-only reader for files someone else wrote.
+
+Deciding -- pure, no disk
+    ``guard``       archive or hold: both done, and each side's newest entry acknowledged.
+    ``index``       ``TopicView`` of a live topic, the debts it shows, and the INDEX.md text.
+
+The tick (``exchange tick``), in the order it runs
+    ``tick``        the conductor: lock, clean, scan, decide, move, hold, index, commit, notify.
+    ``leftovers``   dead writers' temps and empty topic folders (the tick removes, doctor lists).
+    ``scan``        one pass over the tree by name, size and mtime, trusting unchanged records.
+    ``holds``       HELD.md placed and lifted, and ``holds.json`` that vouches for each one.
+    ``late``        entries that reached an archived topic unread (``unseen`` debts).
+    ``gitlog``      the local git repository: init and one commit of everything dirty.
+    ``tickresult``  what a tick did, as JSON, commit message, notification and text.
+    ``tickstate``   what the tick keeps between runs in ``.mailslot/``.
+
+Reading for agents and people (none of these write the exchange)
+    ``watch``       block until something unseen is addressed to the caller; the seen-mark.
+    ``monitor``     a stable listing of what awaits the caller, for output-diffing schedulers.
+    ``sweep``       what the caller owes, as INDEX.md counts it.
+    ``overview``    the topic list (``exchange topics``) and one topic in full (``exchange read``).
+
+Setting up and checking
+    ``create``      ``exchange init``: the tree, modes, config, CONVENTION.md, git.
+    ``convention``  the CONVENTION.md and HELD.md texts a hand-writing agent reads.
+    ``reopen``      bring an archived topic back, with an entry saying why.
+    ``skill``       the instruction file that teaches one agent this exchange.
+    ``install``     a hardened systemd service and timer for the tick, and polling lines.
+    ``boundary``    can each side's agent write its outbox and not its inbox (modes, sandbox).
+    ``tree``        a full audit for what readers skip: symlinks, strays, non-regular files.
+    ``doctor``      every way the exchange can fail silently, checked, each with its fix.
+    ``dispatch``    one brief into several exchanges for independent answers; one close-out.
 """
 
 from __future__ import annotations
