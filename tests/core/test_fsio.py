@@ -147,25 +147,6 @@ def test_locked_append_returns_offsets(tmp_path: Path) -> None:
         read_from(tmp_path / "missing")
 
 
-def test_failed_append_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = tmp_path / "log"
-    locked_append(log, "first\n")
-    real_write = os.write
-    calls = {"n": 0}
-
-    def half_then_fail(fd: int, data: bytes) -> int:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            return real_write(fd, bytes(data[: len(data) // 2]))
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "write", half_then_fail)
-    with pytest.raises(OSError):
-        locked_append(log, "second record\n")
-    monkeypatch.undo()
-    assert log.read_text() == "first\n"
-
-
 def test_lock_nonblocking_reports_busy(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     with file_lock(lock), pytest.raises(LockBusy), file_lock(lock, blocking=False):
@@ -224,24 +205,6 @@ def test_kill_9_mid_write_leaves_nothing_visible(tmp_path: Path, how: str) -> No
     # The next writer is not disturbed by the leftover.
     n, p = numbered_create(inbox, "claude.md", "ok")
     assert n == 1 and p.read_text() == "ok"
-
-
-def test_read_regular_refuses_what_could_block_or_mislead(tmp_path: Path) -> None:
-    from mailslot.core.fsio import read_regular
-
-    ok = tmp_path / "0001-olu.md"
-    ok.write_bytes(b"x" * 10)
-    assert read_regular(ok, 10) == b"x" * 10
-    with pytest.raises(OSError, match="larger than 9 bytes"):
-        read_regular(ok, 9)
-    fifo = tmp_path / "0002-olu.md"
-    os.mkfifo(fifo)  # a plain open() would block here forever
-    with pytest.raises(OSError, match="not a regular file"):
-        read_regular(fifo, 100)
-    link = tmp_path / "0003-olu.md"
-    link.symlink_to(ok)
-    with pytest.raises(OSError):
-        read_regular(link, 100)
 
 
 def test_a_held_temp_is_swept_at_once_when_dead_and_never_while_held(tmp_path: Path) -> None:

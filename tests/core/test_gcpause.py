@@ -1,5 +1,5 @@
 """gc_paused: collection is off inside, back on after, whatever the nesting, exceptions or
-threads that overlap (the interleaving review found left it off for good)."""
+threads that overlap (two threads whose pauses interleave must not leave it off for good)."""
 
 from __future__ import annotations
 

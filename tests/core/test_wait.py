@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -112,3 +113,20 @@ def test_readding_a_replaced_directory_arms_the_new_one(tmp_path: Path) -> None:
         w.add(topic)
         atomic_create(topic / "0001-olu.md", "hi")
         assert w.wait(5.0), "the new directory must be watched after add()"
+
+
+def test_a_closed_watch_releases_its_inotify_descriptor(tmp_path: Path) -> None:
+    """Watch.close hands the (slow) inotify close to a thread; the fd is still released."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    w = Watch([tmp_path])
+    fd = w._kernel._ino.fileno()  # type: ignore[union-attr]
+    w.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.fstat(fd)
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the inotify descriptor was never closed")

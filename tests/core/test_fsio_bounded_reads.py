@@ -1,0 +1,75 @@
+"""Reading a file someone else may have planted is refused at once, never waited on or read whole.
+
+``read_regular`` refuses what could block or mislead (a FIFO, a symlink, a file over its bound);
+``read_from`` and ``locked_append`` refuse a FIFO named like a log without blocking, and a huge
+sparse file with an error that names the limit (a bounded slice of it still reads).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from mailslot.core.errors import FormatError, LimitExceeded
+from mailslot.core.fsio import (
+    READ_FROM_MAX,
+    locked_append,
+    read_from,
+)
+
+
+def test_read_regular_refuses_what_could_block_or_mislead(tmp_path: Path) -> None:
+    from mailslot.core.fsio import read_regular
+
+    ok = tmp_path / "0001-olu.md"
+    ok.write_bytes(b"x" * 10)
+    assert read_regular(ok, 10) == b"x" * 10
+    with pytest.raises(OSError, match="larger than 9 bytes"):
+        read_regular(ok, 9)
+    fifo = tmp_path / "0002-olu.md"
+    os.mkfifo(fifo)  # a plain open() would block here forever
+    with pytest.raises(OSError, match="not a regular file"):
+        read_regular(fifo, 100)
+    link = tmp_path / "0003-olu.md"
+    link.symlink_to(ok)
+    with pytest.raises(OSError):
+        read_regular(link, 100)
+
+
+def _refused_at_once(call) -> BaseException:
+    box: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "blocked on the file instead of refusing it"
+    assert box, "read a file it should have refused"
+    return box[0]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "LOG.md"
+    os.mkfifo(fifo)
+    e = _refused_at_once(lambda: read_from(fifo))
+    assert isinstance(e, FormatError) and "not a regular file" in str(e)
+    e = _refused_at_once(lambda: locked_append(fifo, "line\n"))
+    assert isinstance(e, OSError | FormatError)
+
+
+def test_a_huge_file_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    huge = tmp_path / "LOG.md"
+    with huge.open("wb") as f:
+        f.truncate(3 << 30)  # sparse: 3 GB that cost nothing
+    e = _refused_at_once(lambda: read_from(huge))
+    assert isinstance(e, LimitExceeded) and e.limit == READ_FROM_MAX
+    assert f"at most {READ_FROM_MAX} bytes" in str(e)
+    assert read_from(huge, (3 << 30) - 10) == b"\0" * 10  # a bounded slice is still fine
