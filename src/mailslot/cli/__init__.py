@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "owners": ("mailslot.cli.bus", "owners", "Who may write which path (the charter)."),
     "peer": ("mailslot.cli.web", "peer", "Private HTTP peer inbox (bearer token)."),
     "board": ("mailslot.cli.web", "board", "Public board (Agora) over HTTP."),
+    "web": ("mailslot.cli.page", "web", "The page for people: every root, live, in a browser."),
     "mcp": ("mailslot.cli.mcp", "mcp", "Serve every channel to agents over MCP (stdio)."),
     "onboard": ("mailslot.cli.mcp", "onboard", "Print set-up steps for an agent host."),
     "bridge": ("mailslot.cli.bridge", "bridge", "Exchanges and chats across hosts (NATS)."),
@@ -52,9 +53,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 # The optional extra each command group needs beyond the base install (pyproject's extras), and
 # the third-party modules those extras bring: a command that meets one missing says which to add.
-EXTRAS: dict[str, str] = {"peer": "web", "board": "web", "mcp": "mcp", "bridge": "bridge"}
+EXTRAS: dict[str, str] = {
+    "peer": "web",
+    "board": "web",
+    "web": "web",
+    "mcp": "mcp",
+    "bridge": "bridge",
+}
 _EXTRA_MODULES = frozenset(
     {"anyio", "fastapi", "h11", "httpcore", "httpx", "limits", "mcp", "mcp_types", "pydantic"}
+    | {"jinja2", "markdown_it", "markupsafe"}
     | {"pydantic_core", "sniffio", "starlette", "uvicorn", "apprise", "nats"}
 )
 

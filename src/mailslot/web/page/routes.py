@@ -1,0 +1,336 @@
+"""The page's handlers: each reads through a channel function (in a worker thread) and renders a
+template, or checks a write's session and CSRF token and hands it to a channel function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from mailslot.core.errors import MailslotError, NotFound
+from mailslot.web.page import guard
+from mailslot.web.page.app import Context, in_thread, qs, status_of
+from mailslot.web.page.humans import match
+from mailslot.web.page.sources import Source
+from mailslot.web.page.views import FILTERS, ViewCache, filter_rows, minutes_ago
+
+__all__ = ["Handlers"]
+
+# Chats the overview lists per root, newest first: the live ones are among the newest.
+OVERVIEW_CHATS = 20
+# LOG.md lines the overview shows per bus; the bus page shows more.
+OVERVIEW_LOG = 5
+BUS_LOG = 50
+
+
+class Handlers:
+    """Every route's handler, sharing the context and the templates."""
+
+    def __init__(self, ctx: Context, env: Any) -> None:
+        self.ctx = ctx
+        self.env = env
+        self.cache = ViewCache()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def session(self, request: Request) -> guard.Session | None:
+        """The logged-in human's session, if any (a revoked credential has none)."""
+        session = self.ctx.sessions.get(request.cookies.get(guard.SESSION_COOKIE))
+        if session is not None and session.human not in self.ctx.humans.current():
+            self.ctx.sessions.end(request.cookies.get(guard.SESSION_COOKIE))
+            return None
+        return session
+
+    def render(self, request: Request, template: str, status: int = 200, **kw: Any) -> HTMLResponse:
+        session = self.session(request)
+        html = self.env.get_template(template).render(
+            who=session.human if session else None,
+            csrf=session.csrf if session else None,
+            reading_open=self.ctx.settings.reading_open,
+            sources=self.ctx.sources.all,
+            minutes_ago=minutes_ago,
+            qs=qs,
+            **kw,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def refused(self, request: Request, status: int, message: str) -> HTMLResponse:
+        """The page saying what was refused, with its status."""
+        return self.render(request, "error.html", status, title=str(status), message=message)
+
+    async def guarded_form(
+        self, request: Request
+    ) -> tuple[guard.Session, dict[str, str]] | HTMLResponse:
+        """A POST's session and form, or the page refusing it: no session (401), a foreign
+        origin or a missing or wrong CSRF token (403), a form over the cap (413)."""
+        session = self.session(request)
+        if session is None:
+            return self.refused(request, 401, "log in first: every write is a person's")
+        host = request.headers.get("host", "")
+        if not guard.origin_allowed(
+            request.headers.get("origin"), request.headers.get("referer"), host
+        ):
+            return self.refused(request, 403, "this form was not sent from this page")
+        body = await _bounded_body(request)
+        if body is None:
+            return self.refused(request, 413, f"form over {guard.FORM_MAX_BYTES} bytes")
+        form = guard.parse_form(body)
+        if not guard.same_token(form.get("csrf"), session.csrf):
+            return self.refused(request, 403, "missing or stale form token; reload the page")
+        return session, form
+
+    async def attempt(
+        self, request: Request, fn: Callable[..., Any], *args: Any, back: str
+    ) -> Response:
+        """Run the write ``fn(*args)`` in a thread; 303 to ``back`` on success, the refusal
+        (the channel's own words, with its status) otherwise."""
+        try:
+            await in_thread(fn, *args)
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        return RedirectResponse(back, status_code=303)
+
+    # -- login -----------------------------------------------------------------------------
+    async def login_form(self, request: Request) -> Response:
+        token = guard.new_login_token()
+        response = self.render(request, "login.html", title="log in", login_token=token, error=None)
+        response.set_cookie(
+            guard.LOGIN_COOKIE, token, httponly=True, samesite="strict", max_age=600
+        )
+        return response
+
+    async def login(self, request: Request) -> Response:
+        if not guard.origin_allowed(
+            request.headers.get("origin"),
+            request.headers.get("referer"),
+            request.headers.get("host", ""),
+        ):
+            return self.refused(request, 403, "this form was not sent from this page")
+        body = await _bounded_body(request)
+        if body is None:
+            return self.refused(request, 413, "form too large")
+        form = guard.parse_form(body)
+        if not guard.same_token(form.get("csrf"), request.cookies.get(guard.LOGIN_COOKIE)):
+            return self.refused(request, 403, "missing or stale form token; reload the page")
+        human = match(self.ctx.humans.current(), form.get("token", "").strip())
+        if human is None:
+            token = guard.new_login_token()
+            response = self.render(
+                request,
+                "login.html",
+                status=401,
+                title="log in",
+                login_token=token,
+                error="unknown credential",
+            )
+            response.set_cookie(
+                guard.LOGIN_COOKIE, token, httponly=True, samesite="strict", max_age=600
+            )
+            return response
+        sid, _ = self.ctx.sessions.start(human.name)
+        done = RedirectResponse("/", status_code=303)
+        done.set_cookie(
+            guard.SESSION_COOKIE,
+            sid,
+            httponly=True,
+            samesite="strict",
+            max_age=int(guard.SESSION_SECONDS),
+        )
+        done.delete_cookie(guard.LOGIN_COOKIE)
+        return done
+
+    async def logout(self, request: Request) -> Response:
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        self.ctx.sessions.end(request.cookies.get(guard.SESSION_COOKIE))
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(guard.SESSION_COOKIE)
+        return response
+
+    # -- overview --------------------------------------------------------------------------
+    async def overview(self, request: Request) -> Response:
+        cards = await in_thread(self._overview)
+        return self.render(request, "overview.html", title="mailslot", cards=cards)
+
+    def _overview(self) -> list[dict[str, Any]]:
+        from mailslot.web.page.readers import bus_summary, chats_of, peer_summary
+
+        out = []
+        for source in self.ctx.sources.all:
+            card: dict[str, Any] = {"source": source, "exchange": None, "bus": None, "peer": None}
+            if source.exchange is not None:
+                card["exchange"] = self.cache.exchange(source.exchange)
+            card["chats"] = chats_of(source.root, OVERVIEW_CHATS)
+            if source.bus:
+                card["bus"] = bus_summary(source.root, OVERVIEW_LOG)
+            if source.peer_inbox is not None:
+                card["peer"] = peer_summary(source.peer_inbox)
+            out.append(card)
+        return out
+
+    # -- exchange --------------------------------------------------------------------------
+    def _exchange_of(self, request: Request) -> tuple[Source, Any]:
+        return self.ctx.sources.exchange(request.path_params["src"])
+
+    async def exchange(self, request: Request) -> Response:
+        try:
+            source, ex = self._exchange_of(request)
+        except NotFound as e:
+            return self.refused(request, 404, str(e))
+        which = request.query_params.get("filter", "all")
+        which = which if which in FILTERS else "all"
+        session = self.session(request)
+        my_side = ex.humans.get(session.human) if session else None
+        side = request.query_params.get("side") or my_side
+        side = side if side in ex.sides else None
+        try:
+            page = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            page = 1
+        view = await in_thread(self.cache.exchange, ex)
+        rows = filter_rows(view, which, side)
+        per = self.ctx.settings.rows
+        pages = max(1, -(-len(rows) // per))
+        page = min(page, pages)
+        return self.render(
+            request,
+            "exchange.html",
+            title=f"{source.id} - exchange",
+            source=source,
+            ex=ex,
+            view=view,
+            rows=rows[(page - 1) * per : page * per],
+            total=len(rows),
+            page=page,
+            pages=pages,
+            which=which,
+            filters=FILTERS,
+            side=side,
+            can_write=my_side is not None,
+        )
+
+    async def topic(self, request: Request) -> Response:
+        from mailslot.exchange.overview import read_topic
+
+        try:
+            source, ex = self._exchange_of(request)
+            detail = await in_thread(read_topic, ex, request.path_params["topic"])
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        session = self.session(request)
+        my_side = ex.humans.get(session.human) if session else None
+        return self.render(
+            request,
+            "topic.html",
+            title=f"{detail.name} - {source.id}",
+            source=source,
+            ex=ex,
+            detail=detail,
+            my_side=my_side,
+        )
+
+    async def topic_send(self, request: Request) -> Response:
+        from mailslot.exchange.entries import send
+
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        session, form = checked
+        try:
+            source, ex = self._exchange_of(request)
+        except NotFound as e:
+            return self.refused(request, 404, str(e))
+        topic = request.path_params["topic"]
+        back = f"/x/{source.id}/t/{topic}"
+        return await self.attempt(
+            request,
+            send,
+            ex,
+            session.human,
+            topic,
+            form.get("action", "fyi"),
+            form.get("body", ""),
+            back=back,
+        )
+
+    async def exchange_send(self, request: Request) -> Response:
+        from mailslot.exchange.entries import send
+
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        session, form = checked
+        try:
+            source, ex = self._exchange_of(request)
+        except NotFound as e:
+            return self.refused(request, 404, str(e))
+        try:
+            result = await in_thread(
+                send,
+                ex,
+                session.human,
+                form.get("topic", ""),
+                form.get("action", "fyi"),
+                form.get("body", ""),
+            )
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        return RedirectResponse(f"/x/{source.id}/t/{result.topic}", status_code=303)
+
+    async def topic_state(self, request: Request) -> Response:
+        from mailslot.exchange.state import set_state
+
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        session, form = checked
+        try:
+            source, ex = self._exchange_of(request)
+        except NotFound as e:
+            return self.refused(request, 404, str(e))
+        topic = request.path_params["topic"]
+        return await self.attempt(
+            request,
+            set_state,
+            ex,
+            session.human,
+            topic,
+            form.get("status", ""),
+            back=f"/x/{source.id}/t/{topic}",
+        )
+
+    # -- chat, bus, search: filled in by their own slices ----------------------------------
+    async def chat(self, request: Request) -> Response:
+        return self.refused(request, 404, "not yet")
+
+    async def chat_events(self, request: Request) -> Response:
+        return self.refused(request, 404, "not yet")
+
+    async def chat_say(self, request: Request) -> Response:
+        return self.refused(request, 404, "not yet")
+
+    async def chat_answer(self, request: Request) -> Response:
+        return self.refused(request, 404, "not yet")
+
+    async def bus(self, request: Request) -> Response:
+        return self.refused(request, 404, "not yet")
+
+    async def search(self, request: Request) -> Response:
+        return self.refused(request, 404, "not yet")
+
+
+async def _bounded_body(request: Request) -> bytes | None:
+    """The request body, or None once it passes ``guard.FORM_MAX_BYTES`` (never read whole)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > guard.FORM_MAX_BYTES:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > guard.FORM_MAX_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
