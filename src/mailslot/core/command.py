@@ -212,26 +212,27 @@ def run_command(
     args = tuple(str(a) for a in argv)
     name = Path(args[0]).name
     data = input.encode() if isinstance(input, str) else input
-    # A signal during the spawn is acted on once ``proc`` exists, so the program is never left
-    # running unseen: it unwinds below, where ``_stop`` ends what was spawned.
-    with held_signals():
-        try:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.PIPE if data else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise CommandFailed(name, f"{name} is not installed (not found on PATH)") from None
-        except OSError as e:
-            raise CommandFailed(name, f"{name} could not be started: {e.strerror}") from None
-    pump = _Pump(proc, data, max_output)
-    deadline = time.monotonic() + timeout
+    # A signal during the spawn is held until the program and its pump exist, then acted on
+    # inside the ``try`` below, whose handler ends what was spawned: never left running unseen.
+    pump: _Pump | None = None
     try:
+        with held_signals():
+            try:
+                proc = subprocess.Popen(
+                    args,
+                    stdin=subprocess.PIPE if data else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=cwd,
+                    env=dict(env) if env is not None else None,
+                    start_new_session=True,
+                )
+            except FileNotFoundError:
+                raise CommandFailed(name, f"{name} is not installed (not found on PATH)") from None
+            except OSError as e:
+                raise CommandFailed(name, f"{name} could not be started: {e.strerror}") from None
+            pump = _Pump(proc, data, max_output)
+        deadline = time.monotonic() + timeout
         pump.run(deadline)
         left = deadline - time.monotonic()
         if left <= 0:
@@ -241,6 +242,7 @@ def run_command(
         except subprocess.TimeoutExpired:
             raise _Overrun("deadline") from None
     except _Overrun:
+        assert pump is not None
         _stop(pump, finish_first=False)
         if pump.overflow:
             raise CommandFailed(
@@ -250,7 +252,8 @@ def run_command(
             name, f"{name} did not finish within {timeout:g}s; stopped", timed_out=True
         ) from None
     except BaseException:
-        _stop(pump, finish_first=True)
+        if pump is not None:
+            _stop(pump, finish_first=True)
         raise
     pump.close()
     result = CommandResult(args, proc.returncode, bytes(pump.out), bytes(pump.err[-STDERR_KEEP:]))
