@@ -120,3 +120,17 @@ def test_a_human_writes_an_entry_through_the_form(
     entries = list_entries(load_exchange(world.exchange), topic)
     assert entries[-1].sender == "ops" and entries[-1].action == "required"
     assert entries[-1].body.strip() == "Ship it once **tests** pass."
+
+
+def test_the_bus_shows_its_log_tasks_outbox_and_charter(
+    browser: Any, page_url: str, world: World, shots: Path
+) -> None:
+    page, dialogs, _ = _open(browser, f"{page_url}/b/bus")
+    _shot(page, shots, "bus")
+    log = page.locator("table.log tbody tr").all_inner_texts()
+    assert any("woke; read the outbox" in row for row in log)
+    assert any("<b>bold</b> claims" in row for row in log)
+    tasks = page.locator("#tasks + table tbody tr").all_inner_texts()
+    assert any("review the gate fix" in t and "olu" in t for t in tasks)
+    assert "olu" in page.locator("#charter + table").inner_text()
+    assert dialogs == []

@@ -63,7 +63,7 @@ from mailslot.chat.format import (
 )
 from mailslot.chat.identity import ChatRef, NameBook, generate_name
 from mailslot.chat.locate import LIST_MAX, list_chats
-from mailslot.chat.status import ChatStatus, compute_status
+from mailslot.chat.status import HUMAN_PREFIX, ChatStatus, compute_status
 from mailslot.core.clock import FUTURE_SKEW, now
 from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_appended
@@ -100,6 +100,8 @@ __all__ = [
     "check",
     "compute_status",
     "end",
+    "human_answer",
+    "human_say",
     "join",
     "leave",
     "mark_gone",
@@ -800,4 +802,42 @@ def approve(
             raise Conflict(f"{who} has no open human check to approve (open one with `chat check`)")
 
     _write(ref.path, who, f"{APPROVED}\n{text.strip()}", rule=rule)
+    return status(ref.path)
+
+
+def _person(human: str) -> str:
+    return HUMAN_PREFIX + validate_agent(human, "human name")
+
+
+def human_say(path: Path | str, human: str, body: str) -> ChatMessage:
+    """Append a person's message, written as ``human:NAME``: shown to everyone, never counted as
+    a participant the end handshake waits for. ``NotFound``, ``Conflict`` (ended),
+    ``LimitExceeded``, ``FormatError`` (a body that is a protocol marker)."""
+    ref = ChatRef.of(path)
+    _refuse_markers(body)
+    start, end_ = _write(ref.path, _person(human), body)
+    return parse_messages(read_from(ref.path, start)[: end_ - start], start)[0][0]
+
+
+def human_answer(
+    path: Path | str, human: str, author: str, text: str, *, approve: bool
+) -> ChatStatus:
+    """A person's answer to ``author``'s open human check.
+
+    Approving writes ``---HUMAN-APPROVED--- @AUTHOR`` and the decision, which closes the check;
+    refusing writes a plain message saying so, visible to all, and the check stays open (the
+    agents keep holding). ``Conflict`` when ``author`` has no open check.
+    """
+    ref = ChatRef.of(path)
+    check_chars("human decision", text.strip(), 1, 1 << 16)
+
+    def rule(st: ChatStatus) -> None:
+        if not any(c["from"] == author for c in st.human_checks):
+            raise Conflict(f"{author} has no open human check to answer")
+
+    if approve:
+        body = f"{APPROVED} @{author}\n{text.strip()}"
+    else:
+        body = f"REFUSED {author}'s human check:\n{text.strip()}"
+    _write(ref.path, _person(human), body, rule=rule)
     return status(ref.path)

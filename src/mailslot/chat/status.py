@@ -11,7 +11,12 @@ following the file by hand -- reaches the same answer from the same bytes:
 * An end request is pending until every *present* participant other than the requester has
   accepted; then the chat has ended, for good. With nobody else present it stays pending: nobody
   ends a chat alone. Any reject cancels it; a new request replaces a pending one.
-* A human check stays open until its author writes ``---HUMAN-APPROVED---``.
+* A human check stays open until its author writes ``---HUMAN-APPROVED---``, or a person
+  answers it (below).
+* A person writes as ``human:NAME`` (``HUMAN_PREFIX``; no agent name holds a colon). A person is
+  never a participant: the end handshake never waits for them and their blocks do not bring
+  anyone back. A person's ``---HUMAN-APPROVED--- @AUTHOR`` closes AUTHOR's open check (the newest
+  open check when no ``@AUTHOR`` is named); their other markers change nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +28,18 @@ from typing import Any
 from mailslot.chat.format import ChatMessage
 from mailslot.core.clock import format_time
 
-__all__ = ["ChatStatus", "compute_status", "gone_target", "message_time"]
+__all__ = [
+    "HUMAN_PREFIX",
+    "ChatStatus",
+    "approved_author",
+    "compute_status",
+    "gone_target",
+    "is_person",
+    "message_time",
+]
+
+# The FROM of a block a person wrote (``human:ops``): agent names never hold a colon.
+HUMAN_PREFIX = "human:"
 
 _TOPIC_RE = re.compile(r"^[ \t]*TOPIC:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 
@@ -95,6 +111,26 @@ def gone_target(text: str, participants: list[str]) -> str | None:
     return max(hits, key=len) if hits else None
 
 
+def is_person(sender: str) -> bool:
+    """Whether a block's ``FROM`` is a person's (``human:NAME``), not an agent's."""
+    return sender.startswith(HUMAN_PREFIX)
+
+
+def approved_author(text: str) -> str | None:
+    """The check author a person's approval names (``@kiran-48291`` first on its first line)."""
+    first = text.split("\n", 1)[0].strip()
+    if first.startswith("@") and len(first) > 1:
+        return first[1:].split()[0]
+    return None
+
+
+def _person_answers(st: ChatStatus, m: ChatMessage) -> None:
+    author = approved_author(m.marker_text)
+    mine = [c for c in st.human_checks if c["from"] == author] if author else st.human_checks[-1:]
+    if mine:
+        st.human_checks.remove(mine[0])
+
+
 def compute_status(messages: list[ChatMessage]) -> ChatStatus:
     """Fold the messages into a status (the rules are in the module docstring)."""
     st = ChatStatus(messages=len(messages))
@@ -103,6 +139,10 @@ def compute_status(messages: list[ChatMessage]) -> ChatStatus:
         st.topic = topic.group(1)
     for m in messages:
         kind = m.kind
+        if is_person(m.sender):  # a person: never a participant, answers checks only
+            if not st.ended and kind == "human-approved":
+                _person_answers(st, m)
+            continue
         if kind != "gone" or m.sender in st.participants:
             if m.sender not in st.participants:
                 st.participants.append(m.sender)

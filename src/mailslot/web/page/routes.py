@@ -3,15 +3,19 @@ template, or checks a write's session and CSRF token and hands it to a channel f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+import anyio
+import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from mailslot.core.errors import MailslotError, NotFound
 from mailslot.web.page import guard
-from mailslot.web.page.app import Context, in_thread, qs, status_of
+from mailslot.web.page.app import Context, in_thread, qs, sse_lines, status_of
 from mailslot.web.page.humans import match
 from mailslot.web.page.sources import Source
 from mailslot.web.page.views import FILTERS, ViewCache, filter_rows, minutes_ago
@@ -32,6 +36,8 @@ class Handlers:
         self.ctx = ctx
         self.env = env
         self.cache = ViewCache()
+        # Each open event stream waits in a worker thread; these bound how many at once.
+        self.sse_limiter = anyio.CapacityLimiter(ctx.settings.sse_streams)
 
     # -- helpers ---------------------------------------------------------------------------
     def session(self, request: Request) -> guard.Session | None:
@@ -301,24 +307,169 @@ class Handlers:
             back=f"/x/{source.id}/t/{topic}",
         )
 
-    # -- chat, bus, search: filled in by their own slices ----------------------------------
+    # -- chat ----------------------------------------------------------------------------
+    def _chat_path(self, request: Request) -> tuple[Source, Path]:
+        from mailslot.chat import locate_chat
+
+        source = self.ctx.sources.get(request.path_params["src"])
+        return source, locate_chat(source.root, request.path_params["chat"])
+
     async def chat(self, request: Request) -> Response:
-        return self.refused(request, 404, "not yet")
+        from mailslot.chat import read, status
+
+        try:
+            source, path = self._chat_path(request)
+            batch = await in_thread(read, path)
+            st = await in_thread(status, path)
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        return self.render(
+            request,
+            "chat.html",
+            title=f"{st.topic or path.name} - chat",
+            source=source,
+            name=path.name,
+            st=st,
+            messages=[chat_message(m) for m in batch.messages],
+            cursor=batch.cursor,
+        )
 
     async def chat_events(self, request: Request) -> Response:
-        return self.refused(request, 404, "not yet")
+        """Server-sent events: each batch of messages appended after ``since`` (the byte cursor
+        the page was rendered at, or the browser's ``Last-Event-ID`` on a reconnect)."""
+        try:
+            _, path = self._chat_path(request)
+            since = int(
+                request.headers.get("last-event-id") or request.query_params.get("since", "0")
+            )
+        except (MailslotError, ValueError) as e:
+            return self.refused(request, 404 if isinstance(e, MailslotError) else 422, str(e))
+        stream = chat_stream(request, path, since, self.ctx.settings.sse_ping, self.sse_limiter)
+        return StreamingResponse(
+            sse_lines(stream),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
 
     async def chat_say(self, request: Request) -> Response:
-        return self.refused(request, 404, "not yet")
+        from mailslot.chat import human_say
+
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        session, form = checked
+        try:
+            source, path = self._chat_path(request)
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        back = f"/c/{source.id}/{quote(path.name)}"
+        return await self.attempt(
+            request, human_say, path, session.human, form.get("body", ""), back=back
+        )
 
     async def chat_answer(self, request: Request) -> Response:
-        return self.refused(request, 404, "not yet")
+        from mailslot.chat import human_answer
 
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        session, form = checked
+        try:
+            source, path = self._chat_path(request)
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        verdict = form.get("verdict", "")
+        if verdict not in ("approve", "refuse"):
+            return self.refused(request, 422, "verdict must be approve or refuse")
+        back = f"/c/{source.id}/{quote(path.name)}"
+        return await self.attempt(
+            request,
+            lambda: human_answer(
+                path,
+                session.human,
+                form.get("author", ""),
+                form.get("text", ""),
+                approve=verdict == "approve",
+            ),
+            back=back,
+        )
+
+    # -- bus, search -----------------------------------------------------------------------
     async def bus(self, request: Request) -> Response:
-        return self.refused(request, 404, "not yet")
+        from mailslot.web.page.readers import bus_view
+
+        try:
+            source = self.ctx.sources.get(request.path_params["src"])
+        except NotFound as e:
+            return self.refused(request, 404, str(e))
+        if not source.bus:
+            return self.refused(request, 404, f"{source.id} holds no bus")
+        view = await in_thread(bus_view, source.root, BUS_LOG)
+        return self.render(request, "bus.html", title=f"{source.id} - bus", source=source, bus=view)
 
     async def search(self, request: Request) -> Response:
-        return self.refused(request, 404, "not yet")
+        return self.refused(request, 404, "search is not available yet")
+
+
+def chat_message(m: Any) -> dict[str, Any]:
+    """A chat block as the page shows it (and as an event carries it)."""
+    from mailslot.chat.status import is_person, message_time
+
+    return {
+        "from": m.sender,
+        "time": message_time(m),
+        "body": m.body,
+        "kind": m.kind,
+        "human": is_person(m.sender),
+    }
+
+
+def _next_batch(path: Path, since: int, timeout: float) -> Any:
+    """The messages after ``since`` once there are some (armed before it looks), or None after
+    ``timeout`` seconds."""
+    from mailslot.chat import read
+    from mailslot.core.errors import WaitTimeout
+    from mailslot.core.wait import wait_until
+
+    def check() -> Any:
+        batch = read(path, since)
+        return batch if batch.messages else None
+
+    try:
+        return wait_until(check, [path], timeout, what="message")
+    except WaitTimeout:
+        return None
+
+
+async def chat_stream(
+    request: Request, path: Path, since: int, ping: float, limiter: Any
+) -> AsyncIterator[dict[str, Any]]:
+    """Each batch appended to the chat after ``since``, as events, until the client goes, the
+    chat ends, or its file is removed."""
+    cursor = since
+    while not await request.is_disconnected():
+        try:
+            batch = await anyio.to_thread.run_sync(
+                _next_batch, path, cursor, ping, limiter=limiter, abandon_on_cancel=True
+            )
+        except MailslotError as e:
+            yield {"event": "gone", "data": {"error": str(e)}}
+            return
+        if batch is None:
+            yield {"ping": True}
+            continue
+        cursor = batch.cursor
+        yield {
+            "event": "message-batch",
+            "id": str(cursor),
+            "data": {
+                "messages": [chat_message(m) for m in batch.messages],
+                "cursor": cursor,
+                "ended": batch.ended,
+            },
+        }
+        if batch.ended:
+            return
 
 
 async def _bounded_body(request: Request) -> bytes | None:

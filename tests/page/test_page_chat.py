@@ -1,0 +1,143 @@
+"""The chat page: live over server-sent events as other processes write, the end handshake and
+human checks shown plainly, and a person who posts and answers a check as themselves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import World, login
+from mailslot.chat import end, join, read, status
+
+
+def _chat_url(url: str, world: World) -> str:
+    return f"{url}/c/chats/{world.chat.name}"
+
+
+def _say_from_another_process(chat: Path, name: str, text: str, state: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "mailslot", "chat", "say", str(chat), text, "--as", name],
+        check=True,
+        capture_output=True,
+        env={"MAILSLOT_STATE_DIR": str(state), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+
+
+@pytest.mark.browser
+def test_a_message_written_by_another_process_appears_without_reload(
+    browser: Any, page_url: str, world: World, shots: Path
+) -> None:
+    page = browser.new_page()
+    page.goto(_chat_url(page_url, world), wait_until="load")
+    page.wait_for_function("document.getElementById('live-status').textContent === 'live'")
+    before = page.locator("#messages li").count()
+    page.evaluate("window.__marker = 'same page'")
+    state = world.chat.parent.parent / "chat-state"
+    _say_from_another_process(world.chat, "dave-2", "<img src=x onerror=alert(1)> hello", state)
+    page.wait_for_function(f"document.querySelectorAll('#messages li').length > {before}")
+    last = page.locator("#messages li").last
+    assert last.locator(".from").inner_text() == "dave-2"
+    assert last.locator(".text").inner_text() == "<img src=x onerror=alert(1)> hello"
+    assert page.locator("#messages img").count() == 0
+    assert page.evaluate("window.__marker") == "same page"  # no reload happened
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "chat-live.png"), full_page=True)
+    page.close()
+
+
+def test_the_event_stream_sends_each_batch_after_the_cursor(page_url: str, world: World) -> None:
+    start = read(world.chat).cursor
+    url = f"{_chat_url(page_url, world)}/events?since={start}"
+    with httpx.stream("GET", url, timeout=30) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        state = world.chat.parent.parent / "chat-state"
+        _say_from_another_process(world.chat, "kiran-1", "news", state)
+        lines = []
+        for line in r.iter_lines():
+            lines.append(line)
+            if line.startswith("data:"):
+                break
+    assert any(line.startswith("event: message-batch") for line in lines)
+    data = lines[-1]
+    assert '"from": "kiran-1"' in data and '"body": "news"' in data
+
+
+def test_a_person_posts_and_is_not_a_participant(page_url: str, world: World) -> None:
+    with httpx.Client() as client:
+        csrf = login(client, page_url, world.tokens["ops"])
+        r = client.post(
+            f"{_chat_url(page_url, world)}/say",
+            data={"csrf": csrf, "body": "I am watching; carry on."},
+            headers={"Origin": page_url},
+        )
+        assert r.status_code == 303, r.text
+    messages = read(world.chat).messages
+    assert messages[-1].sender == "human:ops" and messages[-1].body == "I am watching; carry on."
+    st = status(world.chat)
+    assert "human:ops" not in st.participants
+    state = world.chat.parent.parent / "chat-state"
+    end(world.chat, "request", "done", "kiran-1", state=state)
+    st = end(world.chat, "accept", None, "dave-2", state=state)
+    assert st.ended  # nobody waited for the person
+
+
+def test_a_person_approves_a_human_check(page_url: str, world: World, shots: Path) -> None:
+    assert status(world.chat).human_check is not None
+    with httpx.Client() as client:
+        csrf = login(client, page_url, world.tokens["ops"])
+        r = client.post(
+            f"{_chat_url(page_url, world)}/answer",
+            data={"csrf": csrf, "author": "kiran-1", "verdict": "refuse", "text": "not today"},
+            headers={"Origin": page_url},
+        )
+        assert r.status_code == 303, r.text
+        assert status(world.chat).human_check is not None  # a refusal keeps the agents holding
+        assert "REFUSED kiran-1's human check" in read(world.chat).messages[-1].body
+        r = client.post(
+            f"{_chat_url(page_url, world)}/answer",
+            data={"csrf": csrf, "author": "kiran-1", "verdict": "approve", "text": "publish"},
+            headers={"Origin": page_url},
+        )
+        assert r.status_code == 303, r.text
+        again = client.post(
+            f"{_chat_url(page_url, world)}/answer",
+            data={"csrf": csrf, "author": "kiran-1", "verdict": "approve", "text": "twice"},
+            headers={"Origin": page_url},
+        )
+        assert again.status_code == 409
+    last = read(world.chat).messages[-1]
+    assert last.sender == "human:ops" and last.body.startswith("---HUMAN-APPROVED--- @kiran-1")
+    assert status(world.chat).human_check is None
+
+
+def test_a_chat_post_needs_a_login_and_its_token(page_url: str, world: World) -> None:
+    before = len(read(world.chat).messages)
+    r = httpx.post(
+        f"{_chat_url(page_url, world)}/say",
+        data={"body": "anonymous"},
+        headers={"Origin": page_url},
+    )
+    assert r.status_code == 401
+    with httpx.Client() as client:
+        login(client, page_url, world.tokens["ops"])
+        r = client.post(
+            f"{_chat_url(page_url, world)}/say",
+            data={"body": "no token"},
+            headers={"Origin": page_url},
+        )
+        assert r.status_code == 403
+    assert len(read(world.chat).messages) == before
+
+
+def test_a_new_participant_joining_is_shown_live_in_the_status(page_url: str, world: World) -> None:
+    state = world.chat.parent.parent / "chat-state"
+    join(world.chat, "lena-3", "hi", state=state)
+    html = httpx.get(_chat_url(page_url, world)).text
+    assert "lena-3" in html and "HUMAN-CHECK open by kiran-1" in html
