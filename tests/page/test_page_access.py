@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from page_helpers import World, login, serve_page
 
-from conftest import World, login, serve_page
 from mailslot.exchange.entries import list_entries
 from mailslot.exchange.layout import load_exchange
 from mailslot.web.page.settings import PageSettings

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from page_helpers import HOSTILE, World
 
-from conftest import HOSTILE, World
 from mailslot.exchange.entries import list_entries
 from mailslot.exchange.layout import load_exchange
 

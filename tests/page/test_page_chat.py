@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from page_helpers import World, login
 
-from conftest import World, login
 from mailslot.chat import end, join, read, status
 
 

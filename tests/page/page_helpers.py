@@ -1,0 +1,171 @@
+"""Helpers for the page tests: a realistic world (an exchange with a human, a bus, chats, a peer
+inbox) made through the channels' own functions, the page served on a real loopback server,
+logging in, and where Debian's chromium is."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+HOSTILE = [
+    "<script>window.__pwned = 1; document.title = 'pwned'</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    "[click me](javascript:window.__pwned=3)",
+    "![beacon](http://127.0.0.1:9/beacon.png)",
+    '</p><svg onload="window.__pwned = 4"></svg>',
+    '<a href="javascript:window.__pwned=5">x</a> and '
+    '<iframe srcdoc="<script>parent.__pwned=6</script>">',
+    "[data](data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX19wd25lZD03PC9zY3JpcHQ+)",
+]
+
+
+def chromium() -> str:
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"chromium is required on CI ({CHROMIUM}); scripts/sysdeps.sh installs it")
+    pytest.skip("chromium not installed (make sysdeps)")
+
+
+@dataclass
+class World:
+    """Roots with realistic data, and the credentials of the humans who may log in."""
+
+    exchange: Path
+    bus: Path
+    chats: Path
+    chat: Path
+    humans_file: Path
+    tokens: dict[str, str]
+    topics: list[str]
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return (self.exchange, self.bus, self.chats)
+
+
+def make_world(base: Path) -> World:
+    from mailslot.bus import log, tasks
+    from mailslot.bus.layout import init as bus_init
+    from mailslot.chat import check, join, new_chat, say
+    from mailslot.exchange.create import create_exchange
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.state import set_state
+    from mailslot.web.page.humans import new_credential
+    from mailslot.web.peer import store
+
+    ex = create_exchange(base / "exchange", ["claude", "olu"], humans=["ops:claude"], git=False)
+    topics = []
+    r = send(
+        ex,
+        "claude",
+        "gate-bug",
+        "required",
+        "The gate lets **everyone** through.\n\n- step 1\n- step 2",
+    )
+    topics.append(r.topic)
+    send(ex, "olu", r.topic, "fyi", "Looking at it; `gate.py` line 40.")
+    r2 = send(ex, "olu", "hostile-bodies", "required", "\n\n".join(HOSTILE))
+    topics.append(r2.topic)
+    r3 = send(ex, "claude", "release-notes", "fyi", "Notes are in `docs/`.")
+    set_state(ex, "claude", r3.topic, "done")
+    set_state(ex, "olu", r3.topic, "in-progress")
+    topics.append(r3.topic)
+
+    bus = base / "bus"
+    bus.mkdir()
+    bus_init(bus, consumer="olu")
+    log.append(bus, "claude", "woke; read the outbox; nothing new")
+    log.append(bus, "olu", "<b>bold</b> claims: shipped the build")
+    tasks.add(bus, "review the gate fix", owner="olu")
+    tasks.add(bus, "write the changelog")
+    (bus / "peer" / "inbox").mkdir(parents=True)
+    store(bus / "peer" / "inbox", "tidal", "hello", "a peer says hi <script>x</script>")
+
+    chats = base / "chats"
+    chats.mkdir()
+    state = base / "chat-state"
+    opened = new_chat("release plan", chats, "kiran-1", "Let us plan the release.", state=state)
+    join(opened.path, "dave-2", "here", state=state)
+    say(opened.path, "first: <script>window.__pwned=9</script> tests", "kiran-1", state=state)
+    check(opened.path, "May we publish the release today?", "kiran-1", state=state)
+
+    humans = base / "humans.json"
+    tokens = {name: new_credential(humans, name) for name in ("ops", "mallory")}
+    return World(base / "exchange", bus, chats, opened.path, humans, tokens, topics)
+
+
+@contextmanager
+def serve_page(settings: Any, listen: str = "127.0.0.1") -> Iterator[str]:
+    """The page for ``settings`` on ``listen``:<free port>; yields its base URL (on ``listen``).
+
+    ``settings.bind_host`` may differ from ``listen``: a page configured for a private address
+    is then reached over loopback with that address in ``Host``, as a browser there would."""
+    import dataclasses
+
+    from mailslot.web.bind import build_server
+    from mailslot.web.page.app import create_app
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((listen, 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    app = create_app(dataclasses.replace(settings, port=port))
+    server = build_server(app, settings.server)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "server thread died while starting"
+        assert time.monotonic() < deadline, "server did not start within 30 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://{listen}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def login(client: httpx.Client, url: str, token: str) -> str:
+    """Log ``client`` in with ``token``; return the session's CSRF token (from a page's form)."""
+    form = client.get(f"{url}/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf, form.text
+    r = client.post(
+        f"{url}/login",
+        data={"csrf": csrf.group(1), "token": token},
+        headers={"Origin": url},
+    )
+    assert r.status_code == 303, r.text
+    page = client.get(f"{url}/")
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found, "a logged-in page carries the session's CSRF token"
+    return found.group(1)
