@@ -130,3 +130,58 @@ def test_a_closed_watch_releases_its_inotify_descriptor(tmp_path: Path) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("the inotify descriptor was never closed")
+
+
+# A process that ends promptly (the CLI's waits): the holder shares the inotify descriptor, and
+# ends with the watch. Printed: the holder's pid, its descriptors, then whether it was gone.
+_PROMPT = """
+import os, sys, time
+from mailslot.core import ending
+from mailslot.core.wait import Watch
+ending.begin()
+ending.end_promptly()
+w = Watch([sys.argv[1]])
+[pid] = ending._holders
+fds = sorted(os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd"))
+print(pid, fds, flush=True)
+mine = w._kernel._ino.fileno()
+w.close()
+try:
+    os.fstat(mine)
+    print("still open here")
+except OSError:
+    pass
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline and ending._holders:
+    time.sleep(0.01)
+    ending._reap()
+print("holder gone" if not ending._holders else "holder left", flush=True)
+ending.end(0)
+"""
+
+
+def test_a_promptly_ending_process_hands_the_close_to_a_holder_that_ends_with_it(
+    tmp_path: Path,
+) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    leak_r, leak_w = os.pipe()  # an inheritable descriptor the holder must not keep
+    os.set_inheritable(leak_w, True)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", _PROMPT, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            pass_fds=(leak_w,),
+        )
+    finally:
+        os.close(leak_w)
+        os.close(leak_r)
+    assert p.returncode == 0, p.stderr
+    first, last = p.stdout.splitlines()
+    held = first.split(" ", 1)[1]
+    # standard streams on /dev/null (its stdin the pipe it waits on), the inotify descriptor
+    assert "anon_inode:inotify" in held and held.count("/dev/null") == 2
+    assert "pipe:" in held and held.count("pipe:") == 1  # not the leak_w pipe: only its own
+    assert last == "holder gone"

@@ -7,10 +7,11 @@ and again on any subcommand, where they override; either way they land in one ``
 Ending: Ctrl-C (SIGINT) unwinds as ``KeyboardInterrupt`` and SIGTERM as ``Stopped``, so every
 ``finally`` runs and a wait that was interrupted takes nothing; the group maps both to one line
 and exit 130 (143), except that a server (``stopping_on_term``) treats SIGTERM as its normal end,
-exit 0. ``end_process`` is the single exit: it flushes stdout and stderr and then exits, through
-``os._exit`` for a command that asked to (``exit_promptly``): its state is already on disk when it
-returns, and the interpreter's teardown would only wait (for worker threads, for inotify's slow
-close) after the answer was out.
+exit 0. ``end_process`` (``core.ending.end``) is the single exit: it flushes stdout and stderr and
+then exits, through ``os._exit`` for a command that asked to (``exit_promptly``): its state is
+already on disk when it returns, and the interpreter's teardown would only wait (for worker
+threads, for inotify's slow close) after the answer was out. A reader that closed standard output
+(``| head``) makes it exit 141 without a word.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from mailslot.core.ending import begin
+from mailslot.core.ending import end as end_process
+from mailslot.core.ending import end_promptly as exit_promptly
 from mailslot.core.errors import MissingAgent
 
 if TYPE_CHECKING:
@@ -288,9 +292,6 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
-_prompt_exit = False  # set by exit_promptly for this run; read by end_process
-
-
 class Stopped(BaseException):
     """SIGTERM arrived (a service manager's stop). A ``BaseException``, like
     ``KeyboardInterrupt``, so no ``except Exception`` on the way swallows it."""
@@ -302,9 +303,8 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 
 def stop_on_sigterm() -> None:
     """Make SIGTERM unwind the main thread as ``Stopped``, and start with the ordinary exit
-    (called once per run, by ``main``)."""
-    global _prompt_exit
-    _prompt_exit = False
+    (called once per run, by ``main``, which owns the process and ends it: ``core.ending``)."""
+    begin()
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _raise_stopped)
 
@@ -317,25 +317,3 @@ def stopping_on_term() -> Iterator[None]:
         yield
     except Stopped:
         pass
-
-
-def exit_promptly() -> None:
-    """Ask ``end_process`` to end this process right after flushing its output (``os._exit``).
-
-    For commands whose results are on disk when they return: blocking waits, whose teardown
-    would add tens of milliseconds after the answer, and the MCP server, whose worker threads
-    (a read of standard input, an abandoned wait) would keep the process alive."""
-    global _prompt_exit
-    _prompt_exit = True
-
-
-def end_process(code: int) -> NoReturn:
-    """The one exit: flush standard output and error, then end with ``code``."""
-    if not _prompt_exit:
-        sys.exit(code)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nobody is left to read it
-            pass
-    os._exit(code)
