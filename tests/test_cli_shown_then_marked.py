@@ -138,7 +138,7 @@ def test_watch_whose_reader_went_away_marks_nothing(ex: Exchange) -> None:
     proc.stdout.close()  # the reader is gone before anything arrives: the write is EPIPE
     keys = _send(ex, 1)
     code, err = _finish(proc)
-    assert code == 1 and "Broken pipe" in err
+    assert code == 141 and err == ""  # a closed pipe ends it like SIGPIPE: 141, silently
     assert _delivered(ex) == keys
 
 
@@ -225,7 +225,7 @@ def test_chat_wait_whose_reader_went_away_keeps_the_cursor(tmp_path: Path) -> No
     proc.stdout.close()
     say(path, "are we shipping?", "bob")
     code, err = _finish(proc)
-    assert code == 1 and "Broken pipe" in err
+    assert code == 141 and err == ""  # a closed pipe ends it like SIGPIPE: 141, silently
     assert _waited(path) == ["are we shipping?"]
 
 
@@ -276,7 +276,7 @@ def test_relay_ask_whose_reader_went_away_leaves_the_reply_to_recover(tmp_path: 
     proc.stdout.close()
     relay_reply(mb, "manager", "C01", "Yes, friday.")
     code, err = _finish(proc)
-    assert code == 1 and "Broken pipe" in err
+    assert code == 141 and err == ""  # a closed pipe ends it like SIGPIPE: 141, silently
     r = _run("--root", str(mb), "--as", "w1", "relay", "recover", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["say"] == "Yes, friday."
@@ -295,7 +295,7 @@ def test_outbox_take_whose_reader_went_away_puts_the_item_back(tmp_path: Path) -
     put = _run("--root", str(bus), "--as", "lantern", "outbox", "put", str(card), "--note", "n")
     assert put.returncode == 0, put.stderr
     code, err = _finish(proc)
-    assert code == 1 and "Broken pipe" in err
+    assert code == 141 and err == ""  # a closed pipe ends it like SIGPIPE: 141, silently
     again = _run(*take, "--json")
     assert again.returncode == 0, again.stderr
     item = json.loads(again.stdout)

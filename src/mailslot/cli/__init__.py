@@ -7,7 +7,8 @@ calls one channel function and prints; none holds logic of its own.
 Exit codes: 0 done; 1 refused or failed (one line ``mailslot: error: ...`` on stderr); 2 usage;
 3 a wait that timed out with nothing new; 4 the thing waited on is gone; 130 Ctrl-C and 143
 SIGTERM (``mailslot: interrupted`` / ``terminated``), except that a server stopped by SIGTERM
-exits 0. ``main`` ends every run through ``helpers.end_process``.
+exits 0; 141, silently, when the reader of standard output went away (``| head``). ``main`` ends
+every run through ``helpers.end_process`` (``core.ending``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mailslot.cli.helpers import (
     ensure_common_options,
     stop_on_sigterm,
 )
+from mailslot.core.ending import CLOSED_PIPE, quiet_stdout
 from mailslot.core.errors import MailslotError, MissingExtra, WaitTimeout
 
 __all__ = ["cli", "main"]
@@ -91,6 +93,17 @@ class _Interrupted(_CliError):
         click.echo(f"{lead}mailslot: {self.label}", err=True)
 
 
+class _ClosedPipe(_CliError):
+    """The reader of standard output went away (``| head``): exit 141 and nothing said, like
+    any filter killed by SIGPIPE. Whatever was not shown was not taken."""
+
+    def __init__(self) -> None:
+        super().__init__("standard output closed", CLOSED_PIPE, "closed")
+
+    def show(self, file: Any = None) -> None:
+        quiet_stdout()
+
+
 def _available(name: str) -> bool:
     module = COMMANDS[name][0]
     return module in sys.modules or importlib.util.find_spec(module) is not None
@@ -150,6 +163,8 @@ class MailslotGroup(click.Group):
             raise _CliError(
                 f"text is not valid UTF-8 ({getattr(e, 'reason', e)})", 1, "error"
             ) from e
+        except BrokenPipeError as e:
+            raise _ClosedPipe() from e
         except OSError as e:
             where = f"{e.filename}: " if getattr(e, "filename", None) else ""
             raise _CliError(f"{where}{e.strerror or e}", 1, "error") from e
@@ -170,7 +185,8 @@ def cli() -> None:
       mailslot --as olu exchange watch      mailslot exchange watch --as olu
     Environment: MAILSLOT_ROOT (--root), MAILSLOT_AGENT (--as).
     Exit codes: 0 done, 1 refused/failed, 2 usage, 3 wait timed out, 4 gone,
-    130 Ctrl-C (143 SIGTERM; a server stopped by SIGTERM exits 0).
+    130 Ctrl-C (143 SIGTERM; a server stopped by SIGTERM exits 0),
+    141 the reader of the output went away (| head), silently.
     """
 
 

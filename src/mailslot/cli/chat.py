@@ -170,6 +170,7 @@ def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
     from mailslot.chat.format import MAX_BODY_BYTES
 
     msg = say(Path(file), read_text(text, limit=MAX_BODY_BYTES, what="TEXT"), env.agent)
+    exit_promptly()  # the message is appended and fsync'd: nothing is left for a teardown
     emit(msg.to_json(), as_json, "")
 
 

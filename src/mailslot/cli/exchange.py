@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body, read_body_file
+from mailslot.cli.helpers import (
+    Env,
+    emit,
+    exit_promptly,
+    json_option,
+    pass_env,
+    read_body,
+    read_body_file,
+)
 from mailslot.cli.shown import shown, shown_line
 
 __all__ = ["exchange"]
@@ -135,6 +143,7 @@ def send_cmd(
     else:
         text = read_body(body, limit=MAX_BODY_BYTES)
     r = send(ex, env.need_agent(), topic, action, text)
+    exit_promptly()  # the entry is fsync'd in place: nothing is left for a teardown to do
     emit(r.to_json(), as_json, r.relpath)
 
 
