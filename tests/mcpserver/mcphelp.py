@@ -13,6 +13,8 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from mailslot.mcpserver.config import ServerConfig, load_config
+
 
 @dataclass
 class Setup:
@@ -33,6 +35,13 @@ class Setup:
 
 # Generous: a loaded 2-core machine takes seconds to import the SDK in a fresh process.
 CALL_TIMEOUT = 120.0
+# An idle check is what an agent polls most: its whole result stays this small.
+IDLE_MAX_BYTES = 200
+
+
+def config(setup: Setup, agent: str = "claude") -> ServerConfig:
+    """The server's configuration for ``agent`` serving every channel of ``setup``."""
+    return load_config(agent, root=setup.root, chat_dir=setup.chats, bus=setup.bus, keys=setup.keys)
 
 
 def server_env() -> dict[str, str]:

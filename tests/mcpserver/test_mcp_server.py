@@ -9,7 +9,7 @@ import sys
 
 import anyio
 import pytest
-from mcphelp import Setup, call, call_json_size, server, tools_json
+from mcphelp import IDLE_MAX_BYTES, Setup, call, call_json_size, server, tools_json
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,6 @@ ALL_TOOLS = {
     "peer_send",
     "log_append",
 }
-IDLE_MAX_BYTES = 200
 CLI = [sys.executable, "-m", "mailslot"]
 SEND_WAKE = ["exchange", "send", "--topic", "wake", "--action", "fyi", "wake up"]
 FENCE = re.compile(r"<<<DATA ([0-9a-f]{8})\n(.*?)\nDATA \1>>>", re.S)
