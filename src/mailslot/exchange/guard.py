@@ -60,6 +60,7 @@ class GuardSide:
     arrived_ns: int | None = None  # the same, to the nanosecond
     state_ctime_ns: int | None = None  # when this side's STATE.md was last written (its ctime)
     newest_error: str | None = None  # why the newest entry does not read (its action, its 'at')
+    arrival_unknown: str | None = None  # why its arrival at its reader's host is not known yet
 
 
 SECOND_NS = 1_000_000_000
@@ -145,6 +146,9 @@ def decide(sides: dict[str, GuardSide], now: datetime) -> Decision:
             continue
         if mine.newest_error is not None:  # it counts as owed (index.counts_as_required)
             d.waiting.append(f"{mine.newest} does not read: {mine.newest_error}")
+            continue
+        if mine.arrival_unknown is not None:  # bridged: no receipt from the reader's host yet
+            d.waiting.append(f"{mine.newest}: {mine.arrival_unknown}")
             continue
         when_at = mine.newest_at
         verb = "was written"

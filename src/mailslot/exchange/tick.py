@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time, now
-from mailslot.core.errors import LockBusy, MailslotError
+from mailslot.core.errors import Conflict, LockBusy, MailslotError
 from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
 from mailslot.core.git import clear_stale_index_lock
 from mailslot.exchange import tickstate
+from mailslot.exchange.arrivals import arrivals, bridged
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
@@ -134,6 +135,7 @@ class _Tick:
         self.unseen: list[str] = []  # entries in done/ that arrived after the archive, unread
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
+        self.bridged = bridged(ex.meta)  # across hosts: arrivals come as receipts
 
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
@@ -193,7 +195,13 @@ class _Tick:
             top = copy.newest() if copy else None
             ent = self.parse(scan, inbox_side, top[2]) if top else None
             # arrival to the millisecond, as STATE.md times are written
-            arrived = copy.top_ctime // 1_000_000 * 1000 if copy and top else None
+            arrived_ns = copy.top_ctime if copy and top else None
+            unknown = None
+            if top is not None and self.bridged and self.bridged.off_home(inbox_side):
+                # the reader is on another host: it arrived when that host's receipt says
+                arrived_ns = arrivals(self.ex.meta, inbox_side, scan.name).get(top[2])
+                unknown = None if arrived_ns else "no arrival receipt from its reader's host yet"
+            arrived = arrived_ns // 1_000_000 * 1000 if arrived_ns else None
             if top is not None and ent is not None:
                 newest[writer] = (top[0], top[2], ent.word)
                 if ent.time_us is not None:
@@ -205,8 +213,12 @@ class _Tick:
                 newest=top[2] if top else None,
                 newest_at=_dt(ent.time_us) if ent else None,
                 arrived_at=_dt(arrived) if arrived else None,
-                arrived_ns=copy.top_ctime if copy and top else None,
-                state_ctime_ns=(copy.state_ctime or None) if copy is not None else None,
+                arrived_ns=arrived_ns,
+                # another host's STATE.md: its ctime here is when it arrived, not when written
+                state_ctime_ns=(copy.state_ctime or None)
+                if copy is not None and not (self.bridged and self.bridged.off_home(writer))
+                else None,
+                arrival_unknown=unknown,
                 newest_error=short_error(ent.error, top[2]) if ent and ent.error and top else None,
             )
         return sides, newest, times
@@ -605,12 +617,16 @@ def tick(
     notifier: Notifier | None = None,
     lock_wait: float = LOCK_WAIT_SECONDS,
 ) -> TickResult:
-    """Run one tick over ``ex``; ``LockBusy`` if another tick holds the lock too long.
+    """Run one tick over ``ex``; ``LockBusy`` if another tick holds the lock too long,
+    ``Conflict`` on a host that is not the home of a bridged exchange.
 
     Notification targets: ``notifier`` if given, else ``notify_urls`` if any, else the config's.
     The result lists what happened; ``result.errors`` says what could not be done (the caller
     then fails loudly with ``raise_for_errors``). A heartbeat is written on success.
     """
+    mark = bridged(ex.meta)
+    if mark is not None and not mark.is_home:
+        raise Conflict(f"this exchange is bridged; its tick runs on host {mark.home!r}, not here")
     urls = list(notify_urls) if notify_urls else list(ex.notify)
     if notifier is None and urls:
         notifier = AppriseNotifier(urls)

@@ -1,0 +1,104 @@
+"""An exchange bridged across hosts: which host runs the tick, and when entries reached readers.
+
+A bridge (``mailslot bridge``) marks an exchange it carries with ``.mailslot/bridge``: this host,
+the home host (the one that runs the tick) and which host hosts each side. The tick runs on the
+home host only. There, an entry's arrival for the guard is when it reached its *reader's* host,
+not the home host: the reading host's bridge sends an arrival receipt, kept here in
+``.mailslot/arrivals/to-<side>/<topic>.json`` (``{entry name: arrival ns}``, written by the bridge
+only). A side that marked ``done`` before an entry reached it is held; an entry whose receipt has
+not come back yet is unresolved, so the topic is not archived (the fail-safe direction).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from mailslot.core.errors import Conflict
+from mailslot.core.formats import load_yaml
+from mailslot.core.fsio import atomic_write, read_regular
+from mailslot.core.names import validate_agent, validate_topic
+
+__all__ = ["ARRIVALS_DIR", "MARKER_NAME", "Bridged", "arrivals", "bridged", "record_arrival"]
+
+MARKER_NAME = "bridge"
+ARRIVALS_DIR = "arrivals"
+_MAX_MARKER_BYTES = 64 * 1024
+# A topic with this many entries is far past any real conversation.
+_MAX_ARRIVALS_BYTES = 16 << 20
+
+
+class Bridged(NamedTuple):
+    """What ``.mailslot/bridge`` says."""
+
+    host: str
+    home: str
+    hosts: dict[str, str]  # side -> host
+
+    @property
+    def is_home(self) -> bool:
+        """Whether this host runs the tick."""
+        return self.host == self.home
+
+    def off_home(self, side: str) -> bool:
+        """Whether ``side`` reads and writes on a host other than the home host."""
+        return self.hosts.get(side, self.home) != self.home
+
+
+def bridged(meta: Path) -> Bridged | None:
+    """The bridge marker in ``meta`` (an exchange's ``.mailslot``), or ``None`` when the exchange
+    is not bridged. An unreadable marker is ``Conflict``: the tick must not guess its home."""
+    path = meta / MARKER_NAME
+    try:
+        raw = read_regular(path, _MAX_MARKER_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise Conflict(f"cannot read the bridge marker: {e.strerror}", path=path) from None
+    try:
+        data = load_yaml(raw, path=path)
+        hosts = {
+            validate_agent(str(s), "side"): validate_agent(str(h), "host")
+            for s, h in (data.get("hosts") or {}).items()
+        }
+        return Bridged(
+            validate_agent(str(data.get("host")), "host"),
+            validate_agent(str(data.get("home")), "host"),
+            hosts,
+        )
+    except Exception as e:
+        raise Conflict(f"unreadable bridge marker: {e}", path=path) from None
+
+
+def _arrivals_path(meta: Path, inbox_side: str, topic: str) -> Path:
+    validate_agent(inbox_side, "side")
+    validate_topic(topic)
+    return meta / ARRIVALS_DIR / f"to-{inbox_side}" / f"{topic}.json"
+
+
+def arrivals(meta: Path, inbox_side: str, topic: str) -> dict[str, int]:
+    """``{entry name: ns}``: when each entry of ``to-<inbox_side>/<topic>`` reached its reader's
+    host, per the receipts received so far (empty when none)."""
+    try:
+        data = json.loads(
+            read_regular(_arrivals_path(meta, inbox_side, topic), _MAX_ARRIVALS_BYTES)
+        )
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
+
+
+def record_arrival(meta: Path, inbox_side: str, topic: str, name: str, ns: int) -> bool:
+    """Record that entry ``name`` reached its reader's host at ``ns``; whether it was new (the
+    first receipt stands: a later one for the same entry is a redelivery)."""
+    path = _arrivals_path(meta, inbox_side, topic)
+    known = arrivals(meta, inbox_side, topic)
+    if name in known:
+        return False
+    known[name] = ns
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(known, sort_keys=True), mode=0o644)
+    return True
