@@ -25,7 +25,6 @@ from mailslot.core.names import validate_agent
 __all__ = [
     "CONFIG_NAME",
     "DEFAULT_CLIENT_LISTEN",
-    "MARKER_NAME",
     "BridgeConfig",
     "BridgedChat",
     "BridgedExchange",
@@ -37,9 +36,6 @@ __all__ = [
 ]
 
 CONFIG_NAME = "bridge.yaml"
-# What an exchange's ``.mailslot/`` holds to say it is bridged: this host and the home host, so
-# the tick (which must run on exactly one host) can refuse on the others.
-MARKER_NAME = "bridge"
 DEFAULT_CLIENT_LISTEN = "127.0.0.1:4222"
 # A bridge config is a few dozen lines; anything near this is not one.
 MAX_CONFIG_BYTES = 256 * 1024
@@ -265,7 +261,8 @@ def write_config(config: BridgeConfig) -> Path:
 
 
 def write_marker(ex: BridgedExchange, host: str) -> Path:
-    """Record in the exchange's ``.mailslot/`` that it is bridged, this host, and its home.
+    """Record in the exchange's ``.mailslot/`` that it is bridged: this host, the home host
+    (the only one whose tick runs) and who hosts each side (``exchange.arrivals.bridged``).
 
     ``Conflict`` when the root is no exchange (run ``exchange init`` there first).
     """
@@ -276,7 +273,9 @@ def write_marker(ex: BridgedExchange, host: str) -> Path:
             "with the same sides)",
             path=ex.root,
         )
-    text = dump_yaml({"host": host, "home": ex.home, "name": ex.name})
+    from mailslot.exchange.arrivals import MARKER_NAME
+
+    text = dump_yaml({"host": host, "home": ex.home, "name": ex.name, "hosts": ex.hosts})
     return atomic_write(meta / MARKER_NAME, text, mode=0o644)
 
 

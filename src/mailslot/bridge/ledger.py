@@ -37,6 +37,8 @@ class Ledger:
         self.conflicts: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
         self.totals: dict[str, int] = {"conflicts": 0, "refused": 0}
+        self.places: dict[str, str] = {}  # "<exchange>/<topic>" -> "live" | "done", as seen
+        self.place_rev = 0  # the last archive/reopen revision this host sent
         self._dirty = False
         self._flushed = 0.0
 
@@ -54,6 +56,8 @@ class Ledger:
             ledger.conflicts = list(data.get("conflicts") or [])[-KEEP_ALERTS:]
             ledger.refused = list(data.get("refused") or [])[-KEEP_ALERTS:]
             ledger.totals.update({k: int(v) for k, v in (data.get("totals") or {}).items()})
+            ledger.places = {str(k): str(v) for k, v in (data.get("places") or {}).items()}
+            ledger.place_rev = int(data.get("place_rev") or 0)
         return ledger
 
     def touch(self) -> None:
@@ -71,6 +75,11 @@ class Ledger:
     def mark_sent(self, key: str, sha: str, rev: int) -> None:
         """Record that ``key`` went out with ``sha`` as revision ``rev``."""
         self.sent[key] = [sha, rev]
+        self._dirty = True
+
+    def set_place(self, key: str, place: str) -> None:
+        """Record where a topic is now (``live`` or ``done``) on this host."""
+        self.places[key] = place
         self._dirty = True
 
     def alert(self, kind: str, **fields: Any) -> None:
@@ -92,6 +101,8 @@ class Ledger:
             "conflicts": self.conflicts,
             "refused": self.refused,
             "totals": self.totals,
+            "places": self.places,
+            "place_rev": self.place_rev,
         }
         with contextlib.suppress(FileNotFoundError):
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,9 @@ name), directory fsync -- all before the bridge acknowledges the message, so an 
 entry is on disk. A name that exists already is compared: the same bytes are a redelivery and
 are skipped; different bytes are never written over the file -- they go beside it as a visible
 ``<name>.<digest>.conflict`` and the caller raises an alert. STATE.md has one writer (its side),
-so the highest revision wins: an older or equal revision is skipped, a newer one replaces the
-file atomically.
+HELD.md and INDEX.md one too (the home host's tick), so the highest revision wins: an older or
+equal revision is skipped, a newer one replaces the file atomically. A released hold removes
+HELD.md; an archive or a reopen moves both sides' copies of a topic, like the tick does.
 
 Local watchers wake on the link or rename exactly as on a local send.
 """
@@ -14,13 +15,30 @@ Local watchers wake on the link or rename exactly as on a local send.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 from enum import Enum
 from pathlib import Path
 
-from mailslot.bridge.wire import KIND_ENTRY, KIND_STATE, Incoming
+from mailslot.bridge.wire import (
+    HELD_NAME,
+    INDEX_NAME,
+    KIND_ENTRY,
+    KIND_HELD,
+    KIND_INDEX,
+    KIND_PLACE,
+    KIND_RECEIPT,
+    KIND_STATE,
+    PLACE_DONE,
+    STATE_NAME,
+    Incoming,
+)
 from mailslot.core.errors import Conflict
-from mailslot.core.fsio import atomic_create, atomic_write, read_regular
-from mailslot.exchange.layout import Exchange, load_exchange
+from mailslot.core.fsio import atomic_create, atomic_write, fsync_dir, read_regular
+from mailslot.exchange.arrivals import record_arrival
+from mailslot.exchange.layout import DONE, Exchange, load_exchange
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Outcome", "conflict_name", "materialise"]
 
@@ -40,18 +58,84 @@ def conflict_name(name: str, data: bytes) -> str:
 
 
 def _topic_dir(ex: Exchange, item: Incoming) -> Path:
+    """The topic's folder in ``to-<inbox>``: the live one, or the archived one when only that
+    exists (an entry that reaches an archived topic lands where a late local one would)."""
     inbox = ex.inbox(item.inbox)
     ex.make_dir(inbox, item.inbox)
     topic = inbox / item.topic
+    archived = inbox / DONE / item.topic
+    if not topic.is_dir() and archived.is_dir():
+        return archived
     ex.make_dir(topic, item.inbox)
     return topic
+
+
+def _entry(ex: Exchange, item: Incoming) -> Outcome:
+    topic = _topic_dir(ex, item)
+    path = topic / item.name
+    mode = ex.file_mode(item.inbox)
+    try:
+        atomic_create(path, item.data, mode=mode)
+        return Outcome.WRITTEN
+    except Conflict:
+        pass
+    try:
+        existing = read_regular(path, len(item.data) + 1)
+    except OSError:
+        existing = None
+    if existing == item.data:
+        return Outcome.SAME
+    aside = topic / conflict_name(item.name, item.data)
+    try:
+        atomic_create(aside, item.data, mode=mode)
+    except Conflict:
+        pass  # the same other version, kept already
+    return Outcome.CONFLICT
+
+
+def _move_topic(ex: Exchange, topic: str, to_done: bool) -> None:
+    """Move both sides' copies of ``topic`` into ``done/`` (or back), as the tick does; a copy
+    already in place stays, and nothing is moved over an existing folder."""
+    for side in ex.sides:
+        inbox = ex.inbox(side)
+        live, archived = inbox / topic, inbox / DONE / topic
+        src, dst = (live, archived) if to_done else (archived, live)
+        if not src.is_dir() or os.path.islink(src):
+            continue
+        ex.make_dir(dst.parent, side)
+        if dst.exists():
+            log.warning("not moving %s: %s exists (settle it by hand)", src, dst)
+            continue
+        os.rename(src, dst)
+        fsync_dir(src.parent)
+        fsync_dir(dst.parent)
+
+
+def _held(ex: Exchange, item: Incoming) -> Outcome:
+    inbox = ex.inbox(item.inbox)
+    live = inbox / item.topic
+    path = live / HELD_NAME
+    if item.delete:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return Outcome.SAME
+        fsync_dir(live)
+        return Outcome.WRITTEN
+    if not live.is_dir():
+        if (inbox / DONE / item.topic).is_dir():
+            return Outcome.STALE  # archived here already: no HELD.md ever reaches done/
+        ex.make_dir(inbox, item.inbox)
+        ex.make_dir(live, item.inbox)
+    atomic_write(path, item.data, mode=ex.file_mode(item.inbox))
+    return Outcome.WRITTEN
 
 
 def materialise(
     item: Incoming, revisions: dict[str, int], exchanges: dict[str, Exchange] | None = None
 ) -> Outcome:
-    """Write ``item`` durably on this host; ``revisions`` holds the STATE revisions in place
-    (keyed by ``<exchange>/<relative path>``) and is updated.
+    """Write ``item`` durably on this host; ``revisions`` holds the revisions in place (keyed
+    by ``Incoming.key``) and is updated. A receipt is recorded for the tick.
 
     Raises ``OSError`` (the caller leaves the message unacknowledged, to be redelivered).
     """
@@ -59,31 +143,26 @@ def materialise(
     ex = cache.get(item.exchange.name)
     if ex is None:
         ex = cache[item.exchange.name] = load_exchange(item.exchange.root)
-    topic = _topic_dir(ex, item)
-    path = topic / item.name
-    mode = ex.file_mode(item.inbox)
     if item.kind == KIND_ENTRY:
-        try:
-            atomic_create(path, item.data, mode=mode)
-            return Outcome.WRITTEN
-        except Conflict:
-            pass
-        try:
-            existing = read_regular(path, len(item.data) + 1)
-        except OSError:
-            existing = None
-        if existing == item.data:
-            return Outcome.SAME
-        aside = topic / conflict_name(item.name, item.data)
-        try:
-            atomic_create(aside, item.data, mode=mode)
-        except Conflict:
-            pass  # the same other version, kept already
-        return Outcome.CONFLICT
-    assert item.kind == KIND_STATE
-    key = f"{item.exchange.name}/{item.relpath}"
-    if item.rev <= revisions.get(key, 0):
+        return _entry(ex, item)
+    if item.kind == KIND_RECEIPT:
+        new = record_arrival(ex.meta, item.inbox, item.topic, item.name, int(item.data))
+        return Outcome.WRITTEN if new else Outcome.SAME
+    if item.rev <= revisions.get(item.key, 0):
         return Outcome.STALE
-    atomic_write(path, item.data, mode=mode)
-    revisions[key] = item.rev
-    return Outcome.WRITTEN
+    if item.kind == KIND_STATE:
+        ex.make_dir(ex.inbox(item.inbox), item.inbox)
+        path = _topic_dir(ex, item) / STATE_NAME
+        atomic_write(path, item.data, mode=ex.file_mode(item.inbox))
+        outcome = Outcome.WRITTEN
+    elif item.kind == KIND_HELD:
+        outcome = _held(ex, item)
+    elif item.kind == KIND_INDEX:
+        atomic_write(ex.root / INDEX_NAME, item.data, mode=0o644)
+        outcome = Outcome.WRITTEN
+    else:
+        assert item.kind == KIND_PLACE
+        _move_topic(ex, item.topic, item.data == PLACE_DONE)
+        outcome = Outcome.WRITTEN
+    revisions[item.key] = item.rev
+    return outcome

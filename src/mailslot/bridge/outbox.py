@@ -29,7 +29,7 @@ from mailslot.core.dirwatch import being_written
 from mailslot.core.fsio import read_regular
 from mailslot.core.names import TOPIC_RE
 
-__all__ = ["Outgoing", "local_inboxes", "read_outgoing", "scan_names"]
+__all__ = ["Outgoing", "local_inboxes", "placement", "read_outgoing", "scan_names"]
 
 _ENTRY_NAME_LEN = 4 + 1 + 40 + 3
 
@@ -122,3 +122,16 @@ def read_outgoing(
     return Outgoing(
         kind, state_subject(config.host, ex.name, inbox, topic, rev), key, path, data, sha, rev
     )
+
+
+def placement(ex: BridgedExchange, topic: str) -> str | None:
+    """Where ``topic`` is on this host: ``live`` (every copy live), ``done`` (every copy in
+    ``done/``), or ``None`` (no copy, or half-archived: the tick settles that first)."""
+    places = set()
+    for side in ex.hosts:
+        inbox = ex.root / f"to-{side}"
+        if (inbox / topic).is_dir():
+            places.add("live")
+        if (inbox / "done" / topic).is_dir():
+            places.add("done")
+    return places.pop() if len(places) == 1 else None

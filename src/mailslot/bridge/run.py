@@ -19,23 +19,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mailslot.bridge.config import BridgeConfig, BridgedExchange
 from mailslot.bridge.ledger import Ledger
 from mailslot.bridge.materialise import Outcome, materialise
-from mailslot.bridge.outbox import Outgoing, local_inboxes, read_outgoing, scan_names
-from mailslot.bridge.wire import KIND_STATE, check_incoming, headers_for
+from mailslot.bridge.outbox import placement, read_outgoing
+from mailslot.bridge.wire import (
+    HELD_NAME,
+    INDEX_NAME,
+    KIND_ENTRY,
+    KIND_PLACE,
+    KIND_STATE,
+    MAX_PAYLOAD_BYTES,
+    PLACE_DONE,
+    PLACE_LIVE,
+    check_incoming,
+    headers_for,
+    held_subject,
+    index_subject,
+    place_subject,
+    receipt_subject,
+)
 from mailslot.core.clock import format_time
-from mailslot.core.dirwatch import DirWatch
+from mailslot.core.dirwatch import Change, DirWatch
 from mailslot.core.errors import MailslotError
-from mailslot.core.fsio import atomic_write
-from mailslot.exchange.layout import Exchange, load_exchange
+from mailslot.core.fsio import atomic_write, read_regular
+from mailslot.core.names import TOPIC_RE
+from mailslot.exchange.entries import ENTRY_RE
+from mailslot.exchange.layout import DONE, Exchange, load_exchange
 
 __all__ = ["CONSUMER", "STATUS_NAME", "Bridge", "in_stream", "out_stream"]
 
@@ -59,6 +78,47 @@ ERR_SUBJECT_FULL = 10077
 STREAM_MAX_AGE_SECONDS = 365 * 24 * 3600
 
 
+class Job(NamedTuple):
+    """One thing to publish: a file (``file``), a topic's place (``place``), INDEX.md
+    (``index``) or an arrival receipt (``receipt``). Retried until the local server takes it."""
+
+    kind: str
+    exchange: str
+    inbox: str = ""
+    topic: str = ""
+    name: str = ""
+
+
+class Spot(NamedTuple):
+    """What a watched folder is: an exchange ``root``, an ``inbox`` (``to-<side>``), its
+    ``done`` folder, or a live ``topic``."""
+
+    exchange: BridgedExchange
+    role: str
+    inbox: str
+    topic: str
+
+
+def _names(directory: Path) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(directory) if not n.startswith("."))
+    except OSError:
+        return []
+
+
+def _topics(directory: Path) -> list[str]:
+    return [n for n in _names(directory) if TOPIC_RE.fullmatch(n)]
+
+
+def _live(inbox_dir: Path) -> Iterator[tuple[str, list[str]]]:
+    for topic in _topics(inbox_dir):
+        yield topic, _names(inbox_dir / topic)
+
+
+def _entry_name(name: str) -> bool:
+    return ENTRY_RE.match(name) is not None
+
+
 def out_stream(host: str) -> str:
     """The stream of what ``host``'s sides wrote."""
     return f"MS_OUT_{host}"
@@ -79,7 +139,10 @@ class Bridge:
         self.exchanges: dict[str, Exchange] = {}
         self.members: dict[str, dict[str, str] | None] = {}
         self.sent_sig: dict[str, tuple[int, int, int]] = {}
-        self.retry: set[tuple[str, str, str, str, str]] = set()
+        self.retry: set[Job] = set()
+        self.receipts: list[Job] = []  # arrival receipts to send (from the receivers)
+        self.receipted: set[str] = set()
+        self._wake = asyncio.Event()
         self.counts: dict[str, int] = {"published": 0, "materialised": 0, "skipped_same": 0}
         self.last_heard: dict[str, str] = {}
         self.started_at = format_time()
@@ -174,113 +237,217 @@ class Bridge:
         members.update(local.humans)
         return members
 
-    async def _publish(self, out: Outgoing) -> bool:
+    async def _publish(self, subject: str, data: bytes, *, delete: bool = False) -> bool:
+        """Publish into this host's out stream; whether it is stored (now or before)."""
         from nats.js.errors import APIError
 
         try:
             await self._js.publish(
-                out.subject,
-                out.data,
+                subject,
+                data,
                 timeout=PUBLISH_TIMEOUT,
-                headers=headers_for(out.subject, out.data),
+                headers=headers_for(subject, data, delete=delete),
             )
         except APIError as e:
             if getattr(e, "err_code", None) != ERR_SUBJECT_FULL:
-                log.warning("publishing %s failed: %s", out.subject, e)
+                log.warning("publishing %s failed: %s", subject, e)
                 return False
         except Exception as e:  # a timeout, or the local server restarting
-            log.warning("publishing %s failed: %s", out.subject, e)
+            log.warning("publishing %s failed: %s", subject, e)
             return False
-        if out.kind == KIND_STATE:
-            self.ledger.mark_sent(out.key, out.sha, out.rev)
         self.counts["published"] += 1
         return True
 
-    async def _send_one(
-        self, ex: BridgedExchange, writer: str, inbox: str, topic: str, name: str
-    ) -> None:
+    async def _send_file(self, ex: BridgedExchange, inbox: str, topic: str, name: str) -> bool:
+        """Publish ``to-<inbox>/<topic>/<name>`` if it is this host's to send; ``False`` when
+        a publish failed (the caller retries)."""
+        if name == HELD_NAME:
+            return ex.home != self.config.host or await self._send_rev(
+                ex, ex.root / f"to-{inbox}" / topic / HELD_NAME, "held", inbox, topic
+            )
+        writer = next(s for s in ex.hosts if s != inbox)
+        if ex.hosts[writer] != self.config.host:
+            return True
         path = ex.root / f"to-{inbox}" / topic / name
         key = f"{ex.name}/to-{inbox}/{topic}/{name}"
         try:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             self.sent_sig.pop(key, None)
-            return
+            return True
         sig = (st.st_ino, st.st_size, st.st_mtime_ns)
         if self.sent_sig.get(key) == sig:
-            return
+            return True
         try:
             out = read_outgoing(
                 self.config, ex, self._members(ex), writer, inbox, topic, name, self.ledger
             )
         except OSError as e:
             log.warning("not sending %s: %s", path, e)
-            return
+            return True
         if out is None:
-            return
-        if await self._publish(out):
-            self.sent_sig[key] = sig
-            self.retry.discard((ex.name, writer, inbox, topic, name))
-        else:
-            self.retry.add((ex.name, writer, inbox, topic, name))
+            return True
+        if not await self._publish(out.subject, out.data):
+            return False
+        if out.kind == KIND_STATE:
+            self.ledger.mark_sent(out.key, out.sha, out.rev)
+        self.sent_sig[key] = sig
+        return True
 
-    async def _scan_all(self, watch: DirWatch) -> None:
+    async def _send_rev(
+        self, ex: BridgedExchange, path: Path, what: str, inbox: str = "", topic: str = ""
+    ) -> bool:
+        """Publish the home tick's HELD.md or INDEX.md at ``path`` as a new revision when it
+        changed since last sent, or its removal; ``False`` when the publish failed."""
+        key = f"{ex.name}/{path.relative_to(ex.root)}"
+        try:
+            data: bytes | None = read_regular(path, MAX_PAYLOAD_BYTES)
+        except FileNotFoundError:
+            data = None
+        except OSError as e:
+            log.warning("not sending %s: %s", path, e)
+            return True
+        if data is None and key not in self.ledger.sent:
+            return True  # never sent: nothing to remove anywhere
+        sha = hashlib.sha256(data).hexdigest() if data is not None else "-"
+        rev = self.ledger.next_revision(key, sha)
+        if rev is None:
+            return True
+        if what == "held":
+            subject = held_subject(self.config.host, ex.name, inbox, topic, rev)
+        else:
+            subject = index_subject(self.config.host, ex.name, rev)
+        if not await self._publish(subject, data or b"", delete=data is None):
+            return False
+        self.ledger.mark_sent(key, sha, rev)
+        return True
+
+    async def _check_place(self, ex: BridgedExchange, topic: str) -> bool:
+        """Publish an archive (home) or a reopen (any host whose side reopened it) of ``topic``
+        when its place changed here; ``False`` when the publish failed."""
+        place = placement(ex, topic)
+        key = f"{ex.name}/{topic}"
+        old = self.ledger.places.get(key)
+        if place is None or place == old:
+            return True
+        if old is not None and (ex.home == self.config.host or place == "live"):
+            data = PLACE_DONE if place == "done" else PLACE_LIVE
+            rev = max(time.time_ns(), self.ledger.place_rev + 1)
+            if not await self._publish(place_subject(self.config.host, ex.name, topic, rev), data):
+                return False
+            self.ledger.place_rev = rev
+        self.ledger.set_place(key, place)
+        return True
+
+    async def _send_receipt(self, ex: BridgedExchange, inbox: str, topic: str, name: str) -> bool:
+        """Tell the home host when an entry reached this host, its reader's."""
+        key = f"{ex.name}/to-{inbox}/{topic}/{name}"
+        if key in self.receipted:
+            return True
+        try:
+            ns = os.stat(ex.root / f"to-{inbox}" / topic / name, follow_symlinks=False).st_ctime_ns
+        except OSError:
+            return True
+        subject = receipt_subject(self.config.host, ex.name, inbox, topic, name)
+        if not await self._publish(subject, str(ns).encode()):
+            return False
+        self.receipted.add(key)
+        return True
+
+    async def _do(self, job: Job) -> None:
+        ex = self.config.exchange(job.exchange)
+        if job.kind == "file":
+            ok = await self._send_file(ex, job.inbox, job.topic, job.name)
+        elif job.kind == "place":
+            ok = await self._check_place(ex, job.topic)
+        elif job.kind == "index":
+            ok = ex.home != self.config.host or await self._send_rev(ex, ex.root / INDEX_NAME, "i")
+        else:
+            ok = await self._send_receipt(ex, job.inbox, job.topic, job.name)
+        if ok:
+            self.retry.discard(job)
+        else:
+            self.retry.add(job)
+
+    def _spots(self, ex: BridgedExchange) -> Iterator[tuple[Path, Spot]]:
+        yield ex.root, Spot(ex, "root", "", "")
+        for side in sorted(ex.hosts):
+            inbox = ex.root / f"to-{side}"
+            yield inbox, Spot(ex, "inbox", side, "")
+            yield inbox / DONE, Spot(ex, "done", side, "")
+
+    async def _scan_all(self, watch: DirWatch, where: dict[Path, Spot]) -> None:
+        """Publish everything this host should have published (idempotent), watch every folder."""
         for ex in self.config.exchanges:
-            for writer, inbox, inbox_dir in local_inboxes(self.config, ex):
-                if not watch.watching(inbox_dir):
-                    watch.add(inbox_dir)
-                for topic, name in scan_names(inbox_dir):
+            receipts = ex.home != self.config.host
+            for directory, spot in self._spots(ex):
+                where[directory] = spot
+                if not watch.watching(directory):
+                    watch.add(directory)
+            for side in sorted(ex.hosts):
+                inbox_dir = ex.root / f"to-{side}"
+                writer = next(s for s in ex.hosts if s != side)
+                local_reader = ex.hosts[side] == self.config.host != ex.hosts[writer]
+                for topic in _topics(inbox_dir / DONE):
+                    await self._do(Job("place", ex.name, "", topic))
+                for topic, names in _live(inbox_dir):
                     topic_dir = inbox_dir / topic
+                    where[topic_dir] = Spot(ex, "topic", side, topic)
                     if not watch.watching(topic_dir):
                         watch.add(topic_dir)
-                    await self._send_one(ex, writer, inbox, topic, name)
+                    await self._do(Job("place", ex.name, "", topic))
+                    for name in names:
+                        await self._do(Job("file", ex.name, side, topic, name))
+                        if receipts and local_reader and _entry_name(name):
+                            await self._do(Job("receipt", ex.name, side, topic, name))
+            await self._do(Job("index", ex.name))
+
+    async def _on_change(self, watch: DirWatch, where: dict[Path, Spot], change: Change) -> None:
+        spot = where.get(change.directory)
+        if spot is None:
+            return
+        ex = spot.exchange
+        if spot.role == "root":
+            if change.name == INDEX_NAME:
+                await self._do(Job("index", ex.name))
+        elif spot.role in ("inbox", "done"):
+            if spot.role == "inbox" and change.is_dir and not change.gone:
+                topic_dir = change.directory / change.name
+                if TOPIC_RE.fullmatch(change.name):
+                    where[topic_dir] = Spot(ex, "topic", spot.inbox, change.name)
+                    watch.add(topic_dir)
+                    for name in _names(topic_dir):
+                        await self._do(Job("file", ex.name, spot.inbox, change.name, name))
+            if TOPIC_RE.fullmatch(change.name):
+                await self._do(Job("place", ex.name, "", change.name))
+        elif not change.name.startswith("."):
+            await self._do(Job("file", ex.name, spot.inbox, spot.topic, change.name))
 
     async def _publisher(self) -> None:
         watch = DirWatch()
-        wake = asyncio.Event()
         loop = asyncio.get_running_loop()
         if watch.available:
-            loop.add_reader(watch.fileno(), wake.set)
-        # directory -> (exchange, writer, inbox, topic or "" for the inbox folder itself)
-        where: dict[Path, tuple[BridgedExchange, str, str, str]] = {}
-        for ex in self.config.exchanges:
-            for writer, inbox, inbox_dir in local_inboxes(self.config, ex):
-                where[inbox_dir] = (ex, writer, inbox, "")
+            loop.add_reader(watch.fileno(), self._wake.set)
+        where: dict[Path, Spot] = {}
         try:
-            await self._scan_all(watch)
+            await self._scan_all(watch, where)
             next_reconcile = time.monotonic() + RECONCILE_SECONDS
             while True:
                 timeout = max(0.0, next_reconcile - time.monotonic())
                 if self.retry:
                     timeout = min(timeout, RETRY_SECONDS)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout)
-                wake.clear()
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                self._wake.clear()
                 for change in watch.read():
-                    spot = where.get(change.directory)
-                    if spot is None or change.gone:
-                        continue
-                    ex, writer, inbox, topic = spot
-                    if not topic:  # a new topic folder
-                        if change.is_dir:
-                            topic_dir = change.directory / change.name
-                            where[topic_dir] = (ex, writer, inbox, change.name)
-                            watch.add(topic_dir)
-                            for name in sorted(os.listdir(topic_dir)):
-                                if not name.startswith("."):
-                                    await self._send_one(ex, writer, inbox, change.name, name)
-                        continue
-                    if not change.name.startswith("."):
-                        await self._send_one(ex, writer, inbox, topic, change.name)
-                for ex_name, writer, inbox, topic, name in sorted(self.retry):
-                    await self._send_one(self.config.exchange(ex_name), writer, inbox, topic, name)
+                    await self._on_change(watch, where, change)
+                while self.receipts:
+                    await self._do(self.receipts.pop(0))
+                for job in sorted(self.retry):
+                    await self._do(job)
                 if watch.overflowed or time.monotonic() >= next_reconcile:
                     watch.overflowed = False
-                    for ex in self.config.exchanges:
-                        for writer, inbox, inbox_dir in local_inboxes(self.config, ex):
-                            for topic in os.listdir(inbox_dir) if inbox_dir.is_dir() else ():
-                                where.setdefault(inbox_dir / topic, (ex, writer, inbox, topic))
-                    await self._scan_all(watch)
+                    await self._scan_all(watch, where)
                     next_reconcile = time.monotonic() + RECONCILE_SECONDS
                 self.ledger.flush()
         finally:
@@ -299,6 +466,10 @@ class Bridge:
             self.ledger.alert("refused", peer=peer, subject=msg.subject[:200], reason=str(e))
             await msg.ack()
             return
+        if item.kind == KIND_PLACE:  # set before the move: the publisher must not echo it
+            place = "done" if item.data == PLACE_DONE else "live"
+            if item.rev > self.ledger.received.get(item.key, 0):
+                self.ledger.set_place(f"{item.exchange.name}/{item.topic}", place)
         try:
             outcome = materialise(item, self.ledger.received, self.exchanges)
         except (OSError, MailslotError) as e:
@@ -312,8 +483,17 @@ class Bridge:
             )
         elif outcome is Outcome.WRITTEN:
             self.counts["materialised"] += 1
-            if item.kind == KIND_STATE:
+            if item.kind != KIND_ENTRY:
                 self.ledger.touch()
+        if (
+            item.kind == KIND_ENTRY
+            and outcome in (Outcome.WRITTEN, Outcome.SAME)
+            and item.exchange.home != self.config.host
+            and item.exchange.hosts.get(item.inbox) == self.config.host
+        ):
+            job = Job("receipt", item.exchange.name, item.inbox, item.topic, item.name)
+            self.receipts.append(job)
+            self._wake.set()
         elif outcome is Outcome.SAME:
             self.counts["skipped_same"] += 1
         self.last_heard[peer] = format_time()

@@ -4,6 +4,13 @@ Subjects (every token a checked name, so a subject is also a safe path)::
 
     ms.<host>.<exchange>.e.<inbox>.<topic>.<NNNN>.<from>   to-<inbox>/<topic>/NNNN-<from>.md
     ms.<host>.<exchange>.s.<inbox>.<topic>.<rev>           to-<inbox>/<topic>/STATE.md
+    ms.<host>.<exchange>.h.<inbox>.<topic>.<rev>           to-<inbox>/<topic>/HELD.md (home)
+    ms.<host>.<exchange>.i.<rev>                           INDEX.md (home)
+    ms.<host>.<exchange>.p.<topic>.<rev>                   "done" (archive) or "live" (reopen)
+    ms.<host>.<exchange>.r.<inbox>.<topic>.<NNNN>.<from>   arrival receipt: ns, reader's host
+
+Stream sources do not carry deletions or moves, so the tick's (HELD.md released, a topic archived
+or reopened) travel as explicit messages.
 
 ``<host>`` is the origin; each host publishes only under its own name into its own stream. An
 entry's subject is written once (the stream keeps one message per subject and refuses a second),
@@ -40,7 +47,19 @@ __all__ = [
 
 KIND_ENTRY = "e"
 KIND_STATE = "s"
+KIND_HELD = "h"
+KIND_INDEX = "i"
+KIND_PLACE = "p"
+KIND_RECEIPT = "r"
+STATE_NAME = "STATE.md"
+HELD_NAME = "HELD.md"
+INDEX_NAME = "INDEX.md"
+PLACE_DONE = b"done"
+PLACE_LIVE = b"live"
 SHA_HEADER = "Mailslot-Sha256"
+# A removal (HELD.md released) travels as an explicit message: sources do not carry deletes.
+OP_HEADER = "Mailslot-Op"
+OP_DELETE = "delete"
 # The exchange reads no file over this (entries.MAX_BODY_BYTES plus room for the frontmatter),
 # so nothing larger is carried either; NATS's own default max_payload is 1 MiB.
 MAX_PAYLOAD_BYTES = 256 * 1024 + 64 * 1024
@@ -57,13 +76,25 @@ class Incoming(NamedTuple):
     inbox: str  # the side whose inbox (to-<inbox>) it lands in
     topic: str
     name: str  # file name inside the topic directory
-    rev: int  # STATE revision (0 for entries)
+    rev: int  # revision of STATE.md, HELD.md, INDEX.md, a placement (0 for entries)
     data: bytes
+    delete: bool = False  # HELD.md released
 
     @property
     def relpath(self) -> Path:
-        """The path relative to the exchange root."""
+        """The path relative to the exchange root (a placement's: ``placement/<topic>``)."""
+        if self.kind == KIND_INDEX:
+            return Path(INDEX_NAME)
+        if self.kind == KIND_PLACE:
+            return Path("placement") / self.topic
         return Path(f"to-{self.inbox}") / self.topic / self.name
+
+    @property
+    def key(self) -> str:
+        """Where the receiver keeps this item's revision: one writer per key."""
+        if self.kind == KIND_PLACE:
+            return f"{self.exchange.name}/placement/{self.origin}/{self.topic}"
+        return f"{self.exchange.name}/{self.relpath}"
 
     @property
     def path(self) -> Path:
@@ -83,9 +114,33 @@ def state_subject(host: str, exchange: str, inbox: str, topic: str, rev: int) ->
     return f"ms.{host}.{exchange}.{KIND_STATE}.{inbox}.{topic}.{rev}"
 
 
-def headers_for(subject: str, data: bytes) -> dict[str, str]:
+def held_subject(host: str, exchange: str, inbox: str, topic: str, rev: int) -> str:
+    """The subject of revision ``rev`` of ``to-<inbox>/<topic>/HELD.md`` (or its removal)."""
+    return f"ms.{host}.{exchange}.{KIND_HELD}.{inbox}.{topic}.{rev}"
+
+
+def index_subject(host: str, exchange: str, rev: int) -> str:
+    """The subject of revision ``rev`` of ``INDEX.md``."""
+    return f"ms.{host}.{exchange}.{KIND_INDEX}.{rev}"
+
+
+def place_subject(host: str, exchange: str, topic: str, rev: int) -> str:
+    """The subject of an archive or reopen of ``topic``."""
+    return f"ms.{host}.{exchange}.{KIND_PLACE}.{topic}.{rev}"
+
+
+def receipt_subject(host: str, exchange: str, inbox: str, topic: str, name: str) -> str:
+    """The subject of the arrival receipt for entry ``name`` in ``to-<inbox>/<topic>``."""
+    number, _, sender = name.removesuffix(".md").partition("-")
+    return f"ms.{host}.{exchange}.{KIND_RECEIPT}.{inbox}.{topic}.{number}.{sender}"
+
+
+def headers_for(subject: str, data: bytes, *, delete: bool = False) -> dict[str, str]:
     """The headers a published file carries: a msg id (retries collapse) and its digest."""
-    return {"Nats-Msg-Id": subject, SHA_HEADER: hashlib.sha256(data).hexdigest()}
+    headers = {"Nats-Msg-Id": subject, SHA_HEADER: hashlib.sha256(data).hexdigest()}
+    if delete:
+        headers[OP_HEADER] = OP_DELETE
+    return headers
 
 
 def _members(root: Path) -> dict[str, str] | None:
@@ -101,6 +156,38 @@ def _members(root: Path) -> dict[str, str] | None:
     return members
 
 
+def _rev(token: str) -> int:
+    if not _REV_RE.fullmatch(token):
+        raise InvalidName("revision", token, "a decimal number")
+    return int(token)
+
+
+def _entry_name(number: str, sender: str) -> str:
+    if not _NUMBER_RE.fullmatch(number):
+        raise InvalidName("entry number", number, "4 digits")
+    validate_agent(sender, "sender")
+    return f"{number}-{sender}.md"
+
+
+def _parse(parts: list[str], subject: str) -> tuple[str, str, str, int, str]:
+    """``(inbox, topic, name, rev, sender)`` from a subject's tokens after the kind."""
+    kind, rest = parts[3], parts[4:]
+    if kind == KIND_ENTRY and len(rest) == 4:
+        name = _entry_name(rest[2], rest[3])
+        return rest[0], rest[1], name, 0, rest[3]
+    if kind == KIND_RECEIPT and len(rest) == 4:
+        return rest[0], rest[1], _entry_name(rest[2], rest[3]), 0, ""
+    if kind == KIND_STATE and len(rest) == 3:
+        return rest[0], rest[1], STATE_NAME, _rev(rest[2]), ""
+    if kind == KIND_HELD and len(rest) == 3:
+        return rest[0], rest[1], HELD_NAME, _rev(rest[2]), ""
+    if kind == KIND_PLACE and len(rest) == 2:
+        return "", rest[0], "", _rev(rest[1]), ""
+    if kind == KIND_INDEX and len(rest) == 1:
+        return "", "", INDEX_NAME, _rev(rest[0]), ""
+    raise FormatError(f"not a mailslot subject: {subject[:120]!r}")
+
+
 def check_incoming(
     config: BridgeConfig,
     peer: str,
@@ -114,7 +201,9 @@ def check_incoming(
     Refused (never materialised) with ``LimitExceeded`` (oversize), ``FormatError`` (malformed:
     a subject that does not parse, a digest that does not match), ``InvalidName`` (a token that
     is no name, such as a traversal) or ``Conflict`` (a side, exchange or origin this peer does
-    not host according to our config). ``members`` caches each exchange's side members.
+    not host according to our config: entries, STATE.md and receipts only from the host of the
+    side, HELD.md, INDEX.md and archives only from the home host, a reopen from either).
+    ``members`` caches each exchange's side members.
     """
     if len(data) > MAX_PAYLOAD_BYTES:
         raise LimitExceeded(f"message {subject[:120]!r}", MAX_PAYLOAD_BYTES, len(data), "bytes")
@@ -132,34 +221,42 @@ def check_incoming(
         ) from None
     if headers is None or headers.get(SHA_HEADER) != hashlib.sha256(data).hexdigest():
         raise FormatError(f"message {subject[:120]!r}: digest missing or wrong")
-    if kind == KIND_ENTRY and len(parts) == 8:
-        inbox, topic, number, sender = parts[4:8]
-        if not _NUMBER_RE.fullmatch(number):
-            raise InvalidName("entry number", number, "4 digits")
-        validate_agent(sender, "sender")
-        name, rev = f"{number}-{sender}.md", 0
-    elif kind == KIND_STATE and len(parts) == 7:
-        inbox, topic, rev_s = parts[4:7]
-        if not _REV_RE.fullmatch(rev_s):
-            raise InvalidName("revision", rev_s, "a decimal number")
-        sender, name, rev = "", "STATE.md", int(rev_s)
-    else:
-        raise FormatError(f"not a mailslot subject: {subject[:120]!r}")
-    validate_agent(inbox, "side")
-    validate_topic(topic)
-    if inbox not in exchange.hosts:
-        raise Conflict(f"exchange {ex_name!r} has no side {inbox!r}")
-    writer = next(s for s in exchange.hosts if s != inbox)
-    if exchange.hosts[writer] != peer:
-        raise Conflict(
-            f"host {peer!r} wrote for side {writer!r} of exchange {ex_name!r}, "
-            f"which host {exchange.hosts[writer]!r} hosts"
-        )
-    if sender:
-        cache = members if members is not None else {}
-        if ex_name not in cache:
-            cache[ex_name] = _members(exchange.root)
-        known = cache[ex_name]
-        if known is None or known.get(sender) != writer:
-            raise Conflict(f"{sender!r} is not a member of side {writer!r} of {ex_name!r}")
-    return Incoming(kind, peer, exchange, inbox, topic, name, rev, data)
+    inbox, topic, name, rev, sender = _parse(parts, subject)
+    if topic:
+        validate_topic(topic)
+    delete = bool(headers.get(OP_HEADER) == OP_DELETE)
+    if kind in (KIND_HELD, KIND_INDEX):
+        if peer != exchange.home:
+            raise Conflict(
+                f"host {peer!r} sent the tick's {name} for {ex_name!r}, whose home is "
+                f"{exchange.home!r}"
+            )
+    elif kind == KIND_PLACE:
+        if data not in (PLACE_DONE, PLACE_LIVE):
+            raise FormatError(f"message {subject[:120]!r}: not an archive or a reopen")
+        if peer != exchange.home and (data != PLACE_LIVE or not exchange.sides_of(peer)):
+            raise Conflict(f"host {peer!r} may not archive topics of {ex_name!r}")
+    elif kind == KIND_RECEIPT:
+        if exchange.hosts.get(inbox) != peer:
+            raise Conflict(f"host {peer!r} sent a receipt for side {inbox[:40]!r}, not its own")
+        if not data.isdigit() or len(data) > 20:
+            raise FormatError(f"message {subject[:120]!r}: a receipt holds a time in ns")
+    if inbox:
+        validate_agent(inbox, "side")
+        if inbox not in exchange.hosts:
+            raise Conflict(f"exchange {ex_name!r} has no side {inbox!r}")
+    if kind in (KIND_ENTRY, KIND_STATE):
+        writer = next(s for s in exchange.hosts if s != inbox)
+        if exchange.hosts[writer] != peer:
+            raise Conflict(
+                f"host {peer!r} wrote for side {writer!r} of exchange {ex_name!r}, "
+                f"which host {exchange.hosts[writer]!r} hosts"
+            )
+        if sender:
+            cache = members if members is not None else {}
+            if ex_name not in cache:
+                cache[ex_name] = _members(exchange.root)
+            known = cache[ex_name]
+            if known is None or known.get(sender) != writer:
+                raise Conflict(f"{sender!r} is not a member of side {writer!r} of {ex_name!r}")
+    return Incoming(kind, peer, exchange, inbox, topic, name, rev, data, delete)
