@@ -126,7 +126,7 @@ def test_every_command_accepts_root_and_as_after_the_subcommand() -> None:
 
 
 def test_as_after_a_subcommand_that_lacked_it(tmp_path) -> None:
-    # chat status was one of the commands without the options (found by review)
+    # --as after a chat status path is the global option, not "No such option"
     r = CliRunner().invoke(cli, ["chat", "status", str(tmp_path / "nope.txt"), "--as", "alice"])
     assert "No such option" not in r.output + (r.stderr or "")
     assert r.exit_code == 1

@@ -159,7 +159,7 @@ for i in range(n):
 @pytest.mark.slow
 def test_hand_appends_survive_concurrent_ticks(root: Path) -> None:
     """Appends made without any lock land while mailslot rewrites the file; none is lost."""
-    tasks.add(root, "seed", "lantern")
+    tasks.add(root, "first", "lantern")
     path = root / "tasks-lantern.md"
     procs = [spawn(HAND_APPENDER, str(path), "300"), spawn(TICKER, str(root), "60")]
     release(procs)

@@ -1,5 +1,5 @@
 """dispatch / closeout / dispatch-status: one brief to several reviewers, independence said in
-every copy, the close-out reaching every one of them (the seed's failure), and who owes."""
+every copy, the close-out reaching every one of them (not only the first), and who owes."""
 
 from __future__ import annotations
 

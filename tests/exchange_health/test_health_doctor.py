@@ -78,7 +78,7 @@ def test_missing_heartbeat_is_an_error(ex) -> None:
 
 
 def test_shrunk_entry_in_git_history_is_reported(ex) -> None:
-    """Seed 000: a 10,978-byte review overwritten by a 1,546-byte note under the same name."""
+    """A 10,978-byte review overwritten by a 1,546-byte note under the same name is reported."""
     r = send(ex, "olu", "review", "required", "a long review\n" * 800)
     _fresh(ex)
     big = r.path.stat().st_size

@@ -141,8 +141,8 @@ def test_state_from_the_future_acknowledges_nothing(ex) -> None:
 
 
 def test_a_manual_run_cannot_swallow_a_change_the_scheduler_has_not_seen(ex) -> None:
-    """Seed 000: a hand-triggered job updated the scheduler's baseline; the real tick then saw
-    'no change' and the message was lost. The monitor keeps no baseline, so the scheduler's own
+    """A hand-triggered job that updated the scheduler's baseline would let the real tick see
+    'no change' and lose the message. The monitor keeps no baseline, so the scheduler's own
     diff still sees the change after any number of manual runs."""
     scheduler_baseline = _mon(ex, scope="required")  # the scheduler's last real tick
     send(ex, "claude", "new-work", "required", "please look")

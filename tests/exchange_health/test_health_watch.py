@@ -99,7 +99,7 @@ def test_missing_cursor_delivers_everything_and_mark_all_seen_starts_from_now(ex
 
 
 def test_entry_archived_before_it_was_read_is_still_delivered(ex) -> None:
-    """Seed 000: the closing reply was filed into done/ before the other side read it."""
+    """A closing reply filed into done/ before the other side read it still reaches that side."""
     topic = send(ex, "olu", "close-race", "fyi", "olu opens").topic
     mark_all_seen(ex, "olu")
     set_state(ex, "olu", topic, "done")
@@ -249,7 +249,7 @@ def test_long_lived_watcher_follows_a_topic_directory_replaced_under_its_name(ex
 
 
 def test_peek_then_ack_survives_a_failed_run(ex) -> None:
-    """Seed 000: a run that fails must not consume the message; peek, work, then ack."""
+    """A run that fails must not consume the message; peek, work, then ack."""
     send(ex, "claude", "ackme", "required", "do the thing")
     peeked = json.loads(
         run(ex.root, "exchange", "watch", "--peek", "--timeout", "5", "--json", agent="olu").stdout
