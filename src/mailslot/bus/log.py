@@ -38,7 +38,13 @@ from typing import Any
 
 from mailslot.bus.layout import Layout
 from mailslot.core.clock import now, parse_time
-from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
+from mailslot.core.errors import (
+    AlreadyWritten,
+    Conflict,
+    FormatError,
+    InvalidValue,
+    NotFound,
+)
 from mailslot.core.fsio import (
     Torn,
     atomic_write,
@@ -163,7 +169,7 @@ def tail(root: Path, n: int | None = TAIL_DEFAULT, *, since_mine: str | None = N
     capped by ``n``). Raises ``NotFound`` without a log, ``InvalidName`` for a bad agent name.
     """
     if n is not None and n < 0:
-        raise MailslotError(f"-n must be 0 or more, got {n}")
+        raise InvalidValue(f"-n must be 0 or more, got {n}")
     if since_mine is not None:
         validate_agent(since_mine)
     entries = read(root)
@@ -183,11 +189,11 @@ def tail(root: Path, n: int | None = TAIL_DEFAULT, *, since_mine: str | None = N
 def _check_text(text: str) -> None:
     check_one_line("log text", text)
     if not text.strip():
-        raise MailslotError("log text is empty")
+        raise InvalidValue("log text is empty")
     check_chars("log text", text, 1, LOG_TEXT_MAX)
     for ch in text:
         if ch != "\t" and unicodedata.category(ch) == "Cc":
-            raise MailslotError(
+            raise InvalidValue(
                 f"log text holds control character U+{ord(ch):04X}; a log line is plain text"
             )
 
@@ -289,16 +295,16 @@ def append(
 ) -> Entry:
     """Append ``DATE — [Agent] wNN: TEXT`` to LOG.md and return the entry written.
 
-    Raises ``LimitExceeded`` for a multi-line or over-long text and ``MailslotError`` for an
+    Raises ``LimitExceeded`` for a multi-line or over-long text and ``InvalidValue`` for an
     empty one or a control character (nothing written), ``Conflict`` for a second line in the
     same waking without ``same_waking``/``new_waking``, ``NotFound`` outside a bus.
     """
     validate_agent(agent)
     _check_text(text)
     if same_waking and new_waking:
-        raise MailslotError("--same-waking and --new-waking contradict each other")
+        raise InvalidValue("--same-waking and --new-waking contradict each other")
     if waking_id is not None and (not waking_id.strip() or len(waking_id) > 200):
-        raise MailslotError("the waking id (MAILSLOT_WAKING) must be 1-200 characters")
+        raise InvalidValue("the waking id (MAILSLOT_WAKING) must be 1-200 characters")
     layout = Layout.at(root)
     with file_lock(layout.lock("log")):
         counter_path = layout.waking_file(agent)
@@ -355,7 +361,7 @@ def _save_counter(save: Callable[[], object], lines: int, line: str, path: Path)
     try:
         save()
     except OSError as e:
-        raise MailslotError(
+        raise AlreadyWritten(
             f"the line WAS written (LOG.md line {lines}: {line}); only the waking counter "
             f"could not be saved ({e.strerror}): do not append it again",
             path=path,

@@ -43,7 +43,15 @@ from typing import Any, BinaryIO
 from mailslot.bus import owners
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
 from mailslot.core.clock import format_time
-from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound, WaitTimeout
+from mailslot.core.errors import (
+    CannotOpen,
+    Conflict,
+    InvalidValue,
+    LimitExceeded,
+    MailslotError,
+    NotFound,
+    WaitTimeout,
+)
 from mailslot.core.fsio import (
     atomic_create,
     atomic_write,
@@ -132,7 +140,7 @@ def _check_note(note: str) -> None:
     check_one_line("note", note)
     check_chars("note", note, 1, NOTE_MAX)
     if any(ch != "\t" and unicodedata.category(ch) == "Cc" for ch in note):
-        raise MailslotError("note holds a control character; a note is plain text")
+        raise InvalidValue("note holds a control character; a note is plain text")
 
 
 def _record(path: Path) -> dict[str, Any] | None:
@@ -197,7 +205,7 @@ def put(
     the item. Raises ``NotFound`` for a missing source, ``LimitExceeded`` for one over
     ``ITEM_MAX_BYTES`` or an over-long note, ``Conflict`` when the charter forbids ``agent`` the
     outbox or ``recipient`` is not the consumer it names, ``InvalidName`` for bad names,
-    ``MailslotError`` for a source that is not a file or a pipe.
+    ``CannotOpen`` for a source that is not a file or a pipe.
     """
     validate_agent(agent)
     if recipient is not None:
@@ -213,11 +221,11 @@ def put(
     except FileNotFoundError:
         raise NotFound("no such file to put", path=source) from None
     except IsADirectoryError:
-        raise MailslotError("not a regular file; put one file at a time", path=source) from None
+        raise CannotOpen("not a regular file; put one file at a time", path=source) from None
     with f:
         st = os.fstat(f.fileno())
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            raise MailslotError("not a regular file; put one file at a time", path=source)
+            raise CannotOpen("not a regular file; put one file at a time", path=source)
         if st.st_size > ITEM_MAX_BYTES:
             raise LimitExceeded("outbox item", ITEM_MAX_BYTES, st.st_size, "bytes")
         return _put(layout, agent, f, source.name, recipient, note)

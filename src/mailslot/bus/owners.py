@@ -52,7 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
-from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound, Unresolved
+from mailslot.core.errors import (
+    Conflict,
+    FormatError,
+    InvalidPath,
+    MailslotError,
+    NotFound,
+    Unresolved,
+)
 from mailslot.core.fsio import atomic_write, read_from
 from mailslot.core.git import run_git
 from mailslot.core.names import validate_agent
@@ -88,18 +95,18 @@ SHOW_SCAN_MAX = 20_000
 def normalise(path: str, *, where: str = "path") -> str:
     """``path`` relative to the root with ``./`` and ``//`` removed, a trailing ``/`` kept.
 
-    Raises ``MailslotError`` for an empty path, an absolute path, NUL or a ``..`` segment. Any
+    Raises ``InvalidPath`` for an empty path, an absolute path, NUL or a ``..`` segment. Any
     other character is data (a file name may hold a newline or a ``$``).
     """
     if not path or "\x00" in path:
-        raise MailslotError(f"invalid {where} {path!r}: empty or NUL")
+        raise InvalidPath(f"invalid {where} {path!r}: empty or NUL")
     if path.startswith("/"):
-        raise MailslotError(f"invalid {where} {path!r}: paths are relative to the bus root")
+        raise InvalidPath(f"invalid {where} {path!r}: paths are relative to the bus root")
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise MailslotError(f"invalid {where} {path!r}: '..' would leave the bus root")
+        raise InvalidPath(f"invalid {where} {path!r}: '..' would leave the bus root")
     if not parts:
-        raise MailslotError(f"invalid {where} {path!r}: names the root itself")
+        raise InvalidPath(f"invalid {where} {path!r}: names the root itself")
     return "/".join(parts) + ("/" if path.endswith("/") else "")
 
 
@@ -285,16 +292,14 @@ def _pattern(raw: str, lineno: int, path: Path | None, root: Path | None) -> str
         name = head if head in names and not any(c in head for c in "*?[") else ""
         if name and root is not None:
             if os.path.lexists(root / name):
-                raise MailslotError(
+                raise InvalidPath(
                     f"{raw!r} starts with {name}/, the bus folder's own name, and the bus also "
                     f"holds a {name!r} of its own: which one is meant? rename one of them"
                 )
             if not rest:
-                raise MailslotError(
-                    f"{raw!r} names the bus folder itself; name the paths inside it"
-                )
+                raise InvalidPath(f"{raw!r} names the bus folder itself; name the paths inside it")
             pattern = normalise(rest, where="charter path")
-    except MailslotError as e:
+    except InvalidPath as e:
         raise FormatError(f"line {lineno}: {e.message}", path=path) from None
     return pattern
 
@@ -516,7 +521,7 @@ def _relative(layout: Layout, path: str) -> str:
         real = Path(os.path.realpath(path))
         root = Path(os.path.realpath(layout.root))
         if real != root and root not in real.parents:
-            raise MailslotError(f"{path!r} is outside the bus root {layout.root}")
+            raise InvalidPath(f"{path!r} is outside the bus root {layout.root}")
         rel = real.relative_to(root).as_posix() + ("/" if path.endswith("/") else "")
         return normalise(rel)
     rel = normalise(path)
@@ -531,11 +536,11 @@ def _relative(layout: Layout, path: str) -> str:
 
 def _resolved(layout: Layout, rel: str) -> str | None:
     """Where ``rel`` really lands once symlinks in it are followed, relative to the root (``None``
-    for the root itself); ``MailslotError`` if a symlink leads out of the bus."""
+    for the root itself); ``InvalidPath`` if a symlink leads out of the bus."""
     root = Path(os.path.realpath(layout.root))
     real = Path(os.path.realpath(layout.root / rel))
     if real != root and root not in real.parents:
-        raise MailslotError(f"{rel!r} leads outside the bus root {layout.root} through a symlink")
+        raise InvalidPath(f"{rel!r} leads outside the bus root {layout.root} through a symlink")
     if real == root:
         return None
     return normalise(real.relative_to(root).as_posix() + ("/" if rel.endswith("/") else ""))
@@ -558,7 +563,7 @@ def check(
     """One verdict per path (relative to the root, or absolute inside it) for ``agent``.
 
     A path through a symlink is judged where it really lands too. Raises ``InvalidName``,
-    ``MailslotError`` for a path outside the root, ``FormatError`` for an unreadable charter and
+    ``InvalidPath`` for a path outside the root, ``FormatError`` for an unreadable charter and
     ``Unresolved`` for a tie.
     """
     validate_agent(agent)
@@ -609,7 +614,8 @@ def install_hook(root: Path, repo: Path, *, agent: str | None = None, force: boo
     """Install the pre-commit hook in the checkout at ``repo``; return the hook's path.
 
     With ``agent``, also set ``git config mailslot.agent`` for that checkout. Raises ``Conflict``
-    when a foreign pre-commit hook exists (unless ``force``), ``MailslotError`` outside git.
+    when a foreign pre-commit hook exists (unless ``force``), ``NotFound`` outside git,
+    ``CommandFailed`` if git fails.
     """
     layout = Layout.at(root)
     if agent is not None:

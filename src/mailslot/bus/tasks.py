@@ -35,7 +35,7 @@ from typing import Any
 
 from mailslot.bus.layout import Layout
 from mailslot.bus.roster import require_known
-from mailslot.core.errors import Conflict, MailslotError, NotFound
+from mailslot.core.errors import AlreadyWritten, Conflict, InvalidName, InvalidValue, NotFound
 from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.names import AGENT_RE
@@ -128,16 +128,16 @@ def list_tasks(root: Path, owner: str | None = None) -> list[Task]:
 def _check_text(text: str) -> None:
     check_one_line("task text", text)
     if not text.strip():
-        raise MailslotError("task text is empty")
+        raise InvalidValue("task text is empty")
     check_chars("task text", text, 1, TASK_TEXT_MAX)
     if any(ch != "\t" and unicodedata.category(ch) == "Cc" for ch in text):
-        raise MailslotError("task text holds a control character; a task is plain text")
+        raise InvalidValue("task text holds a control character; a task is plain text")
 
 
 def add(root: Path, text: str, owner: str | None = None) -> Task:
     """Append ``- [ ] TEXT`` to ``tasks-<owner>.md`` (or ``TASKS.md``); return the new task.
 
-    Raises ``LimitExceeded`` for a multi-line or over-long text, ``MailslotError`` for an empty
+    Raises ``LimitExceeded`` for a multi-line or over-long text, ``InvalidValue`` for an empty
     one, ``InvalidName`` for a bad owner, ``NotFound`` outside a bus or for an owner the bus does
     not know (``roster``: no phantom task files). Nothing is written on error.
     """
@@ -162,15 +162,15 @@ def add(root: Path, text: str, owner: str | None = None) -> Task:
         tasks = _parse(path.name, owner, _read(path))
     mine = [t for t in tasks if t.text == text and not t.done]
     if not mine:
-        raise MailslotError("the task vanished right after it was written", path=path)
+        raise AlreadyWritten("the task vanished right after it was written", path=path)
     return mine[-1]
 
 
 def _find(layout: Layout, task_id: str) -> tuple[Path, str | None, Task]:
     task_id = task_id.strip().lower()
     if not re.fullmatch(f"[0-9a-f]{{{MIN_PREFIX},{ID_LEN}}}", task_id):
-        raise MailslotError(
-            f"invalid task id {task_id!r}: {MIN_PREFIX}-{ID_LEN} hex digits (see `tasks list`)"
+        raise InvalidName(
+            "task id", task_id, f"{MIN_PREFIX}-{ID_LEN} hex digits (see `tasks list`)"
         )
     hits = [
         (path, who, t)
@@ -208,7 +208,7 @@ def _tick(task_id: str, file: str) -> Callable[[bytes], bytes]:
 def done(root: Path, task_id: str) -> Task:
     """Tick the task whose id starts with ``task_id``; ticking a done task changes nothing.
 
-    Raises ``NotFound`` for no match, ``Conflict`` for an ambiguous prefix, ``MailslotError`` for
+    Raises ``NotFound`` for no match, ``Conflict`` for an ambiguous prefix, ``InvalidName`` for
     a malformed id.
     """
     layout = Layout.at(root)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mailslot.core.errors import MailslotError
+from mailslot.core.errors import AlreadyWritten
 
 __all__ = ["sync_appended", "sync_file"]
 
@@ -37,11 +37,11 @@ def sync_file(path: Path) -> bool:
 
 def sync_appended(path: Path, what: str) -> None:
     """``sync_file`` for a record already appended and visible (``what`` names it); a failed
-    fsync is a ``MailslotError`` that says the record WAS written, so nobody writes it again."""
+    fsync is ``AlreadyWritten``, which says the record WAS written, so nobody writes it again."""
     try:
         sync_file(path)
     except OSError as e:
-        raise MailslotError(
+        raise AlreadyWritten(
             f"the {what} WAS written and readers see it, but the disk did not confirm it "
             f"durable ({e.strerror}): do not send it again",
             path=path,

@@ -5,22 +5,36 @@ HTTP status in one place, using ``exit_code``. Errors carry fields (path, field,
 script can act on them without parsing the message::
 
     MailslotError                      exit 1
-    +-- InvalidName                    a name, slug or topic outside its rule
-    +-- InvalidValue                   a value outside its rule that is no name (an action, a body)
+    +-- InvalidName                    a name, slug, topic or id outside its rule
+    +-- InvalidPath                    a path that is absolute, climbs out of its root or names it
+    +-- InvalidValue                   any other value outside its rule (an action, empty text)
     +-- LimitExceeded                  a size, word, line or rate bound (never truncated)
     +-- FormatError                    a file or payload that does not parse; names path + field
     +-- NotFound                       a topic, file, peer or item that is not there
+    +-- CannotOpen                     a file or database that cannot be opened or read as asked
     +-- Conflict                       a rule that forbids the write (exists, owned, not allowed)
+    |   +-- RelayStopped               (relay.mailbox) a turn written after the relay was stopped
+    +-- AlreadyWritten                 the write is done and visible; a step after it failed
+    +-- DirectoryFull                  a numbered directory with every number used
     +-- LockBusy                       a lock held by someone else when waiting is not wanted
     +-- Unresolved                     a check that cannot be decided (fail safe: nothing done)
     +-- NoSpace                        the disk or quota is full: nothing was written
     +-- Incomplete                     a run that did part of its job; says which part failed
     |   +-- TickFailed                 (exchange.tickresult) the tick could not do all of it
+    +-- DoctorFailed                   (exchange.doctor) a health check of the exchange failed
+    +-- ServerFailed                   a server that could not listen or start
+    +-- PeerUnreachable                a peer that did not answer (refused, reset, timed out)
+    +-- PeerRefused                    a peer that answered with an error status
     +-- MissingAgent                   exit 2: who is acting was not said (--as, MAILSLOT_AGENT)
     +-- MissingExtra                   an optional dependency this command needs is not installed
     +-- CommandFailed                  an external program (git, systemctl) failed or overran
     +-- WaitTimeout                    exit 3: a wait ended with nothing new
+    |   +-- OutboxEmpty                (bus.outbox) nothing in the outbox to take
     +-- Gone                           exit 4: the thing waited on was removed
+
+A class marked with a module lives in that module; every other class is here. A new kind of
+failure gets its own class in this drawing (a test compares the drawing with the classes);
+nothing raises ``MailslotError`` itself.
 """
 
 from __future__ import annotations
@@ -35,12 +49,16 @@ if TYPE_CHECKING:
     from mailslot.core.command import CommandResult
 
 __all__ = [
+    "AlreadyWritten",
+    "CannotOpen",
     "CommandFailed",
     "Conflict",
+    "DirectoryFull",
     "FormatError",
     "Gone",
     "Incomplete",
     "InvalidName",
+    "InvalidPath",
     "InvalidValue",
     "LimitExceeded",
     "LockBusy",
@@ -49,6 +67,9 @@ __all__ = [
     "MissingExtra",
     "NoSpace",
     "NotFound",
+    "PeerRefused",
+    "PeerUnreachable",
+    "ServerFailed",
     "Unresolved",
     "WaitTimeout",
 ]
@@ -85,8 +106,15 @@ class InvalidName(MailslotError):
         self.rule = rule
 
 
+class InvalidPath(MailslotError):
+    """A path refused before it is used: absolute where it must be relative, climbing out of its
+    root (``..``, a symlink), empty, or naming the root itself."""
+
+
 class InvalidValue(MailslotError):
-    """A value outside its rule that is not a name: an action word, an empty body or reason."""
+    """A value outside its rule that is neither a name nor a path: an action word, an empty body
+    or reason, text holding a control character, an option out of range or contradicting another,
+    an address that is not private."""
 
 
 class LimitExceeded(MailslotError):
@@ -140,8 +168,22 @@ class NotFound(MailslotError):
     """Something named that does not exist."""
 
 
+class CannotOpen(MailslotError):
+    """A file or database that exists but cannot be opened or read as asked: no permission, a
+    FIFO, device or directory where a regular file belongs, a database that will not open."""
+
+
 class Conflict(MailslotError):
     """A write that a rule forbids (the file exists, the path is owned, the state disallows it)."""
+
+
+class AlreadyWritten(MailslotError):
+    """The write is done and readers see it, but a step after it failed (the fsync that confirms
+    it, a counter beside it): the message says so, so the caller does not write it again."""
+
+
+class DirectoryFull(MailslotError):
+    """A numbered directory whose every number is used; nothing was written."""
 
 
 class LockBusy(MailslotError):
@@ -159,6 +201,23 @@ class NoSpace(MailslotError):
 class Incomplete(MailslotError):
     """A run that did part of its job and could not do the rest; the message says which part
     (what it did is reported before this is raised)."""
+
+
+class ServerFailed(MailslotError):
+    """A server that could not listen on its address or could not start; nothing is served."""
+
+
+class PeerUnreachable(MailslotError):
+    """A peer that did not answer (connection refused or reset, timed out): whether it stored
+    the message is unknown, so a retry carries the same idempotency key."""
+
+
+class PeerRefused(MailslotError):
+    """A peer that answered with an error status; ``status`` is the HTTP status it gave."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class MissingAgent(MailslotError):

@@ -71,10 +71,10 @@ from pathlib import Path
 
 from mailslot.core.errors import (
     Conflict,
+    DirectoryFull,
     FormatError,
     LimitExceeded,
     LockBusy,
-    MailslotError,
     NoSpace,
     NotFound,
 )
@@ -436,7 +436,7 @@ def numbered_create(
         try:
             while True:
                 if number > limit:
-                    raise MailslotError(f"no numbers left ({limit} used)", path=directory)
+                    raise DirectoryFull(f"no numbers left ({limit} used)", path=directory)
                 final = directory / f"{number:0{width}d}-{suffix}"
                 try:
                     _link_into_place(tmp, final)
