@@ -238,19 +238,19 @@ def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:
 
 def read_body_file(path: Path, *, limit: int, what: str = "the body file") -> str:
     """The UTF-8 text of ``path``, read to at most ``limit`` bytes; ``LimitExceeded`` past it,
-    ``MailslotError`` if it cannot be read or is not UTF-8."""
-    from mailslot.core.errors import MailslotError
+    ``CannotOpen`` if it cannot be read, ``FormatError`` if it is not UTF-8."""
+    from mailslot.core.errors import CannotOpen, FormatError
     from mailslot.core.limits import read_capped
 
     try:
         with open(path, "rb") as f:
             data = read_capped(f, what, limit)
     except OSError as e:
-        raise MailslotError(f"cannot read {what}: {e.strerror}", path=path) from None
+        raise CannotOpen(f"cannot read {what}: {e.strerror}", path=path) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise MailslotError(f"{what} is not UTF-8 text", path=path) from None
+        raise FormatError(f"{what} is not UTF-8 text", path=path) from None
 
 
 def read_small_input(source: Path, *, limit: int, what: str) -> str:
@@ -258,11 +258,12 @@ def read_small_input(source: Path, *, limit: int, what: str) -> str:
 
     A named file must be a regular file (a symlink the caller named is followed): a FIFO, a
     device or a directory is refused at once, never waited on or read without end.
-    ``LimitExceeded`` past ``limit``; ``MailslotError`` if it cannot be read or is not UTF-8.
+    ``LimitExceeded`` past ``limit``; ``CannotOpen`` if it cannot be read, ``FormatError`` if it is
+    not UTF-8.
     """
     import errno
 
-    from mailslot.core.errors import LimitExceeded, MailslotError
+    from mailslot.core.errors import CannotOpen, FormatError, LimitExceeded
     from mailslot.core.fsio import read_regular
     from mailslot.core.limits import read_capped
 
@@ -275,16 +276,16 @@ def read_small_input(source: Path, *, limit: int, what: str) -> str:
             if e.errno == errno.EFBIG:
                 raise LimitExceeded(what, limit, limit + 1, "bytes", unread=True) from None
             if e.errno == errno.EINVAL:
-                raise MailslotError(
+                raise CannotOpen(
                     f"cannot read {what}: not a regular file (a FIFO, device or directory is "
                     "refused)",
                     path=source,
                 ) from None
-            raise MailslotError(f"cannot read {what}: {e.strerror}", path=source) from None
+            raise CannotOpen(f"cannot read {what}: {e.strerror}", path=source) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise MailslotError(f"{what} is not UTF-8 text", path=source) from None
+        raise FormatError(f"{what} is not UTF-8 text", path=source) from None
 
 
 def env_flag(name: str) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.errors import MailslotError, MissingAgent, NotFound
+from mailslot.core.errors import InvalidValue, MissingAgent, NotFound
 from mailslot.core.names import validate_agent
 
 __all__ = ["ServerConfig", "load_config"]
@@ -93,7 +93,7 @@ def load_config(
             raise NotFound("no such keys file (add a peer with `mailslot peer add`)", path=keys)
         load_keys(keys)
     if ex is None and chat_dir is None and bus is None and keys is None:
-        raise MailslotError(
+        raise InvalidValue(
             "nothing to serve: give --root EXCHANGE (or MAILSLOT_ROOT), --chat-dir DIR, "
             "--bus DIR or --keys FILE"
         )

@@ -5,10 +5,10 @@ that bind is a public IP), so ``check_private`` admits only loopback, RFC 1918, 
 (100.64.0.0/10) and IPv6 ULA (fc00::/7), and refuses the wildcard ``0.0.0.0``/``::`` because it
 includes every public interface. Host names are refused: a name can resolve differently tomorrow.
 
-A server that cannot start is a failure with our own error (exit 1, ``mailslot: error: ...``),
-never the server library's exit code: ``bind_socket`` binds the socket itself, so a busy or
-foreign address raises ``MailslotError`` before uvicorn runs, and uvicorn is then handed the
-already-bound socket (no window in which another process can take the port).
+A server that cannot start is a failure with our own error (exit 1, ``mailslot: error: ...``), never
+the server library's exit code: ``bind_socket`` binds the socket itself, so a busy or foreign
+address raises ``ServerFailed`` before uvicorn runs, and uvicorn is then handed the already-bound
+socket (no window in which another process can take the port).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from mailslot.core.errors import FormatError, MailslotError
+from mailslot.core.errors import FormatError, InvalidValue, ServerFailed
 from mailslot.web.settings import ServerLimits
 
 __all__ = [
@@ -90,17 +90,18 @@ def parse_bind(value: str) -> Bind:
 
 
 def check_private(bind: Bind) -> Bind:
-    """Return ``bind`` if its address is private; ``MailslotError`` for a public or wildcard one."""
+    """Return ``bind`` if its address is private; ``InvalidValue`` for a public or wildcard
+    one."""
     ip = bind.ip
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if ip.is_unspecified:
-        raise MailslotError(
+        raise InvalidValue(
             f"refusing to listen on {bind.host}: the wildcard address includes every public "
             "interface; bind a loopback, RFC 1918, Tailscale (100.64/10) or ULA address"
         )
     if not any(ip.version == net.version and ip in net for net in PRIVATE_NETWORKS):
-        raise MailslotError(
+        raise InvalidValue(
             f"refusing to listen on {bind.host}: not a private address (allowed: loopback, "
             "10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)"
         )
@@ -108,7 +109,7 @@ def check_private(bind: Bind) -> Bind:
 
 
 def bind_socket(bind: Bind) -> socket.socket:
-    """A listening TCP socket on ``bind``; ``MailslotError`` when the address is busy or foreign."""
+    """A listening TCP socket on ``bind``; ``ServerFailed`` when the address is busy or foreign."""
     family = socket.AF_INET6 if bind.ip.version == 6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -121,9 +122,7 @@ def bind_socket(bind: Bind) -> socket.socket:
         sock.listen(2048)
     except OSError as e:
         sock.close()
-        raise MailslotError(
-            f"cannot listen on {bind.host}:{bind.port}: {e.strerror or e}"
-        ) from None
+        raise ServerFailed(f"cannot listen on {bind.host}:{bind.port}: {e.strerror or e}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -192,13 +191,13 @@ def build_server(app: Any, limits: ServerLimits, *, log_level: str = "warning") 
 def run_server(
     app: Any, sock: socket.socket, limits: ServerLimits, *, log_level: str = "warning"
 ) -> None:
-    """Serve ``app`` on the bound ``sock`` until a signal stops it; ``MailslotError`` on failure."""
+    """Serve ``app`` on the bound ``sock`` until a signal stops it; ``ServerFailed`` on failure."""
     server = build_server(app, limits, log_level=log_level)
     try:
         server.run(sockets=[sock])
     except SystemExit as e:
-        raise MailslotError(f"the server stopped while starting (uvicorn exit {e.code})") from None
+        raise ServerFailed(f"the server stopped while starting (uvicorn exit {e.code})") from None
     finally:
         sock.close()
     if not server.started:
-        raise MailslotError("the server could not start (see the log above)")
+        raise ServerFailed("the server could not start (see the log above)")

@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mailslot.core.clock import format_time
-from mailslot.core.errors import FormatError, MailslotError, NoSpace, NotFound
+from mailslot.core.errors import CannotOpen, FormatError, NoSpace, NotFound
 from mailslot.core.formats import load_json
 from mailslot.core.limits import check_bytes, check_chars
 from mailslot.web.settings import BOARD_BODY_CAP, BOARD_NEWEST
@@ -188,7 +188,7 @@ class Board:
             self._db.execute("PRAGMA synchronous = FULL")
             self._db.executescript(_SCHEMA)
         except sqlite3.Error as e:
-            raise MailslotError(f"cannot open the board database: {e}", path=db) from None
+            raise CannotOpen(f"cannot open the board database: {e}", path=db) from None
         self._own_writes = 0
         self._bans_at: tuple[int, int] | None = None
         self._bans: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []

@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from mailslot import __version__
-from mailslot.core.errors import MailslotError
+from mailslot.core.errors import InvalidValue, MailslotError
 from mailslot.web.auth import PeerEntry, load_peers
 from mailslot.web.bind import bind_socket, parse_bind, run_server
 from mailslot.web.board import CSP, Board, parse_post, render_page
@@ -78,7 +78,7 @@ def _networks(values: tuple[str, ...]) -> tuple[Network, ...]:
     try:
         return tuple(ipaddress.ip_network(v, strict=False) for v in values)
     except ValueError as e:
-        raise MailslotError(f"--trust-proxy: {e}") from None
+        raise InvalidValue(f"--trust-proxy: {e}") from None
 
 
 def _in(address: str, networks: tuple[Network, ...]) -> bool:

@@ -26,6 +26,8 @@ from mailslot.core.errors import (
     Conflict,
     FormatError,
     InvalidName,
+    InvalidPath,
+    InvalidValue,
     LimitExceeded,
     MailslotError,
     NoSpace,
@@ -56,7 +58,7 @@ def status_for(exc: MailslotError) -> int:
     """The HTTP status of a refusal: 413 for a too-large body, 422 for a bad payload, ..."""
     if isinstance(exc, LimitExceeded) and exc.what == "request body":
         return 413
-    if isinstance(exc, LimitExceeded | FormatError | InvalidName):
+    if isinstance(exc, LimitExceeded | FormatError | InvalidName | InvalidPath | InvalidValue):
         return 422
     if isinstance(exc, NotFound):
         return 404

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.clock import format_time, now, parse_time
-from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
+from mailslot.core.errors import (
+    Conflict,
+    FormatError,
+    NotFound,
+    PeerRefused,
+    PeerUnreachable,
+)
 from mailslot.core.formats import load_json
 from mailslot.core.fsio import atomic_create, fsync_dir, read_regular
 from mailslot.core.limits import check_bytes, check_chars, check_one_line
@@ -282,9 +288,9 @@ def send(
             )
         except httpx.TransportError as e:  # reset, refused, timed out: stored or not, unknown
             if attempt == SEND_ATTEMPTS:
-                raise MailslotError(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
+                raise PeerUnreachable(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
         except httpx.HTTPError as e:
-            raise MailslotError(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
+            raise PeerUnreachable(f"cannot reach peer {peer!r} at {key.url}: {e}") from None
         else:
             if r.status_code not in _RETRY_STATUS or attempt == SEND_ATTEMPTS:
                 break
@@ -295,5 +301,8 @@ def send(
         answer = {}
     if not r.is_success or not isinstance(answer, dict):
         reason = answer.get("error") if isinstance(answer, dict) else None
-        raise MailslotError(f"peer {peer!r} refused the message: HTTP {r.status_code}: {reason}")
+        raise PeerRefused(
+            f"peer {peer!r} refused the message: HTTP {r.status_code}: {reason}",
+            status=r.status_code,
+        )
     return answer
