@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from mailslot.bridge.config import BridgeConfig
-from mailslot.core.errors import MailslotError, NotFound
+from mailslot.core.errors import InvalidValue, NotFound, ServerFailed
 from mailslot.core.fsio import atomic_write
 
 __all__ = ["NATS_CONF", "NatsServer", "find_nats_server", "render_conf", "write_conf"]
@@ -63,7 +63,7 @@ def _q(value: str) -> str:
 def _host_port(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit():
-        raise MailslotError(f"expected HOST:PORT, got {addr!r}")
+        raise InvalidValue(f"expected HOST:PORT, got {addr!r}")
     return host, int(port)
 
 
@@ -160,23 +160,23 @@ class NatsServer:
             out.close()
 
     def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
-        """Start the server and wait until its client port answers; ``MailslotError`` if not."""
+        """Start the server and wait until its client port answers; ``ServerFailed`` if not."""
         listen = self.config.nats.listen
         if port_open(listen):
-            raise MailslotError(
+            raise ServerFailed(
                 f"something already listens on {listen}; stop it, or use it with --nats-url"
             )
         self._spawn()
         deadline = time.monotonic() + timeout
         while not port_open(listen):
             if self.proc is not None and self.proc.poll() is not None:
-                raise MailslotError(
+                raise ServerFailed(
                     f"nats-server exited at start (code {self.proc.returncode}); "
                     f"see {self.log_path}"
                 )
             if time.monotonic() > deadline:
                 self.stop()
-                raise MailslotError(f"nats-server did not answer on {listen} within {timeout:g}s")
+                raise ServerFailed(f"nats-server did not answer on {listen} within {timeout:g}s")
             time.sleep(0.02)
 
     def check(self) -> bool:

@@ -85,7 +85,7 @@ def search(
       mailslot search --reindex --root /srv/exchange
     """
     from mailslot import search as s
-    from mailslot.core.errors import MailslotError
+    from mailslot.core.errors import InvalidValue
 
     top = ctx.find_root().obj  # the global --root (or MAILSLOT_ROOT), when one was given
     default = top.need_root() if isinstance(top, Env) else Path.cwd()
@@ -97,6 +97,6 @@ def search(
         emit({"reindexed": done}, as_json, _text)
         return
     if query is None:
-        raise MailslotError("what to search for? give a QUERY (or --reindex)")
+        raise InvalidValue("what to search for? give a QUERY (or --reindex)")
     hits = s.search(paths, query, limit=limit)
     emit({"roots": [str(p) for p in paths], "hits": [h.to_json() for h in hits]}, as_json, _text)
