@@ -1,6 +1,6 @@
 """The tick across hosts: it runs on the home host only; HELD.md, INDEX.md, archives and reopens
 reach the other host as explicit messages; the guard compares a side's ``done`` with when an
-entry reached that side's host (its arrival receipt), so the seed's guard holds across hosts."""
+entry reached that side's host (its arrival receipt), so that guard holds across hosts."""
 
 from __future__ import annotations
 
