@@ -296,6 +296,27 @@ def _write(
     return start, start + len(block.encode())
 
 
+def append_verbatim(path: Path | str, block: bytes) -> tuple[int, int]:
+    """Append ``block``, a whole message written elsewhere (a bridge carrying another host's
+    copy of this chat), under both locks like any message; ``(start, end)``. Creates the file
+    when missing. ``FormatError`` when ``block`` is not exactly one whole message or the file
+    is no chat. No rule is applied: the message was already said where it was written.
+    """
+    path = Path(path)
+    messages, consumed = parse_messages(block)
+    if len(messages) != 1 or consumed != len(block) or messages[0].offset != 0:
+        raise FormatError("not exactly one whole chat message", path=path)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+    with _mkdir_lock(path):
+        data = _require_chat(read_from(path, 0), path)
+        if data and not data.endswith(b"\n"):
+            raise FormatError("the chat does not end at a message boundary yet", path=path)
+        start = locked_append(path, block)
+    sync_appended(path, "message")
+    return start, start + len(block)
+
+
 def _state_failed(e: OSError | NoSpace, outcome: str) -> OSError | NoSpace:
     """``e`` (a state-dir write that failed) restated with what became of the chat."""
     if isinstance(e, NoSpace):
