@@ -128,6 +128,7 @@ class Host:
         self.base = base / name
         self.root = self.base / EX
         self.dir = self.base / "bridge"
+        self.chat = self.base / "room.txt"
         self.client_port = free_port()
         self.leaf_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -267,3 +268,11 @@ def send_many(host: Host, side: str, topic: str, count: int, tag: str = "") -> l
 def converged(*hosts: Host) -> bool:
     first = hosts[0].files()
     return all(h.files() == first for h in hosts[1:])
+
+
+def chat_messages(host: Host) -> list[tuple[str, str, str]]:
+    """``(sender, time, body)`` of every message in the host's copy of the chat."""
+    from mailslot.chat.format import parse_messages
+
+    messages, _ = parse_messages(host.chat.read_bytes())
+    return [(m.sender, m.time_raw, m.body) for m in messages]

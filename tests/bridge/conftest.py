@@ -35,8 +35,14 @@ class Pair:
         self.b = Host(base, "b")
         self.proxy = Proxy(self.a.leaf_port)
         hosts = {"a": "a", "b": "b"}
-        self.a.init(["b"], hosts, "a", "--leaf-advertise", f"127.0.0.1:{self.proxy.port}")
-        self.b.init(["a"], hosts, "a", "--leaf-remote", f"nats-leaf://127.0.0.1:{self.proxy.port}")
+        for h in (self.a, self.b):  # each host's copy of one bridged chat, empty at first
+            h.base.mkdir(parents=True, exist_ok=True)
+            h.chat.touch()
+        chat_a = ("--chat", f"room={self.a.chat}")
+        chat_b = ("--chat", f"room={self.b.chat}")
+        self.a.init(["b"], hosts, "a", "--leaf-advertise", f"127.0.0.1:{self.proxy.port}", *chat_a)
+        leaf = f"nats-leaf://127.0.0.1:{self.proxy.port}"
+        self.b.init(["a"], hosts, "a", "--leaf-remote", leaf, *chat_b)
 
     def start(self) -> None:
         self.proxy.start()

@@ -244,6 +244,10 @@ def load_config(directory: Path) -> BridgeConfig:
         except InvalidName as e:
             raise FormatError(str(e), path=path, field="chats") from None
         chats.append(BridgedChat(name=name, path=Path(item["path"])))
+    if {c.name for c in chats} & {ex.name for ex in exchanges} or len(
+        {c.name for c in chats}
+    ) != len(chats):
+        raise FormatError("exchanges and chats need names of their own", path=path, field="chats")
     return BridgeConfig(
         dir=directory,
         host=host,
@@ -327,6 +331,7 @@ def init_bridge(
         exchange = exchange._replace(root=exchange.root.absolute())
         exchanges.append(exchange)
     if chat is not None:
+        validate_host(chat.name, "chat name")
         chats.append(chat._replace(path=chat.path.absolute()))
     config = BridgeConfig(directory, host, nats, tuple(peers), tuple(exchanges), tuple(chats))
     write_config(config)

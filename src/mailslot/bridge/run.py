@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from mailslot.bridge.chatlink import ChatLink
 from mailslot.bridge.config import BridgeConfig, BridgedExchange
 from mailslot.bridge.ledger import Ledger
 from mailslot.bridge.materialise import Outcome, materialise
@@ -41,6 +42,8 @@ from mailslot.bridge.wire import (
     MAX_PAYLOAD_BYTES,
     PLACE_DONE,
     PLACE_LIVE,
+    ChatIncoming,
+    chat_subject,
     check_incoming,
     headers_for,
     held_subject,
@@ -50,7 +53,7 @@ from mailslot.bridge.wire import (
 )
 from mailslot.core.clock import format_time
 from mailslot.core.dirwatch import Change, DirWatch
-from mailslot.core.errors import MailslotError
+from mailslot.core.errors import LockBusy, MailslotError, NoSpace
 from mailslot.core.fsio import atomic_write, read_regular
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE
@@ -93,7 +96,7 @@ class Spot(NamedTuple):
     """What a watched folder is: an exchange ``root``, an ``inbox`` (``to-<side>``), its
     ``done`` folder, or a live ``topic``."""
 
-    exchange: BridgedExchange
+    exchange: BridgedExchange | None  # None for a folder of bridged chats
     role: str
     inbox: str
     topic: str
@@ -143,6 +146,7 @@ class Bridge:
         self.receipts: list[Job] = []  # arrival receipts to send (from the receivers)
         self.receipted: set[str] = set()
         self._wake = asyncio.Event()
+        self.chats = {c.name: ChatLink(c, config.host, config.state_dir) for c in config.chats}
         self.counts: dict[str, int] = {"published": 0, "materialised": 0, "skipped_same": 0}
         self.last_heard: dict[str, str] = {}
         self.started_at = format_time()
@@ -354,7 +358,24 @@ class Bridge:
         self.receipted.add(key)
         return True
 
+    async def _send_chat(self, link: ChatLink) -> bool:
+        """Publish the blocks said on this host since the tail; ``False`` if one failed."""
+        for m in link.local_messages():
+            subject = chat_subject(self.config.host, link.chat.name, m.offset)
+            if not await self._publish(subject, m.block):
+                return False
+            link.advance(m.end)
+        link.save()
+        return True
+
     async def _do(self, job: Job) -> None:
+        if job.kind == "chat":
+            ok = await self._send_chat(self.chats[job.exchange])
+            if ok:
+                self.retry.discard(job)
+            else:
+                self.retry.add(job)
+            return
         ex = self.config.exchange(job.exchange)
         if job.kind == "file":
             ok = await self._send_file(ex, job.inbox, job.topic, job.name)
@@ -401,10 +422,21 @@ class Bridge:
                         if receipts and local_reader and _entry_name(name):
                             await self._do(Job("receipt", ex.name, side, topic, name))
             await self._do(Job("index", ex.name))
+        for link in self.chats.values():
+            parent = link.chat.path.parent
+            where.setdefault(parent, Spot(None, "chats", "", ""))
+            if not watch.watching(parent):
+                watch.add(parent)
+            await self._do(Job("chat", link.chat.name))
 
     async def _on_change(self, watch: DirWatch, where: dict[Path, Spot], change: Change) -> None:
         spot = where.get(change.directory)
         if spot is None:
+            return
+        if spot.role == "chats" or spot.exchange is None:
+            for link in self.chats.values():
+                if link.chat.path == change.directory / change.name:
+                    await self._do(Job("chat", link.chat.name))
             return
         ex = spot.exchange
         if spot.role == "root":
@@ -466,6 +498,9 @@ class Bridge:
             self.ledger.alert("refused", peer=peer, subject=msg.subject[:200], reason=str(e))
             await msg.ack()
             return
+        if isinstance(item, ChatIncoming):
+            await self._handle_chat(peer, item, msg)
+            return
         if item.kind == KIND_PLACE:  # set before the move: the publisher must not echo it
             place = "done" if item.data == PLACE_DONE else "live"
             if item.rev > self.ledger.received.get(item.key, 0):
@@ -496,6 +531,23 @@ class Bridge:
             self._wake.set()
         elif outcome is Outcome.SAME:
             self.counts["skipped_same"] += 1
+        self.last_heard[peer] = format_time()
+        await msg.ack()
+
+    async def _handle_chat(self, peer: str, item: ChatIncoming, msg: Any) -> None:
+        link = self.chats[item.chat.name]
+        try:
+            appended = link.apply(peer, item.offset, item.data)
+        except (LockBusy, NoSpace, OSError) as e:
+            log.warning("cannot append to chat %s (will retry): %s", item.chat.name, e)
+            await msg.nak(delay=RETRY_SECONDS)
+            return
+        except MailslotError as e:
+            log.warning("refused from %s: %s", peer, e)
+            self.ledger.alert("refused", peer=peer, subject=msg.subject[:200], reason=str(e))
+            await msg.ack()
+            return
+        self.counts["materialised" if appended else "skipped_same"] += 1
         self.last_heard[peer] = format_time()
         await msg.ack()
 

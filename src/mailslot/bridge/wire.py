@@ -8,6 +8,7 @@ Subjects (every token a checked name, so a subject is also a safe path)::
     ms.<host>.<exchange>.i.<rev>                           INDEX.md (home)
     ms.<host>.<exchange>.p.<topic>.<rev>                   "done" (archive) or "live" (reopen)
     ms.<host>.<exchange>.r.<inbox>.<topic>.<NNNN>.<from>   arrival receipt: ns, reader's host
+    ms.<host>.<chat>.c.<offset>                            one chat block said on <host>
 
 Stream sources do not carry deletions or moves, so the tick's (HELD.md released, a topic archived
 or reopened) travel as explicit messages.
@@ -29,7 +30,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from mailslot.bridge.config import BridgeConfig, BridgedExchange
+from mailslot.bridge.config import BridgeConfig, BridgedChat, BridgedExchange
 from mailslot.core.errors import Conflict, FormatError, InvalidName, LimitExceeded
 from mailslot.core.names import validate_agent, validate_topic
 
@@ -51,6 +52,7 @@ KIND_HELD = "h"
 KIND_INDEX = "i"
 KIND_PLACE = "p"
 KIND_RECEIPT = "r"
+KIND_CHAT = "c"
 STATE_NAME = "STATE.md"
 HELD_NAME = "HELD.md"
 INDEX_NAME = "INDEX.md"
@@ -65,6 +67,8 @@ OP_DELETE = "delete"
 MAX_PAYLOAD_BYTES = 256 * 1024 + 64 * 1024
 _NUMBER_RE = re.compile(r"[0-9]{4}")
 _REV_RE = re.compile(r"[0-9]{1,20}")
+# Chat names are chosen by agents ("Kiran-48291"); anything this long is not a name.
+MAX_CHAT_NAME = 100
 
 
 class Incoming(NamedTuple):
@@ -100,6 +104,39 @@ class Incoming(NamedTuple):
     def path(self) -> Path:
         """The absolute path on this host."""
         return self.exchange.root / self.relpath
+
+
+class ChatIncoming(NamedTuple):
+    """A checked chat block from a peer (the sender's name is checked when it is applied)."""
+
+    origin: str
+    chat: BridgedChat
+    offset: int
+    data: bytes
+
+
+def chat_subject(host: str, chat: str, offset: int) -> str:
+    """The subject of the block said at ``offset`` of ``host``'s copy of ``chat``."""
+    return f"ms.{host}.{chat}.{KIND_CHAT}.{offset}"
+
+
+def _check_chat(config: BridgeConfig, peer: str, parts: list[str], data: bytes) -> ChatIncoming:
+    from mailslot.chat.format import parse_messages
+
+    try:
+        chat = config.chat(parts[2])
+    except Exception:
+        raise Conflict(f"host {peer!r} sent for chat {parts[2][:40]!r}, not bridged here") from None
+    if len(parts) != 5:
+        raise FormatError(f"not a chat subject: {'.'.join(parts)[:120]!r}")
+    offset = _rev(parts[4])
+    messages, consumed = parse_messages(data)
+    if len(messages) != 1 or consumed != len(data) or messages[0].offset != 0:
+        raise FormatError(f"chat {chat.name!r}: not exactly one whole message")
+    sender = messages[0].sender
+    if not sender.strip() or len(sender) > MAX_CHAT_NAME or "\ufffd" in sender:
+        raise FormatError(f"chat {chat.name!r}: no usable sender name")
+    return ChatIncoming(peer, chat, offset, data)
 
 
 def entry_subject(host: str, exchange: str, inbox: str, topic: str, name: str) -> str:
@@ -195,7 +232,7 @@ def check_incoming(
     headers: dict[str, str] | None,
     data: bytes,
     members: dict[str, dict[str, str] | None] | None = None,
-) -> Incoming:
+) -> Incoming | ChatIncoming:
     """Check a message that arrived from ``peer``; the ``Incoming`` to materialise.
 
     Refused (never materialised) with ``LimitExceeded`` (oversize), ``FormatError`` (malformed:
@@ -213,14 +250,16 @@ def check_incoming(
     origin, ex_name, kind = parts[1], parts[2], parts[3]
     if origin != peer:
         raise Conflict(f"message from host {peer!r} claims origin {origin[:40]!r}")
+    if headers is None or headers.get(SHA_HEADER) != hashlib.sha256(data).hexdigest():
+        raise FormatError(f"message {subject[:120]!r}: digest missing or wrong")
+    if kind == KIND_CHAT:
+        return _check_chat(config, peer, parts, data)
     try:
         exchange = config.exchange(ex_name)
     except Exception:
         raise Conflict(
             f"host {peer!r} sent for exchange {ex_name[:40]!r}, not bridged here"
         ) from None
-    if headers is None or headers.get(SHA_HEADER) != hashlib.sha256(data).hexdigest():
-        raise FormatError(f"message {subject[:120]!r}: digest missing or wrong")
     inbox, topic, name, rev, sender = _parse(parts, subject)
     if topic:
         validate_topic(topic)

@@ -62,6 +62,7 @@ def bridge() -> None:
 @click.option("--name", help="The exchange's name on the wire (default: the root's name).")
 @click.option("--side", "sides", multiple=True, metavar="SIDE=HOST", help="Who hosts a side.")
 @click.option("--home", help="The host that runs the exchange's tick.")
+@click.option("--chat", "chat", metavar="NAME=FILE", help="A chat file to bridge (its copy here).")
 @json_option
 def init_cmd(
     directory: Path | None,
@@ -81,6 +82,7 @@ def init_cmd(
     name: str | None,
     sides: tuple[str, ...],
     home: str | None,
+    chat: str | None,
     as_json: bool,
 ) -> None:
     """Write this host's bridge config and nats-server config.
@@ -92,7 +94,7 @@ def init_cmd(
       mailslot bridge init --dir ./a --host a --peer b --leaf-listen 127.0.0.1:7422 \\
           --exchange ./ex-a --name ex --side claude=a --side olu=b --home a
     """
-    from mailslot.bridge.config import BridgedExchange, NatsSettings, init_bridge
+    from mailslot.bridge.config import BridgedChat, BridgedExchange, NatsSettings, init_bridge
 
     exchange = None
     if root is not None:
@@ -117,7 +119,13 @@ def init_cmd(
         tls_key=tls_key,
         tls_ca=tls_ca,
     )
-    config = init_bridge(_dir(directory), host, settings, peers, exchange)
+    bridged_chat = None
+    if chat is not None:
+        chat_name, eq, chat_path = chat.partition("=")
+        if not eq:
+            raise click.BadParameter(f"expected NAME=FILE, got {chat!r}", param_hint="--chat")
+        bridged_chat = BridgedChat(chat_name, Path(chat_path))
+    config = init_bridge(_dir(directory), host, settings, peers, exchange, bridged_chat)
     emit(
         {
             "dir": str(config.dir),
