@@ -169,3 +169,11 @@ def login(client: httpx.Client, url: str, token: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page.text)
     assert found, "a logged-in page carries the session's CSRF token"
     return found.group(1)
+
+
+def login_in_browser(page: Any, url: str, token: str) -> None:
+    """Log a browser page in through the login form."""
+    page.goto(f"{url}/login", wait_until="load")
+    page.fill("#token", token)
+    page.click("form.login button")
+    page.wait_for_url(f"{url}/")

@@ -28,6 +28,7 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.errors import MailslotError
 from mailslot.core.formats import load_yaml
+from mailslot.core.fsio import atomic_write
 from mailslot.core.git import STALE_AFTER_S, index_lock, run_git
 from mailslot.exchange import leftovers
 from mailslot.exchange.boundary import (
@@ -46,7 +47,15 @@ from mailslot.exchange.sweep import state_warnings, sweep
 from mailslot.exchange.topics import list_topics
 from mailslot.exchange.tree import audit_tree
 
-__all__ = ["Check", "DoctorFailed", "DoctorReport", "deploy_facts", "doctor"]
+__all__ = [
+    "VERDICT_NAME",
+    "Check",
+    "DoctorFailed",
+    "DoctorReport",
+    "deploy_facts",
+    "doctor",
+    "record_verdict",
+]
 
 STATUSES = ("ok", "warn", "fail", "skip")
 # Both seed agents poll every two minutes and answer within the hour; a required entry waiting
@@ -638,4 +647,20 @@ def doctor(
     check_leftovers(ex, report)
     check_answers(ex, report, patience)
     check_states(ex, report)
+    record_verdict(ex, report)
     return report
+
+
+# Where the last verdict is kept, beside the heartbeat, for the page's overview.
+VERDICT_NAME = "doctor.json"
+
+
+def record_verdict(ex: Exchange, report: DoctorReport) -> bool:
+    """Keep ``report`` with its time in ``.mailslot/doctor.json``; False when this user may not
+    write there (a side's agent often may not): the verdict was still printed."""
+    doc = {"ran_at": format_time(now()), **report.to_json()}
+    try:
+        atomic_write(ex.meta / VERDICT_NAME, json.dumps(doc, indent=1) + "\n", mode=0o644)
+    except (OSError, MailslotError):
+        return False
+    return True

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
@@ -196,6 +197,8 @@ class Handlers:
         except ValueError:
             page = 1
         view = await in_thread(self.cache.exchange, ex)
+        # numbers and dates drawn by the page itself (timepic): nothing from a file
+        picture = Markup(await in_thread(self.cache.picture, ex))  # noqa: S704
         rows = filter_rows(view, which, side)
         per = self.ctx.settings.rows
         pages = max(1, -(-len(rows) // per))
@@ -215,6 +218,7 @@ class Handlers:
             filters=FILTERS,
             side=side,
             can_write=my_side is not None,
+            picture=picture,
         )
 
     async def topic(self, request: Request) -> Response:

@@ -22,6 +22,7 @@ from typing import Any
 
 from mailslot.core.clock import format_time, now
 from mailslot.core.fsio import read_regular
+from mailslot.exchange.doctor import VERDICT_NAME
 from mailslot.exchange.layout import DONE, Exchange
 from mailslot.exchange.monitor import HEARTBEAT_NAME, HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.overview import topic_summaries
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 # Where ``exchange doctor`` records its last verdict, beside the heartbeat.
-DOCTOR_FILE = "doctor.json"
+DOCTOR_FILE = VERDICT_NAME
 # A doctor verdict is a few hundred bytes; anything larger is not one.
 DOCTOR_FILE_MAX = 64 * 1024
 FILTERS = ("all", "waiting", "held", "archived", "mine")
@@ -212,6 +213,7 @@ class ViewCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._views: dict[Path, tuple[tuple[Any, ...], ExchangeView]] = {}
+        self._pictures: dict[Path, tuple[tuple[Any, ...], str]] = {}
 
     def exchange(self, ex: Exchange) -> ExchangeView:
         """The current view of ``ex`` (rebuilt when its tree changed). Never raises for data."""
@@ -226,6 +228,22 @@ class ViewCache:
                 self._views[ex.root] = (stamp, view)
         # The heartbeat's age moves with the clock, not the tree.
         return _aged(view, ex)
+
+    def picture(self, ex: Exchange) -> str:
+        """The exchange's time picture as SVG (``timepic``), redrawn when its tree changed or
+        the day turned."""
+        from mailslot.web.page.timepic import draw, measure
+
+        view = self.exchange(ex)
+        stamp = (tree_stamp(ex), now().date())
+        with self._lock:
+            held = self._pictures.get(ex.root)
+        if held is not None and held[0] == stamp:
+            return held[1]
+        svg = draw(measure(ex, [(r.name, r.last_activity) for r in view.rows]))
+        with self._lock:
+            self._pictures[ex.root] = (stamp, svg)
+        return svg
 
 
 def _aged(view: ExchangeView, ex: Exchange) -> ExchangeView:
