@@ -8,6 +8,7 @@ import pytest
 from search_helpers import Roots, links
 
 from mailslot.core.errors import FormatError, LimitExceeded, NotFound
+from mailslot.exchange import send
 from mailslot.search import Hit, search
 
 
@@ -128,3 +129,18 @@ def test_cli_refusals_are_one_line_and_exit_1(roots: Roots, run_cli, tmp_path) -
     assert empty.returncode == 1 and "nothing to search" in empty.stderr
     both = run_cli("search", "gate", "--reindex", "--root", str(roots.ex.root))
     assert both.returncode == 2
+
+
+def test_past_the_rank_window_the_newest_matches_are_ranked(roots: Roots, monkeypatch) -> None:
+    from mailslot.search import store
+
+    search(roots.all, "gate")  # indexed first: older than what follows
+    for i in range(6):
+        send(roots.ex, "olu", "gate-bug", "fyi", f"gate note {i}")
+    everything = search(roots.all, "gate", limit=50)
+    monkeypatch.setattr(store, "RANK_WINDOW", 4)
+    newest = search([roots.ex.root], "gate", limit=50)
+    assert len(newest) == 4
+    assert {h.name for h in newest} == {f"{n:04d}-olu.md" for n in range(5, 9)}  # 3..8 are new
+    assert len(search([roots.ex.root], "gate from:olu", limit=50)) == 4
+    assert len(everything) == 11  # 8 entries, the chat, the LOG line, the peer message

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from mailslot.core.errors import LimitExceeded
+from mailslot.core.errors import LimitExceeded, NotFound
 from mailslot.search.hit import Hit
 from mailslot.search.query import parse_query
 from mailslot.search.sources import Refreshed, channels_at, refresh_index
@@ -28,6 +28,15 @@ LIMIT_MAX = 500
 
 def _root(root: Path | str) -> Path:
     return Path(root).expanduser().absolute()
+
+
+def _channels(root: Path, skip_empty: bool) -> tuple[str, ...]:
+    try:
+        return channels_at(root)
+    except NotFound:
+        if skip_empty and root.is_dir():
+            return ()
+        raise
 
 
 def refresh(root: Path | str, *, base: Path | None = None) -> Refreshed:
@@ -57,20 +66,26 @@ def search(
     limit: int = LIMIT_DEFAULT,
     fresh: bool = True,
     base: Path | None = None,
+    skip_empty: bool = False,
 ) -> list[Hit]:
     """The best ``limit`` messages matching ``query`` under ``roots``, best first.
 
     ``FormatError``/``LimitExceeded`` for a query outside the language or its bounds (see
     ``search.query``), ``LimitExceeded`` for ``limit`` outside 1..``LIMIT_MAX``, ``NotFound``
-    for a root that holds nothing to search. Every check is made before any index is touched.
+    for a root that holds nothing to search (with ``skip_empty``, such a root is passed over
+    unless none is left). Every check is made before any index is touched.
     """
     if not 1 <= limit <= LIMIT_MAX:
         raise LimitExceeded(
             "the number of hits", LIMIT_MAX if limit > 0 else 1, limit, minimum=limit < 1
         )
     q = parse_query(query)
-    found = [(r, channels_at(r)) for r in dict.fromkeys(_root(r) for r in roots)]
+    found = [(r, _channels(r, skip_empty)) for r in dict.fromkeys(_root(r) for r in roots)]
     hits: list[Hit] = []
+    if skip_empty:  # roots that hold nothing yet (a chat directory before its first chat)
+        found = [(r, c) for r, c in found if c]
+        if not found:
+            raise NotFound("none of the roots holds anything to search yet")
     for root, channels in found:
         with Index(root, base=base) as index:
             if fresh:

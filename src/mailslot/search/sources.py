@@ -73,9 +73,24 @@ class Refreshed(NamedTuple):
     problems: tuple[str, ...]  # what could not be indexed, one line each
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def _lstat(path: Path | str) -> os.stat_result | None:
     try:
         return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _open_dir(path: Path) -> int | None:
+    """A descriptor of the directory ``path`` (never through a symlink), or ``None``."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _lstat_at(fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=fd)
     except OSError:
         return None
 
@@ -152,8 +167,11 @@ class _Run:
         tick = _RACY[1:] if self.now_ns - changed < RACY_NS else str(changed)
         return f"{rel}|{st.st_ino}|{tick}"
 
-    def _forget_unseen(self, prefix: str, seen: set[str]) -> None:
-        for key, src in self.index.sources(prefix).items():
+    def _forget_unseen(
+        self, prefix: str, seen: set[str], stored: dict[str, SourceState] | None = None
+    ) -> None:
+        """Drop the sources under ``prefix`` (as ``stored`` lists them) not ``seen`` now."""
+        for key, src in (self.index.sources(prefix) if stored is None else stored).items():
             if key not in seen:
                 self.removed += self.index.forget(src)
 
@@ -181,34 +199,46 @@ class _Run:
     # -- exchange --------------------------------------------------------------------------------
     def exchange(self) -> None:
         from mailslot.exchange.entries import entry_names
-        from mailslot.exchange.layout import load_exchange
-        from mailslot.exchange.topics import list_topics
+        from mailslot.exchange.layout import DONE, load_exchange
+        from mailslot.exchange.topics import topic_names
 
         ex = load_exchange(self.root)
         stored = self.index.sources("ex:")
         seen: set[str] = set()
-        for ref in list_topics(ex, include_archived=True):
-            for inbox_side, directory in ref.dirs.items():
-                key = f"ex:{inbox_side}:{ref.name}"
-                seen.add(key)
-                st = _lstat(directory)
-                if st is None:
-                    continue  # moved while we looked (archived): found in its new place next time
-                rel = str(directory.relative_to(ex.root))
-                sig = self._dir_sig(rel, st)
-                old = stored.get(key)
-                if old is not None and old.sig == sig and not sig.endswith(_RACY):
-                    continue
-                names = {}
-                for _, _, name in entry_names(directory):
-                    fst = _lstat(directory / name)
-                    if fst is not None:
-                        names[name] = f"{fst.st_ino}:{fst.st_size}:{fst.st_mtime_ns}"
-                read = functools.partial(
-                    _entry_doc, ex, directory, ex.writer_of(inbox_side), ref.name, rel
-                )
-                self._sync_dir(key, old, sig, names, read)
-        self._forget_unseen("ex:", seen)
+        for side in ex.sides:
+            inbox = ex.inbox(side)
+            # a live copy wins over a stale one in done/ (as list_topics decides)
+            where = dict.fromkeys(topic_names(inbox / DONE), f"to-{side}/{DONE}")
+            where.update(dict.fromkeys(topic_names(inbox), f"to-{side}"))
+            parents = {p: _open_dir(ex.root / p) for p in set(where.values())}
+            try:
+                for topic, parent in where.items():
+                    key = f"ex:{side}:{topic}"
+                    seen.add(key)
+                    fd = parents[parent]
+                    # the path taken when nothing changed: one lstat, relative to its parent
+                    st = _lstat_at(fd, topic) if fd is not None else None
+                    if st is None:
+                        continue  # moved while we looked (archived): found in its new place
+                    rel = f"{parent}/{topic}"
+                    sig = self._dir_sig(rel, st)
+                    old = stored.get(key)
+                    if old is not None and old.sig == sig and not sig.endswith(_RACY):
+                        continue
+                    directory = ex.root / rel
+                    names = {}
+                    for _, _, name in entry_names(directory):
+                        fst = _lstat(directory / name)
+                        if fst is not None:
+                            names[name] = f"{fst.st_ino}:{fst.st_size}:{fst.st_mtime_ns}"
+                    writer = ex.writer_of(side)
+                    read = functools.partial(_entry_doc, ex, directory, writer, topic, rel)
+                    self._sync_dir(key, old, sig, names, read)
+            finally:
+                for fd in parents.values():
+                    if fd is not None:
+                        os.close(fd)
+        self._forget_unseen("ex:", seen, stored)
 
     # -- peer inbox --------------------------------------------------------------------------------
     def peer(self) -> None:
