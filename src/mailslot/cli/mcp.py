@@ -43,25 +43,39 @@ def _channel_options(f: Any) -> Any:
     return f
 
 
-def _config(env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None) -> Any:
+def _config(
+    env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None, search: bool = False
+) -> Any:
     from mailslot.mcpserver.config import env_waking, load_config
 
     return load_config(
-        env.agent, root=env.root, chat_dir=chat_dir, bus=bus, keys=keys, waking_id=env_waking()
+        env.agent,
+        root=env.root,
+        chat_dir=chat_dir,
+        bus=bus,
+        keys=keys,
+        waking_id=env_waking(),
+        search=search,
     )
 
 
 @click.command("mcp")
 @_channel_options
+@click.option(
+    "--search",
+    is_flag=True,
+    help="Also serve the search tool over --root, --chat-dir and --bus.",
+)
 @pass_env
-def mcp(env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None) -> None:
+def mcp(env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None, search: bool) -> None:
     """Serve mailslot to an agent over MCP (stdio): one tool per channel operation.
 
     \b
     Who the agent is comes from --as (env MAILSLOT_AGENT), never from a tool
     argument. Each channel is served when configured: --root (env MAILSLOT_ROOT)
     an exchange (exchange_send/read/topics/state/watch/sweep), --chat-dir
-    (chat_new/join/say/wait/read/end), --keys (peer_send), --bus (log_append).
+    (chat_new/join/say/wait/read/end), --keys (peer_send), --bus (log_append);
+    --search adds one full-text search over those roots.
     Everything is checked before the server starts; message bodies in results
     are fenced as untrusted data. Register it with your host: mailslot onboard.
     Example:
@@ -72,7 +86,7 @@ def mcp(env: Env, chat_dir: Path | None, bus: Path | None, keys: Path | None) ->
     absent = missing_sdk()
     if absent is not None:  # said first: no --as or --root can make this install serve
         raise MissingExtra("mailslot mcp", "mcp", absent)
-    cfg = _config(env, chat_dir, bus, keys)
+    cfg = _config(env, chat_dir, bus, keys, search)
     exit_promptly()  # a thread blocked reading stdin or in a wait must not hold the exit
     with stopping_on_term():
         serve(cfg)

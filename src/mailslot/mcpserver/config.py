@@ -33,6 +33,7 @@ class ServerConfig:
     bus: Path | None = None
     keys: Path | None = None
     waking_id: str | None = None
+    search: bool = False  # serve the search tool over the roots above
 
     @property
     def side(self) -> str | None:
@@ -51,6 +52,8 @@ class ServerConfig:
             out += ["--bus", str(self.bus)]
         if self.keys is not None:
             out += ["--keys", str(self.keys)]
+        if self.search:
+            out.append("--search")
         return out
 
 
@@ -62,6 +65,7 @@ def load_config(
     bus: Path | None = None,
     keys: Path | None = None,
     waking_id: str | None = None,
+    search: bool = False,
 ) -> ServerConfig:
     """Check and load what a server will serve; ``MailslotError`` (one line) for anything wrong.
 
@@ -97,7 +101,9 @@ def load_config(
             "nothing to serve: give --root EXCHANGE (or MAILSLOT_ROOT), --chat-dir DIR, "
             "--bus DIR or --keys FILE"
         )
-    return ServerConfig(agent, ex, chat_dir, bus, keys, waking_id or None)
+    if search and ex is None and chat_dir is None and bus is None:
+        raise MailslotError("--search searches --root, --chat-dir and --bus: give one of them")
+    return ServerConfig(agent, ex, chat_dir, bus, keys, waking_id or None, search)
 
 
 def env_waking() -> str | None:

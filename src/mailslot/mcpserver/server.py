@@ -58,6 +58,7 @@ def build_tools(cfg: ServerConfig) -> list[ToolSpec]:
     from mailslot.mcpserver.chat_tools import chat_tools
     from mailslot.mcpserver.exchange_tools import exchange_tools
     from mailslot.mcpserver.other_tools import log_tools, peer_tools
+    from mailslot.mcpserver.search_tools import search_tools
 
     tools: list[ToolSpec] = []
     if cfg.exchange is not None:
@@ -68,6 +69,8 @@ def build_tools(cfg: ServerConfig) -> list[ToolSpec]:
         tools += peer_tools(cfg.keys)
     if cfg.bus is not None:
         tools += log_tools(cfg.bus, cfg.agent)
+    if cfg.search:
+        tools += search_tools(cfg)
     return tools
 
 
