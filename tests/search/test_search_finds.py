@@ -7,7 +7,7 @@ import json
 import pytest
 from search_helpers import Roots, links
 
-from mailslot.core.errors import FormatError, LimitExceeded, NotFound
+from mailslot.core.errors import InvalidValue, LimitExceeded, NotFound
 from mailslot.exchange import send
 from mailslot.search import Hit, search
 
@@ -91,9 +91,9 @@ def test_a_root_with_nothing_to_search_is_refused(roots: Roots, tmp_path) -> Non
 
 def test_a_query_with_nothing_to_look_for_is_refused(roots: Roots) -> None:
     for text in ("", "   ", "-gate", "from:olu", '""', "in:exchange", "!!! ..."):
-        with pytest.raises(FormatError):
+        with pytest.raises(InvalidValue):
             search(roots.all, text)
-    with pytest.raises(FormatError, match="unknown channel"):
+    with pytest.raises(InvalidValue, match="unknown channel"):
         search(roots.all, "gate in:mail")
 
 

@@ -11,7 +11,7 @@ from search_helpers import Roots, hand_entry, links
 from mailslot import chat
 from mailslot.bus import log
 from mailslot.core.cursor import state_dir
-from mailslot.core.errors import Conflict
+from mailslot.core.errors import CannotOpen
 from mailslot.exchange import send
 from mailslot.search import refresh, reindex, search
 from mailslot.search.store import index_path
@@ -141,7 +141,7 @@ def test_an_index_name_that_is_a_symlink_is_not_followed(roots: Roots, tmp_path)
     path = index_path(roots.ex.root)
     path.parent.mkdir(parents=True, mode=0o700)
     path.symlink_to(target)
-    with pytest.raises(Conflict, match="symlink"):
+    with pytest.raises(CannotOpen, match="symlink"):
         search([roots.ex.root], "gate")
     assert target.read_text() == "keep me"
 

@@ -102,7 +102,7 @@ def load_config(
             "--bus DIR or --keys FILE"
         )
     if search and ex is None and chat_dir is None and bus is None:
-        raise MailslotError("--search searches --root, --chat-dir and --bus: give one of them")
+        raise InvalidValue("--search searches --root, --chat-dir and --bus: give one of them")
     return ServerConfig(agent, ex, chat_dir, bus, keys, waking_id or None, search)
 
 

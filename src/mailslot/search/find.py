@@ -70,7 +70,7 @@ def search(
 ) -> list[Hit]:
     """The best ``limit`` messages matching ``query`` under ``roots``, best first.
 
-    ``FormatError``/``LimitExceeded`` for a query outside the language or its bounds (see
+    ``InvalidValue``/``LimitExceeded`` for a query outside the language or its bounds (see
     ``search.query``), ``LimitExceeded`` for ``limit`` outside 1..``LIMIT_MAX``, ``NotFound``
     for a root that holds nothing to search (with ``skip_empty``, such a root is passed over
     unless none is left). Every check is made before any index is touched.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from mailslot.core.errors import FormatError, LimitExceeded
+from mailslot.core.errors import InvalidValue, LimitExceeded
 
 __all__ = ["CHANNELS", "QUERY_MAX_CHARS", "QUERY_MAX_TERMS", "Query", "parse_query"]
 
@@ -53,7 +53,7 @@ def _quoted(text: str) -> str:
 
 
 def parse_query(text: str) -> Query:
-    """The safe ``Query`` for ``text``; ``LimitExceeded`` past the bounds, ``FormatError`` for a
+    """The safe ``Query`` for ``text``; ``LimitExceeded`` past the bounds, ``InvalidValue`` for a
     query with nothing to look for (no words, only exclusions, an unknown ``in:`` channel)."""
     if len(text) > QUERY_MAX_CHARS:
         raise LimitExceeded("the search query", QUERY_MAX_CHARS, len(text), "characters")
@@ -74,7 +74,7 @@ def parse_query(text: str) -> Query:
                 continue
             if sep and value and key.lower() == "in":
                 if value.lower() not in CHANNELS:
-                    raise FormatError(
+                    raise InvalidValue(
                         f"unknown channel {value!r} in 'in:' (one of {', '.join(CHANNELS)})"
                     )
                 channels.append(value.lower())
@@ -85,11 +85,11 @@ def parse_query(text: str) -> Query:
         if not _WORDISH_RE.search(word):
             continue  # punctuation alone: FTS5 would see no token in it
         if prefix and len(word) < PREFIX_MIN:
-            raise FormatError(f"a prefix needs at least {PREFIX_MIN} characters before '*'")
+            raise InvalidValue(f"a prefix needs at least {PREFIX_MIN} characters before '*'")
         term = _quoted(word) + ("*" if prefix else "")
         (must_not if negate else must).append(term)
     if not must:
-        raise FormatError(
+        raise InvalidValue(
             "nothing to search for: give at least one word (exclusions need a word to exclude from)"
         )
     match = " AND ".join(must)

@@ -200,7 +200,7 @@ class _Run:
     def exchange(self) -> None:
         from mailslot.exchange.entries import entry_names
         from mailslot.exchange.layout import DONE, load_exchange
-        from mailslot.exchange.topics import topic_names
+        from mailslot.exchange.listing import topic_names
 
         ex = load_exchange(self.root)
         stored = self.index.sources("ex:")

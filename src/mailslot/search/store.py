@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mailslot.core.cursor import state_dir
-from mailslot.core.errors import Conflict
+from mailslot.core.errors import CannotOpen
 from mailslot.search.hit import Doc, Hit
 from mailslot.search.query import Query
 
@@ -164,19 +164,21 @@ class Index:
 
     # -- opening -------------------------------------------------------------------------------
     def _create_file(self) -> None:
-        """Create the database file ``0600`` in a ``0700`` directory; ``Conflict`` if its name
+        """Create the database file ``0600`` in a ``0700`` directory; ``CannotOpen`` if its name
         is a symlink or not a regular file (an index is never written through one)."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as e:
             if os.path.islink(self.path):
-                raise Conflict("the search index is a symlink; not followed", path=self.path) from e
+                raise CannotOpen(
+                    "the search index is a symlink; not followed", path=self.path
+                ) from e
             raise
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise Conflict("the search index is not a regular file", path=self.path)
+                raise CannotOpen("the search index is not a regular file", path=self.path)
             if st.st_mode & 0o077:
                 os.fchmod(fd, 0o600)
         finally:
