@@ -1,8 +1,18 @@
-"""What tests of more than one channel share: plain Python, no fixtures (those live in conftest)."""
+"""What tests of more than one channel share: a call in a thread, Debian's chromium, an app on
+a real loopback server. Plain functions; fixtures live in conftest.py."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
 import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
 
 
 def in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
@@ -18,3 +28,58 @@ def in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, box
+
+
+# Debian's chromium, driven through Playwright by the web tests that need a real browser.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium() -> str:
+    """The chromium executable; skips the test where it is missing (fails it on CI)."""
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail(f"chromium is required on CI ({CHROMIUM}); scripts/sysdeps.sh installs it")
+    pytest.skip("chromium not installed (make sysdeps)")
+
+
+@contextmanager
+def loopback_server(
+    app_for_port: Callable[[int], Any], limits: Any, listen: str = "127.0.0.1"
+) -> Iterator[str]:
+    """Run the app ``app_for_port(port)`` makes in a thread on ``listen``:<free port>, built as
+    the serve commands build it (``bind.build_server``, with the ``ServerLimits`` ``limits``);
+    yield its base URL."""
+    from mailslot.web.bind import build_server
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as bind.bind_socket does
+    sock.bind((listen, 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = build_server(app_for_port(port), limits)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "server thread died while starting"
+        assert time.monotonic() < deadline, "server did not start within 30 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://{listen}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

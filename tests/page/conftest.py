@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from page_helpers import ARGS, World, chromium, make_world, serve_page
+from page_helpers import World, make_world, serve_page
+
+from shared_helpers import CHROMIUM_ARGS, chromium
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def browser() -> Iterator[Any]:
 
     executable = chromium()
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         try:
             yield b
         finally:

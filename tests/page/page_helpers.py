@@ -1,34 +1,18 @@
 """Helpers for the page tests: a realistic world (an exchange with a human, a bus, chats, a peer
 inbox) made through the channels' own functions, the page served on a real loopback server,
-logging in, and where Debian's chromium is."""
+logging in."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from shared_helpers import loopback_server
 
 HOSTILE = [
     "<script>window.__pwned = 1; document.title = 'pwned'</script>",
@@ -40,17 +24,6 @@ HOSTILE = [
     '<iframe srcdoc="<script>parent.__pwned=6</script>">',
     "[data](data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX19wd25lZD03PC9zY3JpcHQ+)",
 ]
-
-
-def chromium() -> str:
-    if os.path.exists(CHROMIUM):
-        return CHROMIUM
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"chromium is required on CI ({CHROMIUM}); scripts/sysdeps.sh installs it")
-    pytest.skip("chromium not installed (make sysdeps)")
 
 
 @dataclass
@@ -121,37 +94,18 @@ def make_world(base: Path) -> World:
     return World(base / "exchange", bus, chats, opened.path, humans, tokens, topics)
 
 
-@contextmanager
-def serve_page(settings: Any, listen: str = "127.0.0.1") -> Iterator[str]:
+def serve_page(settings: Any, listen: str = "127.0.0.1") -> AbstractContextManager[str]:
     """The page for ``settings`` on ``listen``:<free port>; yields its base URL (on ``listen``).
 
     ``settings.bind_host`` may differ from ``listen``: a page configured for a private address
     is then reached over loopback with that address in ``Host``, as a browser there would."""
     import dataclasses
 
-    from mailslot.web.bind import build_server
     from mailslot.web.page.app import create_app
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((listen, 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    app = create_app(dataclasses.replace(settings, port=port))
-    server = build_server(app, settings.server)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "server thread died while starting"
-        assert time.monotonic() < deadline, "server did not start within 30 s"
-        time.sleep(0.01)
-    try:
-        yield f"http://{listen}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+    return loopback_server(
+        lambda port: create_app(dataclasses.replace(settings, port=port)), settings.server, listen
+    )
 
 
 def login(client: httpx.Client, url: str, token: str) -> str:

@@ -3,11 +3,8 @@ files with issued tokens, and apps built from settings."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,33 +13,13 @@ import pytest
 
 from mailslot.web.auth import new_token
 from mailslot.web.settings import BoardSettings, PeerSettings, ServerLimits
+from shared_helpers import loopback_server
 
 
-@contextmanager
-def serve_app(app: Any, limits: ServerLimits | None = None) -> Iterator[str]:
-    """Run ``app`` in a thread on 127.0.0.1:<free port>, built as the serve commands build it
-    (``bind.build_server``, with ``limits``); yield its base URL."""
-    from mailslot.web.bind import build_server
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as bind.bind_socket does
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = build_server(app, limits or ServerLimits())
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive(), "server thread died while starting"
-        assert time.monotonic() < deadline, "server did not start within 30 s"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+def serve_app(app: Any, limits: ServerLimits | None = None) -> AbstractContextManager[str]:
+    """Run ``app`` on 127.0.0.1:<free port> as the serve commands build it (with ``limits``):
+    ``with serve_app(app) as url``."""
+    return loopback_server(lambda _port: app, limits or ServerLimits())
 
 
 @dataclass

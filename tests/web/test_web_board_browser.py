@@ -3,34 +3,10 @@ shown as text and no script from it runs."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import httpx
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _chromium() -> str:
-    if os.path.exists(CHROMIUM):
-        return CHROMIUM
-    found = shutil.which("chromium")
-    if found:
-        return found
-    if os.environ.get("CI"):
-        pytest.fail(f"chromium is required on CI ({CHROMIUM}); scripts/sysdeps.sh installs it")
-    pytest.skip("chromium not installed (make sysdeps)")
-
+from shared_helpers import CHROMIUM_ARGS, chromium
 
 EVIL = [
     "<script>window.__pwned = 1; document.title = 'pwned'</script>",
@@ -44,7 +20,7 @@ EVIL = [
 def test_hostile_posts_render_as_text_and_run_no_script(board_server) -> None:
     from playwright.sync_api import sync_playwright
 
-    executable = _chromium()
+    executable = chromium()
     with board_server(post_every_s=1, requests_per_minute=1000) as url:
         import time
 
@@ -61,7 +37,9 @@ def test_hostile_posts_render_as_text_and_run_no_script(board_server) -> None:
             )
             assert r.status_code == 201, r.text
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+            browser = pw.chromium.launch(
+                executable_path=executable, args=CHROMIUM_ARGS, headless=True
+            )
             try:
                 page = browser.new_page()
                 dialogs: list[str] = []
@@ -93,12 +71,14 @@ def test_a_right_to_left_name_does_not_reorder_its_line(board_server) -> None:
     their right-to-left run (which would show "time · name", the time first)."""
     from playwright.sync_api import sync_playwright
 
-    executable = _chromium()
+    executable = chromium()
     with board_server() as url:
         r = httpx.post(f"{url}/api/agora", json={"agent": "\u05d0\u05d1\u05d2", "message": "hi"})
         assert r.status_code == 201, r.text
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+            browser = pw.chromium.launch(
+                executable_path=executable, args=CHROMIUM_ARGS, headless=True
+            )
             try:
                 page = browser.new_page()
                 page.goto(f"{url}/", wait_until="load")
