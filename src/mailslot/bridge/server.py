@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from mailslot.bridge.config import BridgeConfig
-from mailslot.core.errors import InvalidValue, NotFound, ServerFailed
+from mailslot.core.errors import FormatError, NotFound, ServerFailed
 from mailslot.core.fsio import atomic_write
 
 __all__ = ["NATS_CONF", "NatsServer", "find_nats_server", "render_conf", "write_conf"]
@@ -63,7 +63,7 @@ def _q(value: str) -> str:
 def _host_port(addr: str) -> tuple[str, int]:
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit():
-        raise InvalidValue(f"expected HOST:PORT, got {addr!r}")
+        raise FormatError(f"expected HOST:PORT, got {addr!r}")
     return host, int(port)
 
 

@@ -255,8 +255,9 @@ def serve(
     """Run the board on ``bind`` until stopped.
 
     The board is public by design, so any address is allowed; the recommended deployment is a
-    loopback bind behind a reverse proxy named with ``--trust-proxy``. Raises ``MailslotError``
-    for a malformed, busy or foreign address or an unusable database, before anything listens.
+    loopback bind behind a reverse proxy named with ``--trust-proxy``. Raises ``FormatError``
+    for a malformed address, ``ServerFailed`` for a busy or foreign one, ``CannotOpen`` for a
+    database that will not open, before anything listens.
     """
     where = parse_bind(bind)
     app = create_app(settings)

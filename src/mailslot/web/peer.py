@@ -266,8 +266,8 @@ def send(
     """POST one message to peer ``peer``'s inbox; return the server's receipt.
 
     Raises ``NotFound`` for a peer missing from the keys file, ``LimitExceeded``/``FormatError``
-    for a payload the server would refuse (checked here first), ``MailslotError`` for a refusal
-    or an unreachable server.
+    for a payload the server would refuse (checked here first), ``PeerRefused`` for a refusal,
+    ``PeerUnreachable`` for a server that does not answer.
     """
     import httpx
 

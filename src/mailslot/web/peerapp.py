@@ -228,8 +228,9 @@ def _add_error_schema(app: FastAPI) -> None:
 def serve(settings: PeerSettings, bind: str, announce: Callable[[str], None] | None = None) -> None:
     """Run the inbox on ``bind`` (private addresses only) until stopped.
 
-    Raises ``MailslotError`` for a public or malformed address, an address that is busy or not
-    this host's, or an unusable peers file, before anything listens.
+    Raises ``InvalidValue`` for a public address, ``FormatError`` for a malformed one,
+    ``ServerFailed`` for one that is busy or not this host's, or the peers file's error, before
+    anything listens.
     """
     where = check_private(parse_bind(bind))
     app = create_app(settings)

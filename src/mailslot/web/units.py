@@ -211,7 +211,7 @@ def install_peer(
 ) -> tuple[str, Path | None]:
     """``(unit text, path written or None on a dry run)`` for the peer inbox.
 
-    Raises ``MailslotError`` for a public bind (the unit would never start), ``FormatError``
+    Raises ``InvalidValue`` for a public bind (the unit would never start), ``FormatError``
     for a path a unit cannot hold, ``OSError`` when the unit directory is not writable.
     """
     check_private(parse_bind(bind))
