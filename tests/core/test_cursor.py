@@ -1,8 +1,9 @@
+import json
 from pathlib import Path
 
 import pytest
 
-from mailslot.core.cursor import ByteCursor, CursorStore, SeenSet, state_dir
+from mailslot.core.cursor import COMPACT_BYTES, ByteCursor, CursorStore, SeenSet, state_dir
 from mailslot.core.errors import FormatError
 
 
@@ -46,3 +47,84 @@ def test_corrupt_cursor_is_an_error_not_a_silent_reset() -> None:
     store.path_for("k").write_text("{nope")
     with pytest.raises(FormatError, match="corrupt cursor"):
         store.load("k")
+
+
+def test_a_take_appends_its_keys_and_another_reader_reads_only_what_was_appended(
+    tmp_path: Path,
+) -> None:
+    store = CursorStore("w", tmp_path)
+    mine, theirs = store.seen_log("olu"), store.seen_log("olu")
+    mine.load()
+    mine.add(["t/0001-a"])  # a first take writes the whole set
+    ino = store.path_for("olu").stat().st_ino
+    for n in range(2, 6):
+        mine.load()
+        mine.add([f"t/{n:04d}-a"])
+    assert store.path_for("olu").stat().st_ino == ino  # appended, never replaced
+    assert theirs.load().keys == {f"t/{n:04d}-a" for n in range(1, 6)}
+    mine.load()
+    mine.add(["t/0006-a"])
+    assert theirs.load().keys == {f"t/{n:04d}-a" for n in range(1, 7)}
+    assert store.load_seen("olu").keys == theirs.seen.keys  # a cold read agrees
+
+
+def test_a_seen_mark_rewritten_by_another_process_is_read_whole(tmp_path: Path) -> None:
+    store = CursorStore("w", tmp_path)
+    log = store.seen_log("olu")
+    log.load()
+    log.add(["t/0001-a", "t/0002-a"])
+    store.save_seen("olu", SeenSet({"u/0001-b"}))  # replaced under the same name
+    assert log.load().keys == {"u/0001-b"}
+
+
+def test_a_line_cut_short_by_a_crash_re_delivers_and_the_next_take_still_counts(
+    tmp_path: Path,
+) -> None:
+    store = CursorStore("w", tmp_path)
+    log = store.seen_log("olu")
+    log.load()
+    log.add(["t/0001-a"])
+    log.load()
+    log.add(["t/0002-a"])
+    with open(store.path_for("olu"), "ab") as f:
+        f.write(b'{"add": ["t/0003')  # the writer died here
+    assert store.load_seen("olu").keys == {"t/0001-a", "t/0002-a"}  # 0003: delivered again
+    log.load()
+    log.add(["t/0004-a"])
+    assert store.load_seen("olu").keys == {"t/0001-a", "t/0002-a", "t/0004-a"}
+
+
+def test_appended_lines_are_folded_back_so_the_file_stays_near_the_set(tmp_path: Path) -> None:
+    store = CursorStore("w", tmp_path)
+    log = store.seen_log("olu")
+    for n in range(1, 2001):
+        log.load()
+        log.add([f"t/{n:04d}-a"])
+    size = store.path_for("olu").stat().st_size
+    one_line = len(f'"t/{2000:04d}-a", ')
+    assert size < 3 * 2000 * one_line + 1000
+    assert store.load_seen("olu").keys == {f"t/{n:04d}-a" for n in range(1, 2001)}
+
+
+def test_a_cursor_saved_without_fsync_is_appended_and_the_newest_line_wins(
+    tmp_path: Path,
+) -> None:
+    store = CursorStore("chat", tmp_path)
+    store.save_bytes("k", ByteCursor(10, 7))  # durable: one line, replaced atomically
+    for offset in range(11, 400):
+        store.save_bytes("k", ByteCursor(offset, 7), durable=False)
+        assert store.load_bytes("k") == ByteCursor(offset, 7)
+    assert store.path_for("k").stat().st_size <= 2 * COMPACT_BYTES  # folded back as it grows
+    with open(store.path_for("k"), "ab") as f:
+        f.write(b'{"inode": 7, "offset": 9')  # cut short by a crash: ignored
+    assert store.load_bytes("k") == ByteCursor(399, 7)
+
+
+def test_a_seen_mark_as_a_single_json_document_still_reads(tmp_path: Path) -> None:
+    store = CursorStore("w", tmp_path)
+    store.dir.mkdir(parents=True)
+    store.path_for("olu").write_text(json.dumps({"key": "olu", "seen": ["t/0001-a"]}))
+    log = store.seen_log("olu")
+    assert log.load().keys == {"t/0001-a"}
+    log.add(["t/0002-a"])
+    assert store.load_seen("olu").keys == {"t/0001-a", "t/0002-a"}

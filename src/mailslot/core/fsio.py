@@ -83,6 +83,7 @@ __all__ = [
     "READ_FROM_MAX",
     "Staged",
     "Torn",
+    "append_unsynced",
     "atomic_create",
     "atomic_write",
     "file_lock",
@@ -138,6 +139,22 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666) -> int:
+    """Append ``data`` to ``path`` (created if missing) in one ``O_APPEND`` write, without fsync
+    and without a lock (the caller serialises writers if it must); returns the file's size after.
+
+    For records whose loss only repeats work (reader cursors): no new name, no rename, so it
+    costs a few microseconds where a temp + rename costs a journal commit under load. A crash
+    may leave the last record cut short; readers take only lines that end in a newline.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        write_all(fd, data)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def read_regular(path: Path | str, limit: int) -> bytes:

@@ -173,6 +173,7 @@ class Watcher:
         self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
         self.key = cursor_key(ex, agent)
         self.warnings: list[str] = []
+        self._log = self.store.seen_log(self.key)
         self.seen = self._load_seen()
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
@@ -273,7 +274,7 @@ class Watcher:
     def _load_seen(self) -> SeenSet:
         """The stored seen-set; an unreadable one is a warning and reads as fresh (re-delivers)."""
         try:
-            return self.store.load_seen(self.key)
+            return self._log.load()
         except (FormatError, OSError) as e:
             why = getattr(e, "strerror", None) or str(e)
             msg = (
@@ -283,17 +284,37 @@ class Watcher:
             )
             if msg not in self.warnings:
                 self.warnings.append(msg)
-            return SeenSet(set())
+            self._log.seen.keys.clear()
+            return self._log.seen
 
     def _topics(self) -> set[str]:
         return set(topic_names(self.inbox)) | set(topic_names(self.inbox / DONE))
 
-    def _prune(self, seen: SeenSet) -> None:
-        """Drop keys of topics neither live nor in ``done/`` and of holds no longer in place.
+    def _listed(self) -> list[int]:
+        """The identity and change time of the inbox and ``done/``: a topic can leave both only
+        by changing one of them."""
+        out = []
+        for d in (self.inbox, self.inbox / DONE):
+            try:
+                st = d.stat()
+                out += [st.st_ino, st.st_mtime_ns]
+            except OSError:
+                out += [0, 0]
+        return out
+
+    def _prune(self, seen: SeenSet) -> bool:
+        """Drop keys of topics neither live nor in ``done/`` and of holds no longer in place;
+        whether anything was dropped.
 
         A topic is dropped only when two listings in a row miss it (an archive or reopen
         moving it between the listings of the inbox and ``done/``); a wrong drop re-delivers.
+        It runs when the inbox or ``done/`` changed since the last one (noted with the set), so
+        a take costs the keys it adds, not the keys it holds; a hold's key goes with the next.
         """
+        listed = self._listed()
+        if self._log.meta.get("pruned_at") == listed:
+            return False
+        self._log.meta["pruned_at"] = listed
         topics = {k.partition("/")[0] for k in seen.keys}
         gone = topics - self._topics()
         if gone:
@@ -309,7 +330,10 @@ class Watcher:
                 if sig is None or f"{topic}{held}{sig[1]}" != k.removesuffix(":stray"):
                     continue  # that hold is gone; a new one has a new mtime, a new key
             keep.add(k)
-        seen.keys = keep
+        if len(keep) == len(seen.keys):
+            return False
+        seen.keys.intersection_update(keep)
+        return True
 
     def take(self, found: list[Delivered], show: Show | None = None) -> list[Delivered]:
         """Mark ``found`` seen under the cursor lock; returns what no one else took first.
@@ -326,10 +350,15 @@ class Watcher:
                 return fresh
             result = WatchResult(self.agent, self.side, fresh, False, list(self.warnings))
 
-            def mark() -> None:
-                current.keys.update(d.key for d in fresh)
-                self._prune(current)
-                self.store.save_seen(self.key, current)
+            def mark() -> None:  # appended, no fsync: a power cut re-delivers, never loses
+                before = list(self._log.meta.get("pruned_at") or [])
+                if self._prune(current):
+                    current.keys.update(d.key for d in fresh)
+                    self._log.rewrite()
+                else:
+                    after = self._log.meta.get("pruned_at")
+                    meta = {"pruned_at": after} if after != before else None
+                    self._log.add([d.key for d in fresh], meta)
 
             show_then_record((lambda: show(result)) if show is not None else None, mark)
         return fresh
