@@ -22,8 +22,8 @@ from common import Result
 
 DURATION = 5  # seconds per load run
 CONNECTIONS = 32
-PEER_TARGET = 1000.0  # accepted durable messages/s on 2 cores (issue 7)
-BOARD_TARGET = 2000.0  # GET req/s (issue 7)
+PEER_TARGET = 1000.0  # accepted durable messages/s on 2 cores (the target in the README)
+BOARD_TARGET = 2000.0  # GET req/s (the target in the README)
 
 
 def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:

@@ -1,4 +1,4 @@
-"""MCP server (issue 8): what an agent pays per turn and per check, and how fast it starts.
+"""MCP server: what an agent pays per turn and per check, and how fast it starts.
 
 * tool list: the JSON of every listed tool (name, description, input schema, annotations) with
   every channel configured -- every agent carries it in context on every turn (target <= 8,000

@@ -1,6 +1,6 @@
 """Who a bus knows: the agents a task file may be addressed to.
 
-Strict addressing (issue 8): ``tasks add --for NAME`` would otherwise create ``tasks-NAME.md``
+Strict addressing: ``tasks add --for NAME`` would otherwise create ``tasks-NAME.md``
 for any name at all, and a typo (``lantren``) becomes a phantom inbox nobody ever reads. A bus
 has no member list of its own, so an agent is *known* when the bus already shows it in one of
 the places agents read first: a writer in ``DIVISION-OF-WORK.md``, a name on a line of

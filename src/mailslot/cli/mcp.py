@@ -1,4 +1,4 @@
-"""``mailslot mcp`` and ``mailslot onboard``: agents as first-class users (issue 8). Thin faces.
+"""``mailslot mcp`` and ``mailslot onboard``: agents as first-class users. Thin faces.
 
 Both load the same checked configuration (``mcpserver.config.load_config``); ``mcp`` then hands
 it to the server, ``onboard`` renders set-up text from it. The MCP SDK is imported only when the

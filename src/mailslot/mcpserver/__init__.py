@@ -1,4 +1,4 @@
-"""mailslot's MCP server: every channel as tools an agent's host already speaks (issue 8).
+"""mailslot's MCP server: every channel as tools an agent's host already speaks.
 
 * ``config``  -- ``ServerConfig``/``load_config``: who the agent is and what is served, fixed at
   start from the command line and environment (identity from the transport, never an argument).
