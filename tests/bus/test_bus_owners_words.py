@@ -87,7 +87,7 @@ def test_the_charter_in_its_own_words_is_enforced(root: Path, run_cli, charter: 
 
 
 def test_a_row_with_the_bus_folders_name_owns_the_path_inside(root: Path, run_cli) -> None:
-    """The fail-open case: `shared/LOG.md` in the bus `shared` used to own shared/shared/LOG.md."""
+    """`shared/LOG.md` in the bus `shared` owns shared/LOG.md, never shared/shared/LOG.md."""
     (root / "DIVISION-OF-WORK.md").write_text(
         "| path | writer |\n|---|---|\n| shared/LOG.md | beacon |\n| outbox/taken/ | beacon |\n"
     )
@@ -112,7 +112,7 @@ def test_a_row_naming_the_bus_folder_is_refused_when_ambiguous(root: Path, run_c
         ("| Path | Who writes |\n|---|---|\n| shared/LOG.md | beacon |\n", "line 1.*writer"),
         ("| Agent | Sole writer |\n|---|---|\n| lantern | beacon |\n", "line 1.*path"),
         ("| path | writer |\n|---|---|\n| shared/ | beacon |\n", "line 3.*bus folder itself"),
-        # Beside a readable table, each of these used to own nothing, silently.
+        # Beside a readable table, each of these fails closed instead of owning nothing in silence.
         (TAKEN_TABLE + "- shared/TASKS.md \u27f6 beacon\n", "line 4.*not an arrow"),
         (TAKEN_TABLE + "- shared/TASKS.md \u21d2 beacon\n", "line 4.*not an arrow"),
         (TAKEN_TABLE + "- shared/TASKS.md => beacon\n", "line 4.*not an arrow"),

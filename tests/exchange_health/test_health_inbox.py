@@ -25,9 +25,9 @@ ENTRIES = [
     "no frontmatter at all\n",
     "---\nfrom: claude\nat: 2026-11-29 18:14:00Z\naction: 'fyi'\n---\nspace T\n",
 ]
-# Lines YAML refuses or reads as something other than their text (found by review), which the
-# scanner must leave to the parser, and (EDGE_LINES) plain lines at the edge of its one-match
-# path: each is added to an otherwise plain header, read exactly as the parser reads it.
+# Lines YAML refuses or reads as something other than their text, which the scanner must leave
+# to the parser, and (EDGE_LINES) plain lines at the edge of its one-match path: each is added
+# to an otherwise plain header, read exactly as the parser reads it.
 ODD_LINES = [
     "tags: [a, b",
     "on: x",
