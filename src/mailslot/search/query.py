@@ -57,6 +57,9 @@ def parse_query(text: str) -> Query:
     query with nothing to look for (no words, only exclusions, an unknown ``in:`` channel)."""
     if len(text) > QUERY_MAX_CHARS:
         raise LimitExceeded("the search query", QUERY_MAX_CHARS, len(text), "characters")
+    # NUL ends a string inside SQLite's C code: the quoted term would lose its closing quote.
+    # No indexed text holds one (the index blanks it), so it separates words here too.
+    text = text.replace("\x00", " ")
     must: list[str] = []
     must_not: list[str] = []
     senders: list[str] = []
