@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 BASE_DEPS = ("click", "yaml", "_yaml", "inotify_simple")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]

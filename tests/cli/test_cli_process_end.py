@@ -8,20 +8,16 @@ when its host closes standard input or interrupts it, even with a watch pending.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_helpers import DEADLINE, in_kernel_wait, spawn, until
 
 pytestmark = pytest.mark.slow
-
-# Liveness bound only (a hung process fails the test instead of hanging the suite).
-DEADLINE = 60.0
 
 
 def _mailslot(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -33,32 +29,6 @@ def _mailslot(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
         check=True,
         timeout=DEADLINE,
     )
-
-
-def _spawn(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mailslot", *args],
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _until(ready: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
-    end = time.monotonic() + DEADLINE
-    while not ready():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < end, "the command never got ready"
-        time.sleep(0.02)
-
-
-def _waiting_on_kernel_events(proc: subprocess.Popen[bytes]) -> bool:
-    """The process holds an inotify descriptor: it is inside its blocking wait."""
-    fds = Path(f"/proc/{proc.pid}/fd")
-    try:
-        return any(os.readlink(fd) == "anon_inode:inotify" for fd in fds.iterdir())
-    except OSError:
-        return False
 
 
 def _exchange(tmp_path: Path) -> Path:
@@ -90,8 +60,8 @@ def _blocking(tmp_path: Path, which: str) -> list[str]:
     "which", ["exchange watch", "chat wait", "outbox take --wait", "relay serve"]
 )
 def test_ctrl_c_in_a_blocking_command_is_one_line_and_exit_130(tmp_path: Path, which: str) -> None:
-    proc = _spawn(*_blocking(tmp_path, which))
-    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    proc = spawn(*_blocking(tmp_path, which))
+    until(lambda: in_kernel_wait(proc), proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 130, err
@@ -112,16 +82,16 @@ def _assert_the_watch_took_nothing(root: Path) -> None:
 def test_an_interrupted_watch_took_nothing(tmp_path: Path) -> None:
     args = _blocking(tmp_path, "exchange watch")
     root = Path(args[1])
-    proc = _spawn(*args)
-    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    proc = spawn(*args)
+    until(lambda: in_kernel_wait(proc), proc)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=DEADLINE)
     _assert_the_watch_took_nothing(root)
 
 
 def test_sigterm_in_a_blocking_command_is_one_line_and_exit_143(tmp_path: Path) -> None:
-    proc = _spawn(*_blocking(tmp_path, "exchange watch"))
-    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    proc = spawn(*_blocking(tmp_path, "exchange watch"))
+    until(lambda: in_kernel_wait(proc), proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 128 + signal.SIGTERM and err.decode() == "mailslot: terminated\n"
@@ -140,9 +110,9 @@ def _listening(proc: subprocess.Popen[bytes], seen: list[bytes]) -> Callable[[],
 def test_sigterm_stops_a_web_server_with_exit_0(tmp_path: Path, server: str) -> None:
     if server == "peer":
         _mailslot("--root", str(tmp_path), "peer", "token", "new", "tidal")
-    proc = _spawn("--root", str(tmp_path), server, "serve", "--bind", "127.0.0.1:0")
+    proc = spawn("--root", str(tmp_path), server, "serve", "--bind", "127.0.0.1:0")
     seen: list[bytes] = []
-    _until(_listening(proc, seen), proc)
+    until(_listening(proc, seen), proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 0, err
@@ -150,8 +120,8 @@ def test_sigterm_stops_a_web_server_with_exit_0(tmp_path: Path, server: str) -> 
 
 
 def test_ctrl_c_stops_a_web_server_with_exit_130(tmp_path: Path) -> None:
-    proc = _spawn("--root", str(tmp_path), "board", "serve", "--bind", "127.0.0.1:0")
-    _until(_listening(proc, []), proc)
+    proc = spawn("--root", str(tmp_path), "board", "serve", "--bind", "127.0.0.1:0")
+    until(_listening(proc, []), proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 130 and err.decode().endswith("mailslot: interrupted\n")
@@ -159,7 +129,7 @@ def test_ctrl_c_stops_a_web_server_with_exit_130(tmp_path: Path) -> None:
 
 def _mcp_with_a_pending_watch(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     root = _exchange(tmp_path)
-    proc = _spawn("--root", str(root), "--as", "claude", "mcp", stdin=subprocess.PIPE)
+    proc = spawn("--root", str(root), "--as", "claude", "mcp", stdin=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(message: dict[str, object]) -> None:
@@ -189,7 +159,7 @@ def _mcp_with_a_pending_watch(tmp_path: Path) -> tuple[subprocess.Popen[bytes], 
             "params": {"name": "exchange_watch", "arguments": {"timeout": 300}},
         }
     )
-    _until(lambda: _waiting_on_kernel_events(proc), proc)
+    until(lambda: in_kernel_wait(proc), proc)
     return proc, root
 
 

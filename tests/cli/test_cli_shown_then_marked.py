@@ -19,11 +19,10 @@ import struct
 import subprocess
 import sys
 import termios
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_helpers import DEADLINE, in_kernel_wait, spawn, until
 
 from mailslot.chat import join, new_chat, say, wait
 from mailslot.exchange.create import create_exchange
@@ -34,7 +33,6 @@ from mailslot.relay import reply as relay_reply
 
 pytestmark = pytest.mark.slow
 
-DEADLINE = 60.0  # liveness bound only: a hung process fails the test instead of the suite
 PAUSE = {"MAILSLOT_TEST_PAUSE_AFTER_OUTPUT": str(DEADLINE)}
 PAUSE_LINE = b"mailslot: paused between output and record (test hook)\n"
 BIG = "x" * 60_000  # four of these overflow a pipe (64 KiB), so the write stalls
@@ -46,33 +44,6 @@ def _cmd(*args: str) -> list[str]:
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=DEADLINE)
-
-
-def _spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        _cmd(*args),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def _until(ready: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
-    end = time.monotonic() + DEADLINE
-    while not ready():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < end, "the command never got there"
-        time.sleep(0.02)
-
-
-def _waiting(proc: subprocess.Popen[bytes]) -> bool:
-    """The process holds an inotify descriptor: it is inside its blocking wait."""
-    try:
-        fds = list(Path(f"/proc/{proc.pid}/fd").iterdir())
-        return any(os.readlink(fd) == "anon_inode:inotify" for fd in fds)
-    except OSError:
-        return False
 
 
 def _pipe_full(proc: subprocess.Popen[bytes]) -> bool:
@@ -132,8 +103,8 @@ def test_watch_into_a_pipe_closed_early_marks_nothing(ex: Exchange, tmp_path: Pa
 
 
 def test_watch_whose_reader_went_away_marks_nothing(ex: Exchange) -> None:
-    proc = _spawn(*_watch(ex, "--timeout", "600"))
-    _until(lambda: _waiting(proc), proc)
+    proc = spawn(*_watch(ex, "--timeout", "600"))
+    until(lambda: in_kernel_wait(proc), proc)
     assert proc.stdout is not None
     proc.stdout.close()  # the reader is gone before anything arrives: the write is EPIPE
     keys = _send(ex, 1)
@@ -144,8 +115,8 @@ def test_watch_whose_reader_went_away_marks_nothing(ex: Exchange) -> None:
 
 def test_ctrl_c_while_the_output_is_stalled_marks_nothing(ex: Exchange) -> None:
     keys = _send(ex, 4, BIG)
-    proc = _spawn(*_watch(ex, "--json", "--timeout", "600"))
-    _until(lambda: _pipe_full(proc), proc)
+    proc = spawn(*_watch(ex, "--json", "--timeout", "600"))
+    until(lambda: _pipe_full(proc), proc)
     proc.send_signal(signal.SIGINT)
     code, err = _finish(proc)
     assert code == 130 and err == "mailslot: interrupted\n"
@@ -154,7 +125,7 @@ def test_ctrl_c_while_the_output_is_stalled_marks_nothing(ex: Exchange) -> None:
 
 def _paused_after_output(ex: Exchange) -> tuple[subprocess.Popen[bytes], list[str], dict]:
     keys = _send(ex, 2)
-    proc = _spawn(*_watch(ex, "--json", "--timeout", "600"), env=PAUSE)
+    proc = spawn(*_watch(ex, "--json", "--timeout", "600"), env=PAUSE)
     assert proc.stdout is not None
     shown = json.loads(proc.stdout.readline())  # the whole output, flushed, before any mark
     _paused(proc)
@@ -219,8 +190,8 @@ def _waited(path: Path) -> list[str]:
 
 def test_chat_wait_whose_reader_went_away_keeps_the_cursor(tmp_path: Path) -> None:
     path = _chat(tmp_path)
-    proc = _spawn(*_chat_wait(path, "--timeout", "600"))
-    _until(lambda: _waiting(proc), proc)
+    proc = spawn(*_chat_wait(path, "--timeout", "600"))
+    until(lambda: in_kernel_wait(proc), proc)
     assert proc.stdout is not None
     proc.stdout.close()
     say(path, "are we shipping?", "bob")
@@ -231,8 +202,8 @@ def test_chat_wait_whose_reader_went_away_keeps_the_cursor(tmp_path: Path) -> No
 
 def test_chat_wait_interrupted_in_a_stalled_write_keeps_the_cursor(tmp_path: Path) -> None:
     path = _chat(tmp_path, *(f"{n}{BIG}" for n in range(4)))
-    proc = _spawn(*_chat_wait(path, "--timeout", "600"))
-    _until(lambda: _pipe_full(proc), proc)
+    proc = spawn(*_chat_wait(path, "--timeout", "600"))
+    until(lambda: _pipe_full(proc), proc)
     proc.send_signal(signal.SIGINT)
     code, _ = _finish(proc)
     assert code == 130
@@ -241,7 +212,7 @@ def test_chat_wait_interrupted_in_a_stalled_write_keeps_the_cursor(tmp_path: Pat
 
 def test_chat_wait_killed_after_the_output_redelivers(tmp_path: Path) -> None:
     path = _chat(tmp_path, "one", "two")
-    proc = _spawn(*_chat_wait(path, "--timeout", "600"), env=PAUSE)
+    proc = spawn(*_chat_wait(path, "--timeout", "600"), env=PAUSE)
     assert proc.stdout is not None
     assert [m["body"] for m in json.loads(proc.stdout.readline())["messages"]] == ["one", "two"]
     _paused(proc)
@@ -252,7 +223,7 @@ def test_chat_wait_killed_after_the_output_redelivers(tmp_path: Path) -> None:
 
 def test_chat_wait_interrupted_after_the_output_moves_the_cursor(tmp_path: Path) -> None:
     path = _chat(tmp_path, "one")
-    proc = _spawn(*_chat_wait(path, "--timeout", "600"), env=PAUSE)
+    proc = spawn(*_chat_wait(path, "--timeout", "600"), env=PAUSE)
     assert proc.stdout is not None
     assert [m["body"] for m in json.loads(proc.stdout.readline())["messages"]] == ["one"]
     _paused(proc)
@@ -268,10 +239,10 @@ def test_chat_wait_interrupted_after_the_output_moves_the_cursor(tmp_path: Path)
 def test_relay_ask_whose_reader_went_away_leaves_the_reply_to_recover(tmp_path: Path) -> None:
     mb = tmp_path / "mb"
     relay_init(mb, "w1", "manager")
-    proc = _spawn(
+    proc = spawn(
         "--root", str(mb), "--as", "w1", "relay", "ask", "ship friday?", "--timeout", "600"
     )
-    _until(lambda: "id=C01" in (mb / "to-manager.md").read_text(), proc)
+    until(lambda: "id=C01" in (mb / "to-manager.md").read_text(), proc)
     assert proc.stdout is not None
     proc.stdout.close()
     relay_reply(mb, "manager", "C01", "Yes, friday.")
@@ -286,8 +257,8 @@ def test_outbox_take_whose_reader_went_away_puts_the_item_back(tmp_path: Path) -
     bus = tmp_path / "shared"
     assert _run("bus", "init", str(bus), "--consumer", "beacon").returncode == 0
     take = ["--root", str(bus), "--as", "beacon", "outbox", "take"]
-    proc = _spawn(*take, "--wait", "600")
-    _until(lambda: _waiting(proc), proc)
+    proc = spawn(*take, "--wait", "600")
+    until(lambda: in_kernel_wait(proc), proc)
     assert proc.stdout is not None
     proc.stdout.close()
     card = tmp_path / "card.txt"
