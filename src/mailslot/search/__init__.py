@@ -11,11 +11,13 @@ deleting it). Search sits beside the faces' use of the channels: it imports chan
 * ``store``   -- the index database (``Index``), private, rebuilt when unusable;
 * ``sources`` -- what a root holds and the incremental refresh (``Refreshed``);
 * ``hit``     -- ``Hit`` (a match, with its link) and ``Doc`` (a message as indexed);
-* ``find``    -- ``search``, ``refresh``, ``reindex``.
+* ``find``    -- ``search``, ``refresh``, ``reindex``;
+* ``events``  -- ``follow``: refresh on kernel file events, for a long-running face.
 """
 
 from __future__ import annotations
 
+from mailslot.search.events import follow
 from mailslot.search.find import LIMIT_DEFAULT, LIMIT_MAX, refresh, reindex, search
 from mailslot.search.hit import Hit
 from mailslot.search.query import CHANNELS, parse_query
@@ -27,6 +29,7 @@ __all__ = [
     "LIMIT_MAX",
     "Hit",
     "Refreshed",
+    "follow",
     "parse_query",
     "refresh",
     "reindex",

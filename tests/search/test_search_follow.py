@@ -1,0 +1,73 @@
+"""``follow`` keeps the index current from file events, without a search asking for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from search_helpers import Roots
+
+from mailslot import chat
+from mailslot.bus import log
+from mailslot.exchange import send
+from mailslot.search import Refreshed, events, follow, search
+from mailslot.web import peer
+
+
+@pytest.fixture
+def following(roots: Roots, monkeypatch) -> Iterator[list[Refreshed]]:
+    monkeypatch.setattr(events, "RESCAN_SECONDS", 3600.0)  # only events can wake it
+    reports: list[Refreshed] = []
+    stop = threading.Event()
+    t = threading.Thread(
+        target=follow, args=(roots.all, stop), kwargs={"on_refresh": reports.append}
+    )
+    t.start()
+    deadline = time.monotonic() + 30
+    while len(reports) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield reports
+    stop.set()
+    t.join(timeout=30)
+    assert not t.is_alive()
+
+
+def _indexed(roots: Roots, word: str, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if search(roots.all, word, fresh=False):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_messages_on_every_channel_are_indexed_as_they_land(
+    roots: Roots, following: list[Refreshed]
+) -> None:
+    assert len(following) >= 3 and sum(r.total for r in following[:3]) == 7
+    send(roots.ex, "olu", "gate-bug", "fyi", "an aardvark in an old topic")
+    assert _indexed(roots, "aardvark")
+    send(roots.ex, "claude", "new-topic", "fyi", "a bandicoot in a new topic")
+    assert _indexed(roots, "bandicoot")
+    chat.say(roots.chat_file, "a capybara said", "alice")
+    assert _indexed(roots, "capybara")
+    log.append(roots.bus, "lantern", "a dingo logged")
+    assert _indexed(roots, "dingo")
+    peer.store(roots.bus / "peer" / "inbox", "beacon", None, "an echidna mailed")
+    assert _indexed(roots, "echidna")
+
+
+def test_watched_topics_are_capped_newest_first(roots: Roots, monkeypatch) -> None:
+    send(roots.ex, "olu", "zz-latest", "fyi", "x")
+    everything = events.watch_paths(roots.ex.root)
+    topics = [p for p in everything if p.parent.name.startswith("to-") and p.name != "done"]
+    assert len(topics) == 4  # gate-bug on both sides, lunch and zz-latest in olu's outbox
+    monkeypatch.setattr(events, "WATCH_TOPICS_MAX", 1)
+    watched = events.watch_paths(roots.ex.root)
+    (only,) = [p for p in watched if p.parent.name.startswith("to-") and p.name != "done"]
+    assert only.name.endswith("-zz-latest")
+    assert roots.ex.root in everything and (roots.bus / "peer" / "inbox") in events.watch_paths(
+        roots.bus
+    )
