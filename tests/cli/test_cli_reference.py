@@ -57,3 +57,30 @@ def test_each_usage_line_names_the_command_as_typed() -> None:
         usage = next(ln for ln in body.splitlines() if ln.startswith("Usage: "))
         assert usage.startswith(f"Usage: {name} "), usage
     assert "mailslot mailslot" not in text
+
+
+def test_top_help_is_clicks_own_text_printed_without_loading_click() -> None:
+    """`mailslot --help` comes precomputed (src/mailslot/tophelp.py, from `make docs`): it must
+    be exactly what click prints, and reach the agent without click or any command loaded."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_cli_ref
+
+    for flag in ("--help", "-h"):
+        r = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "mailslot", flag],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "COLUMNS": "80"},
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == gen_cli_ref.top_help()
+        loaded = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if "|" in line}
+        assert not {m for m in loaded if m.split(".")[0] == "click" or m == "mailslot.cli"}
+    narrow = subprocess.run(  # too narrow for the stored text: click itself answers
+        [sys.executable, "-m", "mailslot", "--help"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "60"},
+    )
+    assert narrow.returncode == 0 and "Usage: mailslot" in narrow.stdout
+    assert narrow.stdout != gen_cli_ref.top_help()  # wrapped to 60 columns, not to 80

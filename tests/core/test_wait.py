@@ -142,6 +142,9 @@ ending.begin()
 ending.end_promptly()
 w = Watch([sys.argv[1]])
 [pid] = ending._holders
+deadline = time.monotonic() + 30
+while open(f"/proc/{pid}/cmdline", "rb").read() != b"cat\\0" and time.monotonic() < deadline:
+    time.sleep(0.01)  # until its exec is done (and the descriptors it does not keep are shut)
 fds = sorted(os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd"))
 print(pid, fds, flush=True)
 mine = w._kernel._ino.fileno()

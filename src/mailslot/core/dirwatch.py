@@ -44,7 +44,7 @@ class DirWatch:
         self._wd: dict[int, Path] = {}
         self._paths: dict[Path, int] = {}
         try:
-            from inotify_simple import INotify, flags
+            from mailslot.core.inotify import INotify, flags
 
             self._ino: object | None = INotify(nonblocking=True)
             self._flags = flags

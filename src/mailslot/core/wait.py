@@ -69,7 +69,7 @@ class _Backend:
 
 class _Inotify(_Backend):
     def __init__(self) -> None:
-        from inotify_simple import INotify, flags
+        from mailslot.core.inotify import INotify, flags
 
         self._ino = INotify()
         self._mask = (

@@ -1,0 +1,130 @@
+"""Linux inotify through the C library, with nothing between: ``INotify``, its events and flags.
+
+``ctypes.util.find_library("c")`` runs ``ldconfig -p`` in a subprocess (90 ms measured on the
+development VM) before the first watch, so the library is loaded by its soname, ``libc.so.6``
+(glibc and musl both answer to it on Linux); reading and decoding events is plain ``os.read`` and
+``struct``. The interface is the small part of ``inotify_simple``'s that mailslot uses.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import struct
+from enum import IntFlag
+from typing import Any, NamedTuple
+
+__all__ = ["Event", "INotify", "flags"]
+
+_HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (of the NUL-padded name that follows)
+_READ_SIZE = 64 << 10  # events queued at once: about a thousand, read in one call
+_libc: Any = None
+
+
+class flags(IntFlag):
+    """Event and watch flags (``<sys/inotify.h>``)."""
+
+    ACCESS = 0x00000001
+    MODIFY = 0x00000002
+    ATTRIB = 0x00000004
+    CLOSE_WRITE = 0x00000008
+    CLOSE_NOWRITE = 0x00000010
+    OPEN = 0x00000020
+    MOVED_FROM = 0x00000040
+    MOVED_TO = 0x00000080
+    CREATE = 0x00000100
+    DELETE = 0x00000200
+    DELETE_SELF = 0x00000400
+    MOVE_SELF = 0x00000800
+    UNMOUNT = 0x00002000
+    Q_OVERFLOW = 0x00004000
+    IGNORED = 0x00008000
+    ONLYDIR = 0x01000000
+    DONT_FOLLOW = 0x02000000
+    EXCL_UNLINK = 0x04000000
+    MASK_ADD = 0x20000000
+    ISDIR = 0x40000000
+    ONESHOT = 0x80000000
+
+
+class Event(NamedTuple):
+    """One event: the watch it came from, what happened, the rename cookie, the name in a
+    watched directory ("" for the directory itself)."""
+
+    wd: int
+    mask: int
+    cookie: int
+    name: str
+
+
+def _c() -> Any:
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    return _libc
+
+
+def _raise_errno(what: str) -> None:
+    import ctypes
+
+    err = ctypes.get_errno()
+    raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+class INotify:
+    """An inotify instance (close-on-exec). ``OSError`` if the kernel refuses one."""
+
+    def __init__(self, *, nonblocking: bool = False) -> None:
+        c = _c()
+        fd = c.inotify_init1(os.O_CLOEXEC | (os.O_NONBLOCK if nonblocking else 0))
+        if fd < 0:
+            _raise_errno("inotify_init1")
+        self.fd: int = fd
+
+    def fileno(self) -> int:
+        """The descriptor (readable when events wait)."""
+        return self.fd
+
+    def add_watch(self, path: str | bytes, mask: int) -> int:
+        """Watch ``path`` for ``mask``; its watch descriptor. ``OSError`` (``ENOSPC``: the watch
+        limit) if the kernel refuses."""
+        raw = os.fsencode(path)
+        wd = int(_c().inotify_add_watch(self.fd, raw, mask))
+        if wd < 0:
+            _raise_errno(f"inotify_add_watch {raw!r}")
+        return wd
+
+    def read(self, timeout: int | None = None) -> list[Event]:
+        """The events queued now; with ``timeout`` (ms; ``None``: forever) waits for the first
+        when none is queued (0: never blocks)."""
+        wait = None if timeout is None else timeout / 1000
+        if (timeout is not None or not os.get_blocking(self.fd)) and not select.select(
+            [self.fd], [], [], wait
+        )[0]:
+            return []
+        try:
+            data = os.read(self.fd, _READ_SIZE)
+        except BlockingIOError:
+            return []
+        except OSError as e:
+            if e.errno == errno.EINTR:
+                return []
+            raise
+        out = []
+        at = 0
+        while at + _HEADER.size <= len(data):
+            wd, mask, cookie, size = _HEADER.unpack_from(data, at)
+            at += _HEADER.size
+            name = os.fsdecode(data[at : at + size].rstrip(b"\0"))
+            at += size
+            out.append(Event(wd, mask, cookie, name))
+        return out
+
+    def close(self) -> None:
+        """Close the descriptor (slow: see ``core.ending.slow_close``); once."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
