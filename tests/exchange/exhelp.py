@@ -129,7 +129,7 @@ def hook(port: int = 0) -> Iterator[Hook]:
 # A hand writer following CONVENTION.md with nothing but bash: list both sides' directories of the
 # topic, take the highest number, write a dot-file, rename it into place. ``pick`` as the action
 # prints the number it would take and writes nothing (two writers that pick before either
-# renames reuse a number, as the seed's agents did). No send lock: the convention's lock line is
+# renames reuse a number, as hand-writing agents do). No send lock: the convention's lock line is
 # tested on its own.
 HAND_SEND = r"""
 set -eu
@@ -148,7 +148,7 @@ mv "$dir/.draft-$$.md" "$dir/$num-$me.md"
 echo "$num"
 """
 
-# A hand writer's STATE.md, the seed's way: second-precision ``date``, written whole, renamed in.
+# A hand writer's STATE.md, the bash way: second-precision ``date``, written whole, renamed in.
 HAND_STATE = r"""
 set -eu
 root=$1 me=$2 other=$3 topic=$4 status=$5

@@ -213,7 +213,7 @@ def test_send_json_and_refusals(tmp_path) -> None:
     r = run(
         root, "exchange", "send", "--topic", "t", "--action", "maybe", "x", agent="olu", ok=False
     )
-    assert r.exit_code == 1 and "action must be one of" in r.stderr  # DESIGN: exit 1
+    assert r.exit_code == 1 and "action must be one of" in r.stderr  # refused: exit 1
 
 
 def test_state_topics_read_flow(tmp_path) -> None:

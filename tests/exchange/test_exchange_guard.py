@@ -1,4 +1,4 @@
-"""The guard suite (seed 000): every case drives the real ``exchange tick`` CLI entry point
+"""The guard suite: every case drives the real ``exchange tick`` CLI entry point
 against a sandbox tree and fails loudly if the tick exits non-zero -- a crashed tick leaves the
 same evidence as a correct no-op (no archive, no marker, no notification)."""
 
@@ -59,7 +59,7 @@ def both_done_tree(root: Path, entry_at: str, ack_at: str, *, topic: str = T) ->
     hand_state(root, "claude", topic, "done", ack_at, "olu")  # olu's
 
 
-# -- the seed's live sequence, holds, release, no churn ------------------------------------
+# -- the live sequence that filed a reply unread, holds, release, no churn ------------
 
 
 def test_seed_live_sequence_holds_instead_of_archiving(ex, step_clock) -> None:
@@ -69,7 +69,7 @@ def test_seed_live_sequence_holds_instead_of_archiving(ex, step_clock) -> None:
     )
     topic = r.stdout.strip().split("/")[1]
     tick(root)
-    # olu marks its side done while its newest entry is required (forced, as the seed's agent did)
+    # olu marks its side done while its newest entry is required (forced, as a real agent did)
     run(root, "exchange", "state", topic, "done", "--force", agent="olu")
     run(root, "exchange", "send", "--topic", topic, "--action", "fyi", "the reply", agent="claude")
     run(root, "exchange", "state", topic, "done", agent="claude")
@@ -462,7 +462,7 @@ def test_heartbeat_is_written_each_successful_tick(ex) -> None:
 
 
 def test_seed_live_sequence_through_the_console_command(ex, run_cli) -> None:
-    """The same sequence as the seed's live bug, every step a real ``mailslot`` process."""
+    """The same sequence as the live archive race, every step a real ``mailslot`` process."""
     root = str(ex.root)
 
     def ms(*args: str) -> str:

@@ -57,7 +57,7 @@ def _fast(ex: Exchange, include_archived: bool) -> list[dict[str, object]]:
             "status": t.status,
             "counts": t.counts,
             "last": t.last_activity,
-            "held": t.held,
+            "held": list(t.held),  # the sides held
         }
         for t in topic_summaries(ex, include_archived=include_archived)
     ]

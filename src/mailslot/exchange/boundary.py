@@ -1,6 +1,6 @@
 """The one-way boundary: can each side's agent write its outbox, and is it kept out of its inbox?
 
-Seed 000: where the agent's systemd service has ``ProtectSystem=strict`` + ``ReadWritePaths=`` its
+Where the agent's systemd service has ``ProtectSystem=strict`` + ``ReadWritePaths=`` its
 outbox only, the sandbox is the real boundary and symmetric ``2770`` modes are safe; where it has no
 sandbox, Unix modes are the *entire* enforcement and must be asymmetric. Either way the boundary is
 verified both ways, live: as the side's own user, creating a file in its outbox must succeed and in

@@ -1,6 +1,6 @@
 """``exchange init``: lay out a new exchange, all or nothing visible to the sides.
 
-Creates ``to-<a>/``, ``to-<b>/`` (each with ``done/``) with the seed's modes, ``.mailslot/`` with
+Creates ``to-<a>/``, ``to-<b>/`` (each with ``done/``) with the chosen modes, ``.mailslot/`` with
 the config and a send lock both sides can read, CONVENTION.md, an empty INDEX.md, and a local git
 repository with a first commit. Refuses a directory that already holds an exchange.
 """

@@ -1,10 +1,10 @@
 """Independent double review: one brief into several exchanges, one close-out to all of them.
 
-Seed 000, "Independence is the product": two agents given the same brief, neither shown the
+Independence is the product: two agents given the same brief, neither shown the
 other's answer, converged on the same defect -- the single most valuable signal, and it exists only
 because neither saw the other. So every copy says plainly that another agent has the same questions
 and must not be consulted. And "when the same defect is dispatched to both agents, the close-out
-has to go to both": the seed's failure was a fix that reached one reviewer and left the other
+has to go to both": the failure to prevent is a fix that reached one reviewer and left the other
 holding a stale question. ``dispatch`` therefore remembers the group -- in the dispatcher's own
 state dir (``<state>/dispatch/<group>.json``), since it spans exchanges and may write none of their
 internals -- so ``closeout`` reaches every member (reopening an archived topic, with the reason,

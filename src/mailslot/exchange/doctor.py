@@ -1,6 +1,6 @@
 """``exchange doctor``: every way this exchange can fail silently, checked, each with its fix.
 
-Seed 000 principle 8, "silence is not success": a poller that died while its service stayed
+"Silence is not success": a poller that died while its service stayed
 ``active``, a boundary that was only ever tested in the direction that works, an entry overwritten
 by a later one under the same number, a topic archived on one side only -- each presents as
 "nothing to say". The doctor makes each one a named check with a status (``ok``, ``warn``,
@@ -11,8 +11,9 @@ optional ``users:`` and ``services:`` mappings in ``.mailslot/config`` (``{olu: 
 given on the command line; a side with no user is skipped with a note, never passed.
 
 Git history is read with ``git log --raw``: an entry file is immutable, so any modification of one
-is reported, and one that got *smaller* (the seed's 10,978 -> 1,546 byte overwrite) fails with the
-``git show`` line that recovers it. Nothing is written except the live probes' own dot-files.
+is reported, and one that got *smaller* (a 10,978-byte review overwritten by a 1,546-byte note)
+fails with the ``git show`` line that recovers it. Nothing is written except the live probes' own
+dot-files.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 STATUSES = ("ok", "warn", "fail", "skip")
-# Both seed agents poll every two minutes and answer within the hour; a required entry waiting
+# Agents typically poll every two minutes and answer within the hour; a required entry waiting
 # half a day means a deaf agent more often than a busy one.
 ANSWER_PATIENCE = timedelta(hours=12)
 
@@ -548,7 +549,7 @@ def check_states(ex: Exchange, report: DoctorReport) -> None:
 def check_answers(ex: Exchange, report: DoctorReport, patience: timedelta) -> None:
     """Per side: ``action: required`` entries it has left unanswered longer than ``patience``.
 
-    Seed 000: a poller died and never rescheduled while its service stayed ``active``; from the
+    A poller can die and never reschedule while its service stayed ``active``; from the
     outside that looks exactly like an agent with nothing to say. A warning, not a failure: a
     slow answer is allowed, a silent one should be looked at.
     """

@@ -245,9 +245,10 @@ def render_entry(sender: str, action: str, body: str, at: str) -> str:
 def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendResult:
     """Write a new entry as ``agent`` into its side's outbox; raise ``MailslotError`` subclasses.
 
-    ``topic`` is resolved per DESIGN (full name, newest live slug, else a new topic). Refuses an
-    unknown member (``Conflict``), a bad action or empty body (``MailslotError``), a body over
-    ``MAX_BODY_BYTES`` (``LimitExceeded``), an archived topic (``Conflict``).
+    ``topic`` is resolved as ``topics.resolve_topic`` says (full name, newest live slug, else a new
+    topic). Refuses an unknown member (``Conflict``), a bad action or empty body
+    (``MailslotError``), a body over ``MAX_BODY_BYTES`` (``LimitExceeded``), an archived topic
+    (``Conflict``).
     """
     side = ex.side_of(agent)
     if action not in ACTIONS:

@@ -1,7 +1,7 @@
 """The exchange's local git repository: history that recovers anything overwritten or lost.
 
 The tick commits whenever the tree is dirty, independent of whether anything was worth a
-notification (seed 000: gating the commit on notify-worthy activity left an archive move
+notification (gating the commit on notify-worthy activity would leave an archive move
 uncommitted). Commits carry mailslot's own identity (``mailslot <tick@HOST>``) passed on the
 command line, so they work where git has no identity configured, and never run hooks or signing.
 Archives are plain moves; ``git add -A`` picks them up whether or not the files were tracked.

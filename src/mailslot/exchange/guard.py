@@ -2,7 +2,7 @@
 the clocks.
 
 A topic is archived only when both sides are ``done`` AND, for each side, its newest entry
-pre-dates the other side's last STATE.md update (seed 000: a closing reply is the entry most
+pre-dates the other side's last STATE.md update (a closing reply is the entry most
 likely to flip the second side to ``done`` and the least likely to have been read). Checking each
 side's newest entry, not only the overall newest, also catches two sides writing past each other.
 

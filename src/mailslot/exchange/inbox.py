@@ -10,7 +10,7 @@ moment a file is anything but plain ``key: value`` lines, so a hand-written file
 the rest of mailslot reads it. Readers ignore dot-names (in-flight temps), like every reader.
 
 An entry in ``to-<side>/done/<topic>/`` is still addressed to that side: archiving moves files,
-it does not deliver them (seed 000: a reply filed before it was read).
+it does not deliver them (a reply filed by the archive before it was read is still owed a read).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""INDEX.md and the per-topic summary it is made of.
+"""The view of a topic (``TopicView``, made by ``build_view``), what each side owes, and INDEX.md.
 
 INDEX.md is the answer to "is anything waiting": every live topic with both sides' status, entry
 counts, last activity, holds and what each side owes. It holds no time of its own generation, so a
 tick with nothing new writes the same bytes and git sees nothing to commit (no churn).
 
-Debts, per side (seed 000, "sweep your own debts"): ``reply`` when the other side's newest
+Debts, per side (each side sweeps its own): ``reply`` when the other side's newest
 ``action: required`` entry (a later ``fyi`` P.S. does not answer it) has no entry from this side
 that arrived after it; ``close`` when the other side is ``done`` and this side is not;
 ``re-read`` when a hold waits for this side; ``unseen`` when an entry in an archived topic
@@ -29,16 +29,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from mailslot.core.clock import format_time
 from mailslot.exchange.layout import Exchange
+from mailslot.exchange.listing import LIVE
 
 __all__ = [
     "Arrival",
     "Debt",
+    "Owed",
     "TopicView",
     "answers",
+    "build_view",
     "compute_debts",
     "counts_as_required",
     "md_cell",
@@ -58,7 +61,11 @@ def answers(reply: Arrival | None, asked: Arrival) -> bool:
     after it (in the same instant, the higher number answers) AND its number is not lower. A
     ctime is bumped by any ``chmod``/``chown`` (a recursive permission fix makes an old entry
     "arrive" now), so arrival alone would let an older, lower-numbered entry erase a debt."""
-    return reply is not None and reply[1] >= asked[1] and (reply[0], reply[1]) > asked[:2]
+    if reply is None:
+        return False
+    reply_ns, reply_number, _ = reply
+    asked_ns, asked_number, _ = asked
+    return reply_number >= asked_number and (reply_ns, reply_number) > (asked_ns, asked_number)
 
 
 def counts_as_required(action: str | None) -> bool:
@@ -90,7 +97,8 @@ def owed_entry(
     for a in sorted(theirs, reverse=True):
         if answers(mine_last, a):
             continue
-        if is_required(a[2]):
+        _, _, name = a
+        if is_required(name):
             return a
     return None
 
@@ -114,37 +122,76 @@ class Debt:
         return out
 
 
+class Owed(NamedTuple):
+    """A side's newest ``action: required`` entry that the other side has not answered
+    (``owed_entry``), and why it counts when its action does not read (``unreadable_detail``)."""
+
+    number: int
+    name: str
+    detail: str | None = None
+
+
 @dataclass
 class TopicView:
-    """One live topic as the tick sees it."""
+    """One topic as people and agents are shown it: where it is, each side's status and entry
+    count, last activity, holds, why a done/done topic waits, and what each side owes.
+
+    ``build_view`` makes every one (the tick for INDEX.md, ``sweep``, ``exchange topics`` and
+    the MCP tools), so they cannot disagree. Keys are sides: the side whose status, entries and
+    required entry these are; ``held`` is keyed by the owing side.
+    """
 
     name: str
     status: dict[str, str]  # side -> open|in-progress|blocked|done|unknown
     counts: dict[str, int]  # side -> entries written by that side
-    last_activity: datetime | None
-    newest: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
-    # side -> (number, file name, action) of that side's newest entry
+    last_activity: datetime | None = None
     held: dict[str, str] = field(default_factory=dict)  # owing side -> entry it must re-read
     waiting: list[str] = field(default_factory=list)  # why a done/done topic did not archive
     debts: list[Debt] = field(default_factory=list)
-    # side -> (number, file name) of that side's newest 'action: required' entry that the other
-    # side has not answered (``owed_entry``): the other side owes a reply to it
-    required: dict[str, tuple[int, str]] = field(default_factory=dict)
-    # side -> ``unreadable_detail`` when its ``required`` entry counts only because its action
-    # does not read (``counts_as_required``)
-    unreadable: dict[str, str] = field(default_factory=dict)
+    required: dict[str, Owed] = field(default_factory=dict)  # side -> its entry owed a reply
+    where: str = LIVE  # live | archived | half-archived (listing.placement)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+        """A JSON-ready dict (``exchange topics --json``): ``held`` lists the sides held."""
         return {
             "topic": self.name,
-            "status": dict(self.status),
-            "counts": dict(self.counts),
+            "where": self.where,
+            "status": self.status,
+            "counts": self.counts,
             "last_activity": format_time(self.last_activity) if self.last_activity else None,
-            "held": dict(self.held),
-            "waiting": list(self.waiting),
-            "debts": [d.to_json() for d in self.debts],
+            "held": list(self.held),
         }
+
+
+def build_view(
+    ex: Exchange,
+    name: str,
+    status: dict[str, str],
+    counts: dict[str, int],
+    *,
+    required: dict[str, Owed] | None = None,
+    held: dict[str, str] | None = None,
+    waiting: list[str] | None = None,
+    last_activity: datetime | None = None,
+    where: str = LIVE,
+    debts: bool = True,
+) -> TopicView:
+    """The one ``TopicView`` of topic ``name`` from what each side's files say, with its debts
+    (``compute_debts``) unless ``debts`` is false (a listing that shows none)."""
+    view = TopicView(
+        name,
+        status,
+        counts,
+        last_activity,
+        held if held is not None else {},
+        waiting if waiting is not None else [],
+        [],
+        required if required is not None else {},
+        where,
+    )
+    if debts:
+        view.debts = compute_debts(ex, view)
+    return view
 
 
 def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
@@ -154,7 +201,7 @@ def compute_debts(ex: Exchange, view: TopicView) -> list[Debt]:
         other = ex.other(side)
         asked = view.required.get(other)  # their newest required entry, unanswered (owed_entry)
         if asked is not None:
-            out.append(Debt(view.name, side, "reply", asked[1], view.unreadable.get(other)))
+            out.append(Debt(view.name, side, "reply", asked.name, asked.detail))
         if view.status.get(other) == "done" and view.status.get(side) != "done":
             out.append(Debt(view.name, side, "close"))
         if side in view.held:

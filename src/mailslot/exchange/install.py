@@ -1,6 +1,6 @@
 """``exchange install``: a hardened systemd service + timer for ``tick``, and the polling lines.
 
-The tick is root-owned on the seed's hosts and runs every two minutes; it only ever needs to write
+The tick is typically root-owned and runs every two minutes; it only ever needs to write
 the exchange, so its unit runs with ``ProtectSystem=strict`` and ``ReadWritePaths=`` the root and
 nothing else, ``NoNewPrivileges``, a private /tmp and devices, and the kernel knobs locked. The
 timer is monotonic (``OnActiveSec`` + ``OnUnitActiveSec``) so it starts firing as soon as it is

@@ -1,6 +1,6 @@
 """Entries that arrived in an archived topic after the acknowledgement its archive stood on.
 
-Archiving moves a topic into ``done/``, where no poller looks (seed 000's archive race: a reply
+Archiving moves a topic into ``done/``, where no poller looks (the archive race: a reply
 filed before it was read). The tick moves a topic under the send lock and re-checks each
 directory just before the move, so no ``mailslot send`` can land in between; but a hand writer
 that skips the lock can still land an entry in the instant between the re-check and the move, or

@@ -42,7 +42,7 @@ HELD_NAME = "HELD.md"
 SEND_LOCK = "send.lock"
 TICK_LOCK = "tick.lock"
 
-# Directory modes from seed 000. Symmetric is safe only where a sandbox is the real boundary;
+# Directory modes. Symmetric is safe only where a sandbox is the real boundary;
 # asymmetric makes the first side's outbox read-only to the group (the other side's agent).
 MODES = {
     "symmetric": (0o2770, 0o2770),

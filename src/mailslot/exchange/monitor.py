@@ -1,7 +1,7 @@
 """``exchange monitor``: a stable listing of what awaits the caller, for output-diffing schedulers.
 
 Hermes' ``cron --monitor-script`` (and any cron wrapper) runs a cheap script every tick and wakes
-the agent only when its output changes. Seed 000's trap: a manual run of such a job updated the
+the agent only when its output changes. The trap: a manual run of such a job updated the
 scheduler's baseline and swallowed a real message. So the monitor keeps no baseline and writes
 nothing at all -- no cursor, no state, no file in the exchange -- and its output is a pure function
 of the tree: run it by hand as often as you like; the scheduler's own diff is the only memory.
@@ -17,7 +17,7 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
   topic names the newest such entry and how many there are, so each new arrival changes it.
 * ``held`` -- a HELD.md the tick placed (``holds.json``) in S's inbox: the tick is holding the
   archive until S re-reads.
-* ``close`` -- O is ``done`` and S is not (seed 000: a real debt, not bookkeeping noise).
+* ``close`` -- O is ``done`` and S is not (a real debt, not bookkeeping noise).
 * ``unseen`` -- an entry in an archived topic of S's inbox arrived after S's last STATE.md
   update (``late``): it reached ``done/`` unread.
 * ``state`` -- a STATE.md the monitor read (O's, or S's own while O is done) whose status is

@@ -7,48 +7,26 @@ never write anything, so a reader that may not write the exchange can use them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from mailslot.core.clock import format_time
 from mailslot.core.errors import NotFound
 from mailslot.exchange.entries import Entry, list_entries
-from mailslot.exchange.holds import is_trusted, load_holds
+from mailslot.exchange.holds import is_trusted, load_holds, trusted_hold
 from mailslot.exchange.inbox import peek_entry, peek_state
+from mailslot.exchange.index import TopicView, build_view
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.listing import placement, topic_pairs
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state
 from mailslot.exchange.topics import find_topic, named_topic
 
-__all__ = ["TopicDetail", "TopicSummary", "read_topic", "topic_summaries"]
+__all__ = ["TopicDetail", "read_topic", "topic_summaries"]
 
 
-@dataclass(frozen=True)
-class TopicSummary:
-    """One topic in a listing."""
-
-    name: str
-    where: str  # live | archived | half-archived
-    status: dict[str, str]
-    counts: dict[str, int]
-    last_activity: datetime | None
-    held: list[str]  # sides with a HELD.md in their inbox
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "topic": self.name,
-            "where": self.where,
-            "status": self.status,
-            "counts": self.counts,
-            "last_activity": format_time(self.last_activity) if self.last_activity else None,
-            "held": self.held,
-        }
-
-
-def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicSummary]:
-    """Every live topic (archived too if asked) with statuses and counts; never raises.
+def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicView]:
+    """Every live topic (archived too if asked) as a ``TopicView`` without debts: where it is,
+    statuses, counts, last activity (the newest entry's ``at`` per side), the sides held; never
+    raises.
 
     One listing per topic directory (``listing.topic_pairs``; ``done/`` only where needed unless
     archived topics are asked for) and, per side, a header read of STATE.md and of the newest
@@ -58,10 +36,10 @@ def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[Top
     out = []
     holds = load_holds(ex)
     for name, dirs in topic_pairs(ex, include_archived=include_archived).items():
-        where = placement(d.archived for d in dirs.values())
         counts = {s: 0 for s in ex.sides}
         status = {s: "open" for s in ex.sides}
         times = []
+        held: dict[str, str] = {}
         for inbox_side, d in dirs.items():
             writer = ex.writer_of(inbox_side)
             counts[writer] = len(d.entries)
@@ -71,21 +49,22 @@ def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[Top
                 status[writer] = "unknown"
             top = d.newest()
             if top is not None:  # only the newest entry per side is read
-                at = peek_entry(d.file(top[2])).at
+                at = peek_entry(d.file(top.name)).at
                 if at is not None:
                     times.append(at)
+            hold = trusted_hold(holds, inbox_side, name, d.file(HELD_NAME)) if d.held else None
+            if hold is not None:
+                held[inbox_side] = hold.entry or HELD_NAME
         out.append(
-            TopicSummary(
+            build_view(
+                ex,
                 name,
-                where,
                 status,
                 counts,
-                max(times) if times else None,
-                [
-                    s
-                    for s, d in dirs.items()
-                    if d.held and is_trusted(holds, s, name, d.file(HELD_NAME))
-                ],
+                held=held,
+                last_activity=max(times) if times else None,
+                where=placement(d.archived for d in dirs.values()),
+                debts=False,
             )
         )
     return out

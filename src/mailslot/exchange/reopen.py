@@ -1,10 +1,10 @@
 """``reopen``: bring an archived topic back, with an account of why.
 
-Seed 000's recovery, as one operation: move both sides back out of ``done/`` (plain moves), set
-the caller's side ``open`` (so the tick cannot re-archive it), and add an entry saying why --
-otherwise the other side sees a topic reappear with no account of it. If the caller may not move
-the other side's copy (asymmetric modes), the next tick finds the topic half-archived and, since
-the caller's side is open, brings the rest back.
+The recovery from a wrong archive, as one operation: move both sides back out of ``done/`` (plain
+moves), set the caller's side ``open`` (so the tick cannot re-archive it), and add an entry saying
+why -- otherwise the other side sees a topic reappear with no account of it. If the caller may not
+move the other side's copy (asymmetric modes), the next tick finds the topic half-archived and,
+since the caller's side is open, brings the rest back.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ than ``RACY_NS`` old, so no same-timestamp write can hide behind it) has the sam
 renaming in or deleting a file changes the directory's mtime. Only the files that are legitimately
 rewritten in place -- STATE.md -- and the newest entry (the guard's input) are re-stat'd then.
 Every directory is still listed and stat'd in full once per ``ROTATION`` slots, so an entry
-rewritten in place (the seed's overwrite) is reported within minutes; git history keeps it anyway.
+rewritten in place (a reused number's overwrite) is reported within minutes; git history keeps
+it anyway.
 """
 
 from __future__ import annotations
@@ -31,22 +32,32 @@ from mailslot.core.errors import FormatError
 from mailslot.core.fsio import written_ns
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
-from mailslot.exchange.listing import HALF_ARCHIVED, placement, topic_entries, topic_names
+from mailslot.exchange.listing import (
+    HALF_ARCHIVED,
+    EntryName,
+    placement,
+    topic_entries,
+    topic_names,
+)
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
 from mailslot.exchange.tree import stray_kind
 
 __all__ = [
+    "CopyRecord",
     "Parsed",
+    "Required",
     "SideCopy",
     "TopicScan",
+    "cached",
     "current_sig",
-    "parse_cached",
+    "parse_file",
     "parse_sig",
     "scan_tree",
 ]
 
 Sig = tuple[int, int]
+"""``(size, mtime_ns)`` of one file: equal means unchanged, for the tick's purposes."""
 
 # A directory modified this close to a scan may hide a write made in the same (coarse) timestamp.
 RACY_NS = 2_000_000_000
@@ -54,6 +65,38 @@ RACY_NS = 2_000_000_000
 # minutes, each topic is fully re-stat'd every ten.
 ROTATION = 5
 SLOT_NS = 120 * 1_000_000_000
+
+
+class Required(NamedTuple):
+    """The newest ``action: required`` entry of a copy that the other side has not answered,
+    and when it arrived (its ctime)."""
+
+    number: int
+    sender: str
+    name: str
+    ctime_ns: int
+
+
+class CopyRecord(NamedTuple):
+    """What the tick keeps per topic copy in its state (a JSON list in this field order), so the
+    next scan can rebuild the copy without listing its directory (``SideCopy.record``)."""
+
+    sig: str  # SideCopy.sig
+    parsed: dict[str, list[Any]]  # file name -> Parsed.to_list: each file's cached reading
+    dir_mtime: int
+    held: bool
+    entry_count: int
+    top: list[Any] | None  # the newest entry's EntryName
+    state_sig: list[int] | None  # STATE.md's Sig
+    top_sig: list[int] | None  # the newest entry's Sig
+    settled: bool
+    strays: list[str]
+    required: list[Any] | None  # Required
+
+
+# Where the next run finds a kept record's signature and readings (it is a JSON list).
+SIG = CopyRecord._fields.index("sig")
+PARSED = CopyRecord._fields.index("parsed")
 
 
 @dataclass(slots=True)
@@ -64,22 +107,21 @@ class SideCopy:
     dir: str  # a string, not a Path: 20,000 of these are built on every tick
     archived: bool
     key: str = ""  # ``to-<inbox_side>/<topic>``, the same while the copy sits in done/
-    entries: list[tuple[int, str, str]] = field(default_factory=list)  # number, from, name
+    entries: list[EntryName] = field(default_factory=list)
     files: dict[str, Sig] = field(default_factory=dict)  # name -> (size, mtime_ns)
     held: bool = False
     sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
     count: int = 0  # entry files
-    top: tuple[int, str, str] | None = None  # the newest entry: the last to arrive
+    top: EntryName | None = None  # the newest entry: the last to arrive
     top_ctime: int = 0  # the newest entry's ctime (ns): when it arrived, which its writer can't set
     ctimes: dict[str, int] = field(default_factory=dict)  # entry name -> ctime (listed copies)
     state_ctime: int = 0  # when STATE.md was last written (ns: fsio.written_ns, not a chmod)
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
-    trusted: list[Any] | None = None  # the record this copy was rebuilt from, if it was
+    trusted: list[Any] | None = None  # the record (CopyRecord) it was rebuilt from, if it was
     strays: list[str] = field(default_factory=list)  # names that are not entries/STATE/HELD
-    # the newest 'action: required' entry by arrival, (number, from, name, ctime_ns), once the
-    # tick worked it out (None: none the other side has not answered)
-    req: tuple[int, str, str, int] | None = None
+    # once the tick worked it out (req_known); None: none the other side has not answered
+    req: Required | None = None
     req_known: bool = False
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
@@ -87,20 +129,22 @@ class SideCopy:
         if self.trusted is not None:
             return self.trusted  # nothing about it changed: the same record, the same object
         state = self.files.get(STATE_NAME)
-        top = self.files.get(self.top[2]) if self.top else None
-        return [
-            self.sig,
-            parsed,
-            self.dir_mtime,
-            self.held,
-            self.count,
-            list(self.top) if self.top else None,
-            list(state) if state else None,
-            list(top) if top else None,
-            self.settled,
-            self.strays,
-            list(self.req) if self.req else None,
-        ]
+        top = self.files.get(self.top.name) if self.top else None
+        return list(  # a list, as it reads back from JSON: an unchanged record compares equal
+            CopyRecord(
+                self.sig,
+                parsed,
+                self.dir_mtime,
+                self.held,
+                self.count,
+                list(self.top) if self.top else None,
+                list(state) if state else None,
+                list(top) if top else None,
+                self.settled,
+                self.strays,
+                list(self.req) if self.req else None,
+            )
+        )
 
     @property
     def path(self) -> Path:
@@ -111,14 +155,15 @@ class SideCopy:
     def path(self, value: Path) -> None:
         self.dir = str(value)
 
-    def newest(self) -> tuple[int, str, str] | None:
-        """``(number, from, name)`` of the newest entry here: the last to arrive (its ctime;
-        the same instant falls back to the number), never the highest number alone."""
+    def newest(self) -> EntryName | None:
+        """The newest entry here: the last to arrive (its ctime; the same instant falls back to
+        the number), never the highest number alone."""
         return self.top
 
     def last(self) -> tuple[int, int, str] | None:
         """The newest entry's arrival ``(ctime_ns, number, name)`` (``index.Arrival``)."""
-        return (self.top_ctime, self.top[0], self.top[2]) if self.top else None
+        top = self.top
+        return (self.top_ctime, top.number, top.name) if top is not None else None
 
 
 @dataclass
@@ -161,7 +206,7 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
                 parts.append(f"{name}\t{size}\t{mtime}")
                 m = match(name)
                 if m:
-                    entries.append((int(m[1]), m[2], name))
+                    entries.append(EntryName(int(m[1]), m[2], name))
                     ctimes[name] = st.st_ctime_ns
                 elif name == STATE_NAME:
                     copy.state_ctime = written_ns(st)
@@ -171,8 +216,9 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
     copy.ctimes = ctimes
-    copy.top = max(entries, key=lambda e: (ctimes[e[2]], e[0], e[2])) if entries else None
-    copy.top_ctime = ctimes[copy.top[2]] if copy.top else 0
+    top = max(entries, key=lambda e: (ctimes[e.name], e.number, e.name)) if entries else None
+    copy.top = top
+    copy.top_ctime = ctimes[top.name] if top is not None else 0
     return copy
 
 
@@ -192,47 +238,59 @@ def _stat_of(path: str) -> os.stat_result | None:
 def _trusted(
     path: str, key: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
 ) -> SideCopy | None:
-    """The copy rebuilt from its record when nothing can have changed, else ``None``."""
-    if rec is None or len(rec) < 11 or not rec[8] or rec[2] != dir_mtime:
+    """The copy rebuilt from its record (a ``CopyRecord`` as JSON left it) when nothing can have
+    changed, else ``None``."""
+    if rec is None or len(rec) != len(CopyRecord._fields):
         return None
-    if rec[10] is not None and len(rec[10]) < 4:
+    # CopyRecord's fields, unpacked (a NamedTuple per copy costs the tick milliseconds)
+    sig, _, rec_mtime, held, count, top, state_sig, top_sig, settled, strays, required = rec
+    if not settled or rec_mtime != dir_mtime:
+        return None
+    if required is not None and len(required) != len(Required._fields):
         return None  # a record from before arrivals were kept: list the directory
     if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
         return None  # this directory's turn for a full listing
+    newest = None
+    if top:
+        number, sender, fname = top
+        newest = EntryName(int(number), str(sender), str(fname))
+    req = None
+    if required:
+        number, sender, fname, ctime = required
+        req = Required(int(number), str(sender), str(fname), int(ctime))
     files: dict[str, Sig] = {}
     top_ctime = state_ctime = 0
-    for fname, want in ((STATE_NAME, rec[6]), (rec[5][2] if rec[5] else None, rec[7])):
+    for fname, want in ((STATE_NAME, state_sig), (newest.name if newest else None, top_sig)):
         if fname is None or want is None:
             continue
         st = _stat_of(f"{path}/{fname}")
-        got = (st.st_size, st.st_mtime_ns) if st is not None else None
-        if st is None or got is None or list(got) != want:
+        if st is None:
+            return None
+        got = (st.st_size, st.st_mtime_ns)
+        if list(got) != want:
             return None  # rewritten in place: list the directory
         files[fname] = got
         if fname != STATE_NAME:
             top_ctime = st.st_ctime_ns
         else:
             state_ctime = written_ns(st)
-    top = rec[5]
     return SideCopy(
         side,
         path,
         False,
         key,
         files=files,
-        held=bool(rec[3]),
-        sig=rec[0],
-        count=int(rec[4]),
-        top=(int(top[0]), str(top[1]), str(top[2])) if top else None,
+        held=bool(held),
+        sig=sig,
+        count=int(count),
+        top=newest,
         top_ctime=top_ctime,
         state_ctime=state_ctime,
         dir_mtime=dir_mtime,
         settled=True,
         trusted=rec,
-        strays=[str(n) for n in rec[9]],
-        req=(int(rec[10][0]), str(rec[10][1]), str(rec[10][2]), int(rec[10][3]))
-        if rec[10]
-        else None,
+        strays=[str(n) for n in strays],
+        req=req,
         req_known=True,
     )
 
@@ -297,15 +355,29 @@ def scan_tree(
 
 
 class Parsed(NamedTuple):
-    """The cached reading of one file: a time (epoch microseconds), a word, an error."""
+    """The reading of one file: a time (epoch microseconds), a word, an error."""
 
     time_us: int | None
     word: str | None  # action for an entry, status for a STATE.md
     error: str | None
 
     def to_list(self, sig: Sig) -> list[Any]:
-        """The JSON form stored in the tick state."""
-        return [sig[0], sig[1], self.time_us, self.word, self.error]
+        """The form the tick state keeps (``CopyRecord.parsed``): the file's ``Sig``, then the
+        reading."""
+        size, mtime_ns = sig
+        return [size, mtime_ns, self.time_us, self.word, self.error]
+
+    @classmethod
+    def from_list(cls, kept: list[Any]) -> Parsed:
+        """The reading in a kept ``to_list``."""
+        _, _, time_us, word, error = kept
+        return cls(time_us, word, error)
+
+
+def cached(kept: list[Any], sig: Sig) -> Parsed | None:
+    """The reading kept (``Parsed.to_list``) if it was made of a file with the same ``sig``."""
+    size, mtime_ns, time_us, word, error = kept
+    return Parsed(time_us, word, error) if (size, mtime_ns) == sig else None
 
 
 def _us(value: object, path: Path) -> int | None:
@@ -316,22 +388,17 @@ def _us(value: object, path: Path) -> int | None:
     return int(dt.timestamp() * 1_000_000)
 
 
-def parse_cached(path: Path, sig: Sig, side: str, hit: list[Any] | None) -> Parsed:
-    """Parse an entry or STATE.md at ``path`` unless ``hit`` (cached) has the same signature."""
-    if hit is not None and hit[0] == sig[0] and hit[1] == sig[1]:
-        return Parsed(hit[2], hit[3], hit[4])
+def parse_file(path: Path, side: str) -> Parsed:
+    """Read the entry or STATE.md at ``path`` (written by ``side``); never raises."""
     try:
         raw = read_regular(path)
     except OSError as e:
-        parsed = Parsed(None, "unknown" if path.name == STATE_NAME else None, str(e.strerror))
-    else:
-        if path.name == STATE_NAME:
-            st = parse_state(raw, side, path)
-            t = int(st.updated_at.timestamp() * 1_000_000) if st.updated_at else None
-            parsed = Parsed(t, st.status, st.error)
-        else:
-            meta, _, error = parse_entry_text(raw, path)
-            action = meta.get("action")
-            word = action if isinstance(action, str) and action in ("required", "fyi") else None
-            parsed = Parsed(_us(meta.get("at"), path), word, error)
-    return parsed
+        return Parsed(None, "unknown" if path.name == STATE_NAME else None, str(e.strerror))
+    if path.name == STATE_NAME:
+        st = parse_state(raw, side, path)
+        t = int(st.updated_at.timestamp() * 1_000_000) if st.updated_at else None
+        return Parsed(t, st.status, st.error)
+    meta, _, error = parse_entry_text(raw, path)
+    action = meta.get("action")
+    word = action if isinstance(action, str) and action in ("required", "fyi") else None
+    return Parsed(_us(meta.get("at"), path), word, error)

@@ -1,12 +1,12 @@
 """``exchange skill``: the instruction file that teaches one agent this exchange.
 
-Seed 000 deploys, next to the directories, "the other agent's own skill-file playbook (teaching it
-the protocol)". Hand-written, such a file drifts from the code the first time a path or rule
-changes; this one is rendered from the exchange's own config (root, sides, people) and from the
-constants the code enforces (actions, statuses, STATE.md, HELD.md, done/), so every path and word
-in it is literally what the tools do. Three flavours differ only in their wrapper: Claude Code and
-Hermes skills carry ``name``/``description`` frontmatter (the description is what makes the agent
-load it), the generic one is plain markdown for any agent's instructions file.
+Next to the directories goes the other agent's own skill file, teaching it the protocol.
+Hand-written, such a file drifts from the code the first time a path or rule changes; this one is
+rendered from the exchange's own config (root, sides, people) and from the constants the code
+enforces (actions, statuses, STATE.md, HELD.md, done/), so every path and word in it is literally
+what the tools do. Three flavours differ only in their wrapper: Claude Code and Hermes skills carry
+``name``/``description`` frontmatter (the description is what makes the agent load it), the generic
+one is plain markdown for any agent's instructions file.
 """
 
 from __future__ import annotations

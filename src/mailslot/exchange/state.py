@@ -7,7 +7,7 @@ side ever writes the other's. It is plain YAML (``status``, ``tags``, ``updated_
 it (the archive guard) can resolve, so nothing is archived.
 
 ``done`` is refused while the side's own newest entry is ``action: required`` and the other side
-has not answered it (seed 000: the side that raises ``required`` does not mark itself done).
+has not answered it (the side that raises ``required`` does not mark itself done).
 ``force`` overrides, and the override is recorded in the file and returned as a warning.
 """
 
@@ -132,7 +132,7 @@ def unanswered_required(entries: list[Entry], side: str) -> Entry | None:
     """``side``'s newest ``action: required`` entry if nothing the other side wrote arrived
     after it (``index.owed_entry``: arrival order, never number alone).
 
-    A later ``fyi`` P.S. from the same side does not answer it (seed 000's debt rule), and
+    A later ``fyi`` P.S. from the same side does not answer it (the debt rule), and
     neither does the other side's same-numbered entry written before it.
     """
     mine = {e.name: e for e in entries if e.side == side}  # one directory: names are unique

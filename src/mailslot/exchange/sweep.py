@@ -1,6 +1,6 @@
 """``exchange sweep``: what the caller owes, computed from the tree exactly as INDEX.md computes it.
 
-Seed 000: "each side's sweep only catches its own debts" -- so the sweep is run by each side for
+Each side's sweep only catches its own debts, so the sweep is run by each side for
 itself, and it must agree with INDEX.md, which the tick renders from ``index.compute_debts``. This
 module builds the same ``TopicView`` the tick builds (each side's status, newest entry and its
 ``action``, the holds) straight from the files, without the tick's state (which lives in
@@ -29,8 +29,9 @@ from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.index import (
     Arrival,
     Debt,
+    Owed,
     TopicView,
-    compute_debts,
+    build_view,
     counts_as_required,
     owed_entry,
     unreadable_detail,
@@ -49,43 +50,35 @@ def _required_in(d: TopicDir) -> Callable[[str], bool]:
 
 
 def topic_view(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> TopicView:
-    """The tick's ``TopicView`` of one topic (statuses, newest entries, holds) read from files."""
+    """The ``TopicView`` the tick builds for INDEX.md, built from the files (``index.build_view``):
+    each side's status, count, newest required entry the other has not answered, and holds."""
     status: dict[str, str] = {}
     counts: dict[str, int] = {}
-    newest: dict[str, tuple[int, str, str | None]] = {}
-    held: dict[str, str] = {}
     arrived: dict[str, list[Arrival]] = {}
     for writer in ex.sides:
         d = pair.get(ex.other(writer))  # a side's files live in the other side's inbox
         status[writer] = peek_state(d.file(STATE_NAME)).status if d and d.has_state else "open"
         counts[writer] = len(d.entries) if d else 0
         arrived[writer] = arrivals(d) if d else []
-        if d is not None and arrived[writer]:
-            _, number, fname = arrived[writer][-1]  # the newest is the last to arrive
-            newest[writer] = (number, fname, peek_entry(d.file(fname)).action)
+    held: dict[str, str] = {}
     holds = load_holds(ex) if any(d.held for d in pair.values()) else {}
     for side, d in pair.items():
         hold = trusted_hold(holds, side, name, d.file(HELD_NAME)) if d.held else None
         if hold is not None and not d.archived:
             held[side] = hold.entry or HELD_NAME  # the entry to re-read, as the tick recorded it
-    view = TopicView(name, status, counts, None, newest, held)
+    required: dict[str, Owed] = {}
     for writer in ex.sides:  # each side's newest required entry the other has not answered
         d = pair.get(ex.other(writer))
         if d is None:
             continue
         mine = arrived[ex.other(writer)]
-        owed = owed_entry(
-            arrived[writer],
-            mine[-1] if mine else None,
-            _required_in(d),
-        )
+        owed = owed_entry(arrived[writer], mine[-1] if mine else None, _required_in(d))
         if owed is not None:
-            view.required[writer] = (owed[1], owed[2])
-            peek = peek_entry(d.file(owed[2]))
-            if peek.action is None:
-                view.unreadable[writer] = unreadable_detail(owed[2], peek.error)
-    view.debts = compute_debts(ex, view)
-    return view
+            _, number, fname = owed
+            peek = peek_entry(d.file(fname))
+            detail = unreadable_detail(fname, peek.error) if peek.action is None else None
+            required[writer] = Owed(number, fname, detail)
+    return build_view(ex, name, status, counts, required=required, held=held)
 
 
 @dataclass(frozen=True)
@@ -111,8 +104,8 @@ class SweepResult:
     warnings: list[str] = field(default_factory=list)  # STATE.md files that do not read
 
     def to_json(self) -> dict[str, Any]:
-        """``{"debts": [{"topic", "reason", "side", "entry", "since"}]}`` (DESIGN), plus
-        ``"warnings": [...]`` when a STATE.md does not read."""
+        """``{"debts": [{"topic", "reason", "side", "entry", "since"}]}`` (fields are added, never
+        renamed), plus ``"warnings": [...]`` when a STATE.md does not read."""
         out: dict[str, Any] = {"debts": [d.to_json() for d in self.debts]}
         if self.warnings:
             out["warnings"] = list(self.warnings)

@@ -1,6 +1,6 @@
 """One tick: diff, guard, hold, archive, index, commit, notify -- under a lock, never silent.
 
-Meant for a timer every two minutes. Each step is from seed 000 and each has bitten a real build:
+Meant for a timer every two minutes. Each step guards against a failure a real build met:
 
 1. Diff against the last run by presence/size/mtime. A brand-new topic is new activity, never
    silently absorbed into the baseline; a rewritten or shrunken entry is reported loudly.
@@ -41,9 +41,10 @@ from mailslot.exchange.guard import Decision, GuardSide, decide
 from mailslot.exchange.holds import lift, load_holds, place, save_holds, trusted_hold
 from mailslot.exchange.index import (
     Debt,
+    Owed,
     TopicView,
     answers,
-    compute_debts,
+    build_view,
     counts_as_required,
     owed_entry,
     render_index,
@@ -53,13 +54,17 @@ from mailslot.exchange.index import (
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.leftovers import clean as clean_leftovers
-from mailslot.exchange.listing import linked
+from mailslot.exchange.listing import EntryName, linked
 from mailslot.exchange.scan import (
+    PARSED,
+    SIG,
     Parsed,
+    Required,
     SideCopy,
     TopicScan,
+    cached,
     current_sig,
-    parse_cached,
+    parse_file,
     parse_sig,
     scan_tree,
 )
@@ -136,9 +141,16 @@ class _Tick:
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
         self.bridged = bridged(ex.meta)  # across hosts: arrivals come as receipts
+        self.prev_topics = set(self.prev.get("topics", []))
+        self.prev_archived = set(self.prev.get("archived", []))
+        self.prev_status: dict[str, str] = self.prev.get("status", {})
+        self.prev_ns = int(self.prev.get("tick_ns", 0))
+        self.status: dict[str, str] = {}  # "<topic>/<side>" -> status, for the next run
 
     # -- reading ---------------------------------------------------------------------------
     def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
+        """File ``name`` of this topic's copy in ``to-<inbox_side>/``, read once per run, and not
+        at all while its ``(size, mtime)`` matches the reading the last run kept."""
         copy = scan.copies.get(inbox_side)
         sig = copy.files.get(name) if copy is not None else None
         if copy is None or sig is None:
@@ -149,16 +161,14 @@ class _Tick:
         got = mine.get(name)
         if got is None:
             prev = copy.trusted or self.prev_copies.get(copy.key)
-            hit = prev[1].get(name) if prev is not None else None
-            if hit is not None and hit[0] == sig[0] and hit[1] == sig[1]:
-                got = hit
-            else:
+            got = prev[PARSED].get(name) if prev is not None else None
+            if got is None or cached(got, sig) is None:
                 where = Path(copy.dir, name)
-                got = parse_cached(where, sig, self.ex.writer_of(inbox_side), None).to_list(sig)
+                got = parse_file(where, self.ex.writer_of(inbox_side)).to_list(sig)
             mine[name] = got
-        return Parsed(got[2], got[3], got[4])
+        return Parsed.from_list(got)
 
-    def newest_required(self, scan: TopicScan, inbox_side: str) -> tuple[int, str, str] | None:
+    def owed(self, scan: TopicScan, inbox_side: str) -> Owed | None:
         """The newest ``action: required`` entry in this copy that the reader's own last entry
         does not answer (``index.owed_entry``: arrival order, never number alone). Only entries
         that arrived after that answer are parsed, newest first; the result is cached per copy."""
@@ -168,60 +178,108 @@ class _Tick:
         reader = scan.copies.get(self.ex.other(inbox_side))  # the reader's own entries
         last = reader.last() if reader is not None else None
         if not copy.req_known:
-            names = {e[2]: e for e in copy.entries}
+            by_name = {e.name: e for e in copy.entries}
 
             def required(name: str) -> bool:
                 got = self.parse(scan, inbox_side, name)  # an action that does not read counts
                 return got is not None and counts_as_required(got.word)
 
-            arrived = ((copy.ctimes.get(n, 0), e[0], n) for n, e in names.items())
+            arrived = ((copy.ctimes.get(n, 0), e.number, n) for n, e in by_name.items())
             owed = owed_entry(arrived, last, required)
-            copy.req = (*names[owed[2]], owed[0]) if owed is not None else None
+            copy.req = None
+            if owed is not None:
+                ctime, _, fname = owed
+                e = by_name[fname]
+                copy.req = Required(e.number, e.sender, e.name, ctime)
             copy.req_known = True
-        if copy.req is None or answers(last, (copy.req[3], copy.req[0], copy.req[2])):
+        req = copy.req
+        if req is None or answers(last, (req.ctime_ns, req.number, req.name)):
             return None
-        return copy.req[:3]
+        got = self.parse(scan, inbox_side, req.name)
+        detail = None
+        if got is None or got.word is None:
+            detail = unreadable_detail(req.name, got.error if got is not None else "gone")
+        return Owed(req.number, req.name, detail)
 
-    def guard_sides(
-        self, scan: TopicScan
-    ) -> tuple[dict[str, GuardSide], dict[str, tuple[int, str, str | None]], list[int]]:
-        sides: dict[str, GuardSide] = {}
-        newest: dict[str, tuple[int, str, str | None]] = {}
-        times: list[int] = []
+    def statuses(self, scan: TopicScan) -> tuple[dict[str, str], int | None]:
+        """Each side's status (its STATE.md; missing is ``open``, unreadable ``unknown``) and
+        the topic's last activity (epoch µs: the later of each newest entry's ``at`` and its
+        arrival, to the millisecond as STATE.md times are written)."""
+        status: dict[str, str] = {}
+        last: int | None = None
         for writer in self.ex.sides:
-            inbox_side = self.ex.other(writer)
+            inbox_side = self.ex.other(writer)  # a side's entries and STATE.md: the other inbox
             st = self.parse(scan, inbox_side, STATE_NAME)
-            copy = scan.copies.get(inbox_side)  # this side's entries and its STATE.md
-            top = copy.newest() if copy else None
-            ent = self.parse(scan, inbox_side, top[2]) if top else None
-            # arrival to the millisecond, as STATE.md times are written
-            arrived_ns = copy.top_ctime if copy and top else None
-            unknown = None
-            if top is not None and self.bridged and self.bridged.off_home(inbox_side):
-                # the reader is on another host: it arrived when that host's receipt says
-                arrived_ns = arrivals(self.ex.meta, inbox_side, scan.name).get(top[2])
-                unknown = None if arrived_ns else "no arrival receipt from its reader's host yet"
-            arrived = arrived_ns // 1_000_000 * 1000 if arrived_ns else None
-            if top is not None and ent is not None:
-                newest[writer] = (top[0], top[2], ent.word)
-                if ent.time_us is not None:
-                    times.append(max(ent.time_us, arrived or 0))
-            sides[writer] = GuardSide(
-                status=(st.word or "unknown") if st else "open",
-                updated_at=_dt(st.time_us) if st else None,
-                state_error=st.error if st and st.word == "done" else None,
-                newest=top[2] if top else None,
-                newest_at=_dt(ent.time_us) if ent else None,
-                arrived_at=_dt(arrived) if arrived else None,
-                arrived_ns=arrived_ns,
-                # another host's STATE.md: its ctime here is when it arrived, not when written
-                state_ctime_ns=(copy.state_ctime or None)
-                if copy is not None and not (self.bridged and self.bridged.off_home(writer))
-                else None,
-                arrival_unknown=unknown,
-                newest_error=short_error(ent.error, top[2]) if ent and ent.error and top else None,
+            status[writer] = (st.word or "unknown") if st is not None else "open"
+            copy = scan.copies.get(inbox_side)
+            top = copy.top if copy is not None else None
+            if copy is None or top is None:
+                continue
+            ent = self.parse(scan, inbox_side, top.name)
+            if ent is not None and ent.time_us is not None:
+                arrived_ns: int | None = copy.top_ctime
+                if self.bridged is not None:
+                    arrived_ns, _ = self.arrival(scan, inbox_side, copy, top)
+                when = max(ent.time_us, arrived_ns // 1_000_000 * 1000 if arrived_ns else 0)
+                last = when if last is None or when > last else last
+        return status, last
+
+    def arrival(
+        self, scan: TopicScan, inbox_side: str, copy: SideCopy, top: EntryName
+    ) -> tuple[int | None, str | None]:
+        """When ``top`` reached its reader (ns), and why that is not known when it is not: its
+        ctime here, or, bridged with the reader on another host, what that host's receipt says."""
+        if self.bridged is None or not self.bridged.off_home(inbox_side):
+            return copy.top_ctime, None
+        arrived_ns = arrivals(self.ex.meta, inbox_side, scan.name).get(top.name)
+        return arrived_ns, None if arrived_ns else "no arrival receipt from its reader's host yet"
+
+    def guard_side(self, scan: TopicScan, writer: str) -> GuardSide:
+        """What the guard needs from ``writer``: its STATE.md and its own newest entry."""
+        inbox_side = self.ex.other(writer)
+        st = self.parse(scan, inbox_side, STATE_NAME)
+        copy = scan.copies.get(inbox_side)
+        top = copy.top if copy is not None else None
+        ent = self.parse(scan, inbox_side, top.name) if top is not None else None
+        arrived_ns, unknown = (
+            self.arrival(scan, inbox_side, copy, top) if copy and top else (None, None)
+        )
+        # arrival to the millisecond, as STATE.md times are written
+        arrived = arrived_ns // 1_000_000 * 1000 if arrived_ns else None
+        # another host's STATE.md: its ctime here is when it arrived, not when it was written
+        remote_state = self.bridged is not None and self.bridged.off_home(writer)
+        return GuardSide(
+            status=(st.word or "unknown") if st else "open",
+            updated_at=_dt(st.time_us) if st else None,
+            state_error=st.error if st and st.word == "done" else None,
+            newest=top.name if top else None,
+            newest_at=_dt(ent.time_us) if ent else None,
+            arrived_at=_dt(arrived) if arrived else None,
+            arrived_ns=arrived_ns,
+            state_ctime_ns=(copy.state_ctime or None)
+            if copy is not None and not remote_state
+            else None,
+            arrival_unknown=unknown,
+            newest_error=short_error(ent.error, top.name) if ent and ent.error and top else None,
+        )
+
+    def decide(self, scan: TopicScan, status: dict[str, str]) -> Decision:
+        """The guard's word on this topic, and never archive past a stray file (fail safe: a file
+        nobody can read as an entry may be an unread one)."""
+        if scan.conflict:
+            decision = Decision()
+        elif all(s == "done" for s in status.values()):
+            decision = decide({w: self.guard_side(scan, w) for w in self.ex.sides}, self.now)
+        else:
+            decision = Decision()  # what decide says whenever a side is not done
+        if any(c.strays for c in scan.copies.values()):
+            strays = sorted(
+                f"to-{s}/{scan.name}/{n}" for s, c in scan.copies.items() for n in c.strays
             )
-        return sides, newest, times
+            self.r.strays.extend(strays)
+            decision.archive = False
+            decision.waiting.append(f"{len(strays)} stray file(s): {', '.join(strays[:3])}")
+        return decision
 
     # -- moving ----------------------------------------------------------------------------
     def move(self, src: Path, dst: Path) -> bool:
@@ -326,111 +384,49 @@ class _Tick:
                     c.dir_mtime, c.settled = -1, False  # moved: list it in full next time
 
     # -- the run ---------------------------------------------------------------------------
-    def diff_copy(self, ck: str, copy: SideCopy | None, reopened: bool, prev_ns: int) -> None:
+    def diff_copy(self, ck: str, copy: SideCopy | None, reopened: bool) -> None:
         """Compare one side's copy of a topic with the last run: new, rewritten, removed."""
         r = self.r
         rec = self.prev_copies.get(ck)
+        was_sig = rec[SIG] if rec is not None else None
         if copy is None:
-            if rec is not None:
+            if was_sig is not None:
                 self.touched = True
-                r.removed.extend(f"{ck}/{n}" for n in parse_sig(rec[0]) if ENTRY_RE.match(n))
+                r.removed.extend(f"{ck}/{n}" for n in parse_sig(was_sig) if ENTRY_RE.match(n))
             return
         self.live[ck] = copy
-        if rec is not None and rec[0] == copy.sig:
+        if was_sig is not None and was_sig == copy.sig:
             return
         self.touched = True
-        old = parse_sig(rec[0]) if rec is not None else {}
+        old = parse_sig(was_sig) if was_sig is not None else {}
         for name, sig in copy.files.items():
             was = old.get(name)
             if not ENTRY_RE.match(name):
                 continue
             if was is None:
-                if not (reopened and sig[1] <= prev_ns):
+                _, mtime_ns = sig
+                if not (reopened and mtime_ns <= self.prev_ns):
                     r.new_entries.append(f"{ck}/{name}")
             elif was != sig:
-                r.rewritten.append({"path": f"{ck}/{name}", "was_bytes": was[0], "bytes": sig[0]})
+                (was_bytes, _), (now_bytes, _) = was, sig
+                r.rewritten.append(
+                    {"path": f"{ck}/{name}", "was_bytes": was_bytes, "bytes": now_bytes}
+                )
         r.removed.extend(f"{ck}/{n}" for n in old if n not in copy.files and ENTRY_RE.match(n))
 
     def run(self) -> None:
+        """The steps, in order; each one that writes reports its failure and the rest still run
+        (a full disk must not hide what this run already did: an archive needs no space)."""
         ex, r = self.ex, self.r
-        links: list[str] = []
         r.cleaned += clean_leftovers(ex)  # killed writers' temps, empty topic folders
-        topics, archived_names = scan_tree(ex, self.prev_copies, links)
-        for link in sorted(set(links)):
-            rel = os.path.relpath(link, ex.root)
-            r.symlinks.append(rel)
-            r.errors.append(
-                f"refusing symlink {rel}: the exchange tree holds no symlinks and the tick moves "
-                "nothing while one is there (remove it; recreate a real directory)"
-            )
-        self.frozen = bool(links)  # no archive or recovery move while a symlink is in the tree
-        prev_topics = set(self.prev.get("topics", []))
-        prev_archived = set(self.prev.get("archived", []))
-        prev_status: dict[str, str] = self.prev.get("status", {})
-        prev_ns = int(self.prev.get("tick_ns", 0))
-        status: dict[str, str] = {}
-        views: list[TopicView] = []
+        topics, archived = self.scan()
+        views = []
         for name in sorted(topics):
-            scan = topics[name]
-            if scan.conflict:
-                r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
-            sides, newest, times = self.guard_sides(scan)
-            decision = decide(sides, self.now) if not scan.conflict else Decision()
-            strays = None
-            if any(c.strays for c in scan.copies.values()):
-                strays = sorted(
-                    f"to-{s}/{name}/{n}" for s, c in scan.copies.items() for n in c.strays
-                )
-            if strays:  # fail safe: a file nobody can read as an entry may be an unread one
-                r.strays.extend(strays)
-                decision.archive = False
-                decision.waiting.append(f"{len(strays)} stray file(s): {', '.join(strays[:3])}")
-            done = False
-            if self.frozen:
-                pass  # reported above; HELD/INDEX still computed, nothing moves
-            elif scan.half_archived and not scan.conflict:
-                if decision.archive:
-                    done = self.archive(scan)
-                else:
-                    self.unarchive(scan)
-                to = "archived" if decision.archive else "live"
-                r.recovered.append({"topic": name, "to": to})
-                self.r.events.append(f"recovered half-archived {name} -> {to}")
-            elif decision.archive and not scan.conflict:
-                done = self.archive(scan)
-            reopened = name in prev_archived
-            for side in ex.sides:
-                self.diff_copy(f"to-{side}/{name}", scan.copies.get(side), reopened, prev_ns)
-            for writer, gs in sides.items():
-                status[f"{name}/{writer}"] = gs.status
-                before = prev_status.get(f"{name}/{writer}", "open")
-                if before != gs.status:
-                    r.state_changes.append(
-                        {"topic": name, "side": writer, "from": before, "to": gs.status}
-                    )
-            if name not in prev_topics:
-                (r.reopened if reopened else r.new_topics).append(name)
-            if done:
-                r.archived.append(name)
-                archived_names.add(name)
-                for side in ex.sides:
-                    self.live.pop(f"to-{side}/{name}", None)
-                continue
-            views.append(self.hold_and_view(scan, sides, newest, times, decision))
-        for name in sorted(prev_topics - set(topics) - archived_names):
-            self.touched = True
-            r.removed.append(f"{name}/ (the whole topic, from both sides)")
-        r.new_entries.sort()
-        late = late_debts(ex, ex.sides, archived_names)  # entries that reached done/ unread
-        r.debts.extend(d.to_json() for d in late)
-        known = set(self.prev.get("unseen", []))
-        self.unseen = sorted(f"to-{d.side}/{DONE}/{d.topic}/{d.entry}" for d in late)
-        for key in self.unseen:
-            if key not in known:  # told once, like any new entry; INDEX.md keeps it standing
-                r.unseen.append(key)
-                self.r.events.append(f"UNSEEN {key}: arrived after the archive, unread")
-        # A full disk must not hide what this run already did (an archive is a move and needs
-        # no space): each step that writes reports its failure and the rest still run.
+            view = self.settle(topics[name], archived)
+            if view is not None:
+                views.append(view)
+        self.report_gone(topics, archived)
+        late = self.report_late(archived)
         try:
             self.write_index(views, late)
         except (MailslotError, OSError) as e:
@@ -438,18 +434,91 @@ class _Tick:
         self.commit()
         self.notify()
         try:
-            self.save(status, sorted(v.name for v in views), archived_names)
+            self.save(sorted(v.name for v in views), archived)
         except (MailslotError, OSError) as e:
             r.errors.append(f"cannot save the tick state: {e}")
 
-    def hold_and_view(
-        self,
-        scan: TopicScan,
-        sides: dict[str, GuardSide],
-        newest: dict[str, tuple[int, str, str | None]],
-        times: list[int],
-        decision: Decision,
-    ) -> TopicView:
+    def scan(self) -> tuple[dict[str, TopicScan], set[str]]:
+        """Live topics and archived names (``scan.scan_tree``); a symlink in the tree is an
+        error and freezes every move this run."""
+        links: list[str] = []
+        topics, archived = scan_tree(self.ex, self.prev_copies, links)
+        for link in sorted(set(links)):
+            rel = os.path.relpath(link, self.ex.root)
+            self.r.symlinks.append(rel)
+            self.r.errors.append(
+                f"refusing symlink {rel}: the exchange tree holds no symlinks and the tick moves "
+                "nothing while one is there (remove it; recreate a real directory)"
+            )
+        self.frozen = bool(links)  # no archive or recovery move while a symlink is in the tree
+        return topics, archived
+
+    def settle(self, scan: TopicScan, archived: set[str]) -> TopicView | None:
+        """One topic: decide, archive or recover it, diff it against the last run, place or
+        lift its holds; its view for INDEX.md, or ``None`` once it is archived."""
+        r, name = self.r, scan.name
+        if scan.conflict:
+            r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
+        status, last = self.statuses(scan)
+        decision = self.decide(scan, status)
+        done = False
+        if self.frozen:
+            pass  # reported already; HELD/INDEX still computed, nothing moves
+        elif scan.half_archived and not scan.conflict:
+            if decision.archive:
+                done = self.archive(scan)
+            else:
+                self.unarchive(scan)
+            to = "archived" if decision.archive else "live"
+            r.recovered.append({"topic": name, "to": to})
+            r.events.append(f"recovered half-archived {name} -> {to}")
+        elif decision.archive and not scan.conflict:
+            done = self.archive(scan)
+        reopened = name in self.prev_archived
+        for side in self.ex.sides:
+            self.diff_copy(f"to-{side}/{name}", scan.copies.get(side), reopened)
+        for writer, now_is in status.items():
+            self.status[f"{name}/{writer}"] = now_is
+            before = self.prev_status.get(f"{name}/{writer}", "open")
+            if before != now_is:
+                r.state_changes.append(
+                    {"topic": name, "side": writer, "from": before, "to": now_is}
+                )
+        if name not in self.prev_topics:
+            (r.reopened if reopened else r.new_topics).append(name)
+        if done:
+            r.archived.append(name)
+            archived.add(name)
+            for side in self.ex.sides:
+                self.live.pop(f"to-{side}/{name}", None)
+            return None
+        self.hold(scan, decision)
+        return self.view(scan, status, last, decision)
+
+    def report_gone(self, topics: dict[str, TopicScan], archived: set[str]) -> None:
+        """Topics the last run saw that are neither live nor archived now: loudly removed."""
+        for name in sorted(self.prev_topics - set(topics) - archived):
+            self.touched = True
+            self.r.removed.append(f"{name}/ (the whole topic, from both sides)")
+        self.r.new_entries.sort()
+
+    def report_late(self, archived: set[str]) -> list[Debt]:
+        """Entries that reached ``done/`` unread (``late``): debts, and told once each."""
+        r = self.r
+        late = late_debts(self.ex, self.ex.sides, archived)
+        r.debts.extend(d.to_json() for d in late)
+        known = set(self.prev.get("unseen", []))
+        self.unseen = sorted(f"to-{d.side}/{DONE}/{d.topic}/{d.entry}" for d in late)
+        for key in self.unseen:
+            if key not in known:  # told once, like any new entry; INDEX.md keeps it standing
+                r.unseen.append(key)
+                r.events.append(f"UNSEEN {key}: arrived after the archive, unread")
+        return late
+
+    def hold(self, scan: TopicScan, decision: Decision) -> None:
+        """HELD.md in the inbox of each side that owes a re-read (``decision.holds``): placed
+        once and left alone while the hold stands, lifted when it no longer does; a HELD.md
+        the tick did not place is a warning, never taken for a hold."""
         ex, r, name = self.ex, self.r, scan.name
         for side in ex.sides:
             copy = scan.copies.get(side)  # HELD.md goes into the owing side's inbox
@@ -503,26 +572,30 @@ class _Tick:
                     self.touched = True
             if trusted and (not r.holding or r.holding[-1] != name):
                 r.holding.append(name)
-        view = TopicView(
-            name,
-            {s: g.status for s, g in sides.items()},
-            {ex.writer_of(i): c.count for i, c in scan.copies.items()},
-            _dt(max(times)) if times else None,
-            newest,
-            dict(decision.holds),
-            list(decision.waiting),
-        )
+
+    def view(
+        self, scan: TopicScan, status: dict[str, str], last: int | None, decision: Decision
+    ) -> TopicView:
+        """This topic's ``TopicView`` (``index.build_view``) for INDEX.md; its debts and why it
+        waits go into the result too."""
+        ex, r, name = self.ex, self.r, scan.name
+        required = {}
         for inbox_side in scan.copies:
-            req = self.newest_required(scan, inbox_side)
-            if req is not None:
-                view.required[ex.writer_of(inbox_side)] = (req[0], req[2])
-                got = self.parse(scan, inbox_side, req[2])
-                if got is None or got.word is None:
-                    why = got.error if got is not None else "gone"
-                    view.unreadable[ex.writer_of(inbox_side)] = unreadable_detail(req[2], why)
+            owed = self.owed(scan, inbox_side)
+            if owed is not None:
+                required[ex.writer_of(inbox_side)] = owed
+        view = build_view(
+            ex,
+            name,
+            status,
+            {ex.writer_of(i): c.count for i, c in scan.copies.items()},
+            required=required,
+            held=dict(decision.holds),
+            waiting=list(decision.waiting),
+            last_activity=_dt(last),
+        )
         for w in decision.waiting:
             r.waiting.append({"topic": name, "reason": w})
-        view.debts = compute_debts(ex, view)
         r.debts.extend(d.to_json() for d in view.debts)
         return view
 
@@ -593,11 +666,11 @@ class _Tick:
             r.notify_error = error
             self.pending = [*pending, *lines][-500:]  # bounded: the git log keeps the rest
 
-    def save(self, status: dict[str, str], topics: list[str], archived: set[str]) -> None:
+    def save(self, topics: list[str], archived: set[str]) -> None:
         pending = self.pending if self.pending is not None else self.prev.get("pending", [])
         state = {
             "copies": {ck: c.record(self.parsed.get(ck, {})) for ck, c in self.live.items()},
-            "status": status,
+            "status": self.status,
             "topics": topics,
             "archived": sorted(archived),
             "unseen": self.unseen,

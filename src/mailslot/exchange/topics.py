@@ -133,7 +133,7 @@ def named_topic(ex: Exchange, arg: str) -> str:
 
 
 def resolve_topic(ex: Exchange, arg: str) -> tuple[str, bool]:
-    """``(topic, exists)`` for ``--topic X`` per DESIGN; ``InvalidName`` or ``Conflict``.
+    """``(topic, exists)`` for ``--topic X``; ``InvalidName`` or ``Conflict``.
 
     An existing topic whose full name is X; else the newest live topic whose slug is X; else a
     new topic: X itself when it is a full ``YYYY-MM-DD-slug`` name, otherwise today's ``X``.

@@ -1,6 +1,6 @@
 """``exchange watch``: block until something addressed to the caller arrives that it has not seen.
 
-The seed's watcher missed brand-new topics because it only diffed directories it already knew.
+A watcher that diffs the directories it already knows misses brand-new topics.
 Here nothing is diffed: every round arms the inbox, its ``done/`` and every live topic directory
 *before* looking, then asks one question -- which entries in ``to-<my side>/`` (live or archived)
 are not in my seen-set? -- so a new topic, a new entry, a rename from a bridge and an entry archived
@@ -430,8 +430,8 @@ def ack(ex: Exchange, agent: str, keys: list[str], *, store: CursorStore | None 
     """Mark the items ``keys`` (from a ``peek``) seen; ``NotFound`` naming any key not in the inbox.
 
     With ``watch --peek`` this makes delivery survive a failed agent run: peek, work, then ack --
-    a run that dies before acking leaves the entry to be delivered again (seed 000: a failed run
-    consumed the change signal and the message looked dropped).
+    a run that dies before acking leaves the entry to be delivered again (a failed run that
+    consumed the change signal would make the message look dropped).
     """
     with Watcher(ex, agent, store=store) as w:
         everything = {d.key: d for d in w.pending(SeenSet(set()))}
