@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mailslot.core.errors import Conflict, InvalidName, MailslotError
+from mailslot.core.errors import Conflict, InvalidName, InvalidValue
 from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
 from mailslot.exchange.convention import render_convention
@@ -54,7 +54,8 @@ def create_exchange(
     git: bool = True,
     notify: Sequence[str] = (),
 ) -> Exchange:
-    """Create the exchange at ``root``; ``InvalidName``, ``Conflict`` or ``MailslotError`` (git).
+    """Create the exchange at ``root``; ``InvalidName``, ``InvalidValue``, ``Conflict`` or
+    ``CommandFailed`` (git).
 
     ``sides`` are exactly two different agent names; the first is the side running init (in
     asymmetric mode its outbox is read-only to the group).
@@ -66,7 +67,7 @@ def create_exchange(
         raise InvalidName("modes", modes, f"one of {', '.join(MODES)}")
     people = dict(parse_human(h, (a, b)) for h in humans)
     if bad := invalid_urls(notify):
-        raise MailslotError(f"--notify: {'; '.join(bad)}; nothing created")
+        raise InvalidValue(f"--notify: {'; '.join(bad)}; nothing created")
     root = Path(root).absolute()
     if (root / META_DIR / CONFIG_NAME).exists():
         raise Conflict("an exchange already exists here", path=root)

@@ -25,7 +25,15 @@ from typing import Any
 
 from mailslot.core.clock import format_time, now
 from mailslot.core.cursor import state_dir
-from mailslot.core.errors import Conflict, InvalidName, MailslotError, NotFound
+from mailslot.core.errors import (
+    Conflict,
+    FormatError,
+    Incomplete,
+    InvalidName,
+    InvalidValue,
+    MailslotError,
+    NotFound,
+)
 from mailslot.core.fsio import atomic_create, atomic_write, file_lock
 from mailslot.core.limits import check_bytes
 from mailslot.core.names import validate_slug
@@ -133,7 +141,7 @@ def _path(group: str, base: Path | None) -> Path:
 
 
 def load_group(group: str, *, base: Path | None = None) -> Group:
-    """The remembered group ``group``; ``NotFound`` or ``FormatError``-like ``MailslotError``."""
+    """The remembered group ``group``; ``NotFound`` or ``FormatError``."""
     path = _path(group, base)
     try:
         data = json.loads(path.read_bytes())
@@ -143,7 +151,7 @@ def load_group(group: str, *, base: Path | None = None) -> Group:
             f"no dispatch group {group} (groups live in {groups_dir(base)})", path=path
         ) from None
     except (ValueError, KeyError, TypeError) as e:
-        raise MailslotError(f"corrupt dispatch group: {e}", path=path) from None
+        raise FormatError(f"corrupt dispatch group: {e}", path=path) from None
 
 
 def list_groups(*, base: Path | None = None) -> list[Group]:
@@ -188,14 +196,14 @@ def dispatch(
 
     Refuses (nothing sent) fewer than two distinct exchanges, a non-member ``agent``
     (``Conflict``), a slug that already names a live topic in any of them (``Conflict``), a bad
-    action or an oversized body. A send failing part-way raises ``MailslotError`` after recording
+    action or an oversized body. A send failing part-way raises ``Incomplete`` after recording
     which members did receive it.
     """
     validate_slug(slug)
     if action not in ACTIONS:
-        raise MailslotError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        raise InvalidValue(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if not body.strip():
-        raise MailslotError("the brief is empty")
+        raise InvalidValue("the brief is empty")
     check_bytes("brief", body, MAX_BODY_BYTES - NOTE_BYTES)
     exchanges: list[Exchange] = []
     for r in roots:
@@ -211,7 +219,7 @@ def dispatch(
             )
         exchanges.append(ex)
     if len(exchanges) < 2:
-        raise MailslotError("dispatch needs at least two exchanges (--to-root R1 --to-root R2)")
+        raise InvalidValue("dispatch needs at least two exchanges (--to-root R1 --to-root R2)")
     stamp = now().strftime("%Y%m%d-%H%M%S")
     g = Group(f"{slug}-{stamp}", agent, slug, action, format_time(now()))
     _claim(g, base)
@@ -227,7 +235,7 @@ def dispatch(
     _save(g, base)
     if g.failed:
         reached = ", ".join(m.root for m in g.members) or "none"
-        raise MailslotError(
+        raise Incomplete(
             f"dispatch group {g.group}: sent to {reached}; failed: "
             + "; ".join(f"{f['root']}: {f['error']}" for f in g.failed)
         )
@@ -251,11 +259,9 @@ class CloseoutResult:
         return {"group": self.group, "results": self.results}
 
     def raise_for_errors(self) -> None:
-        """Raise ``MailslotError`` naming every member the close-out did not reach."""
+        """Raise ``Incomplete`` naming every member the close-out did not reach."""
         if self.errors:
-            raise MailslotError(
-                f"close-out of {self.group} did not reach: " + "; ".join(self.errors)
-            )
+            raise Incomplete(f"close-out of {self.group} did not reach: " + "; ".join(self.errors))
 
 
 def closeout(
@@ -277,9 +283,9 @@ def closeout(
     neither a concurrent retry nor an interrupted run sends anyone the same close-out twice.
     """
     if action not in ACTIONS:
-        raise MailslotError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        raise InvalidValue(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if not body.strip():
-        raise MailslotError("the close-out is empty")
+        raise InvalidValue("the close-out is empty")
     check_bytes("close-out", body, MAX_BODY_BYTES - NOTE_BYTES)
     load_group(group, base=base)  # NotFound before any lock file is made
     with file_lock(_path(group, base).with_name(f".{group}.lock")):

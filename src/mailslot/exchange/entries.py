@@ -25,7 +25,7 @@ from typing import Any
 
 from mailslot.core.clock import format_time, now, parse_time
 from mailslot.core.display import brief
-from mailslot.core.errors import Conflict, FormatError, MailslotError, NotFound
+from mailslot.core.errors import Conflict, FormatError, InvalidValue, NotFound
 from mailslot.core.formats import dump_frontmatter, parse_frontmatter
 from mailslot.core.fsio import numbered_create
 from mailslot.core.limits import check_bytes
@@ -247,14 +247,14 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
 
     ``topic`` is resolved as ``topics.resolve_topic`` says (full name, newest live slug, else a new
     topic). Refuses an unknown member (``Conflict``), a bad action or empty body
-    (``MailslotError``), a body over ``MAX_BODY_BYTES`` (``LimitExceeded``), an archived topic
+    (``InvalidValue``), a body over ``MAX_BODY_BYTES`` (``LimitExceeded``), an archived topic
     (``Conflict``).
     """
     side = ex.side_of(agent)
     if action not in ACTIONS:
-        raise MailslotError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        raise InvalidValue(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if not body.strip():
-        raise MailslotError("the body is empty; an entry says something")
+        raise InvalidValue("the body is empty; an entry says something")
     check_bytes("entry body", body, MAX_BODY_BYTES)
     name, exists = resolve_topic(ex, topic)
     outbox = ex.outbox(side)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.command import run_command
-from mailslot.core.errors import CommandFailed, InvalidName, MailslotError
+from mailslot.core.errors import CommandFailed, InvalidName
 from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
 from mailslot.exchange.layout import Exchange
@@ -238,15 +238,16 @@ def install(
     command: list[str] | None = None,
 ) -> InstallPlan:
     """Render, verify and (unless ``dry_run``) write the tick's units; ``InvalidName`` for unsafe
-    input, ``MailslotError`` when ``systemd-analyze verify`` objects (nothing is written then).
+    input, ``CommandFailed`` when ``systemd-analyze verify`` objects (nothing is written then).
     """
     plan = plan_install(ex, user=user, every=every, unit_dir=unit_dir, name=name, command=command)
     plan.verify = verify_units(plan.units) if verify else None
     if dry_run:
         return plan
     if plan.verify:
-        raise MailslotError(
+        raise CommandFailed(
+            "systemd-analyze",
             f"systemd-analyze verify objects, nothing written: {plan.verify} "
-            "(--dry-run shows the units; --no-verify writes them anyway)"
+            "(--dry-run shows the units; --no-verify writes them anyway)",
         )
     return apply_plan(plan, enable=enable)

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from mailslot.core.errors import Conflict, MailslotError, NotFound
+from mailslot.core.errors import Conflict, InvalidValue, NotFound
 from mailslot.core.limits import check_bytes
 from mailslot.exchange.entries import ACTIONS, MAX_BODY_BYTES, SendResult, send
 from mailslot.exchange.layout import Exchange
@@ -52,9 +52,9 @@ def reopen(ex: Exchange, agent: str, topic: str, why: str, *, action: str = "fyi
     """
     side = ex.side_of(agent)
     if not why.strip():
-        raise MailslotError("say why the topic is reopened (--why TEXT)")
+        raise InvalidValue("say why the topic is reopened (--why TEXT)")
     if action not in ACTIONS:
-        raise MailslotError(f"action must be one of {', '.join(ACTIONS)}")
+        raise InvalidValue(f"action must be one of {', '.join(ACTIONS)}")
     check_bytes("reason", why, MAX_BODY_BYTES - 1024)
     topic = named_topic(ex, topic)
     ref = find_topic(ex, topic)
@@ -78,7 +78,7 @@ def reopen(ex: Exchange, agent: str, topic: str, why: str, *, action: str = "fyi
             os.rename(src, dst)
         except PermissionError as e:
             if inbox_side == own_inbox_side:
-                raise MailslotError(f"cannot move {src} back: {e.strerror}") from None
+                raise Conflict(f"cannot move {src} back: {e.strerror}") from None
             warnings.append(
                 f"cannot move to-{inbox_side}/done/{topic} back ({e.strerror}); "
                 "the next tick brings it back because your side is open"
