@@ -78,6 +78,20 @@ def run(root: Path, *args: str, ok: bool = True, agent: str | None = None) -> An
     return r
 
 
+def send_cli(root: Path, agent: str, topic: str, body: str, action: str = "fyi") -> str:
+    """``exchange send`` through the CLI; the new entry's root-relative path."""
+    r = run(root, "exchange", "send", "--topic", topic, "--action", action, body, agent=agent)
+    return r.stdout.strip()
+
+
+def both_done_cli(root: Path) -> str:
+    """A topic claude opened with an fyi entry, then marked done by both sides; its name."""
+    topic = send_cli(root, "claude", "q", "fyi: context").split("/")[1]
+    run(root, "exchange", "state", topic, "done", agent="olu")
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    return topic
+
+
 def tick(root: Path, *extra: str) -> dict[str, Any]:
     """Drive the real ``exchange tick`` entry point; a non-zero exit fails the test loudly."""
     r = run(root, "exchange", "tick", "--json", *extra)

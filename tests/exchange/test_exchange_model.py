@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
-from exhelp import write_by_hand
+from exhelp import both_done_cli, run, send_cli, tick, write_by_hand
 
 from mailslot.core import clock
 from mailslot.core.errors import Conflict, InvalidName, LimitExceeded, NotFound
@@ -19,6 +20,7 @@ from mailslot.exchange import (
     set_state,
 )
 from mailslot.exchange.entries import MAX_BODY_BYTES
+from mailslot.exchange.layout import Exchange
 
 
 def test_load_and_sides(ex) -> None:
@@ -153,3 +155,53 @@ def test_send_refuses_a_half_archived_topic(ex) -> None:
     with pytest.raises(Conflict, match="half-archived"):
         send(ex, "claude", r.topic, "fyi", "three")
     assert not (ex.root / "to-olu" / r.topic).exists()
+
+
+# -- topic resolution by slug, durable topic directories, entry names, reopen ----------------
+
+
+def test_send_by_slug_refuses_todays_archived_topic(ex: Exchange) -> None:
+    root = ex.root
+    topic = both_done_cli(root)
+    assert tick(root)["archived"] == [topic]
+    r = run(
+        root, "exchange", "send", "--topic", "q", "--action", "fyi", "x", agent="claude", ok=False
+    )
+    assert r.exit_code == 1 and "is archived" in r.output and "reopen" in r.output
+    assert not (root / "to-olu" / topic).exists()
+    tick(root)  # and later ticks are not wedged
+
+
+def test_a_new_topic_directory_fsyncs_its_parent(ex: Exchange, monkeypatch) -> None:
+    from mailslot.exchange import layout
+
+    synced: list[Path] = []
+    real = layout.fsync_dir
+    monkeypatch.setattr(layout, "fsync_dir", lambda p: (synced.append(Path(p)), real(p))[1])
+    r = send_cli(ex.root, "claude", "durable", "hello")
+    assert ex.root / "to-olu" in synced and (ex.root / r).is_file()
+
+
+def test_entry_names_take_ascii_digits_only() -> None:
+    from mailslot.exchange.entries import ENTRY_RE
+
+    assert ENTRY_RE.match("0001-olu.md")
+    assert not ENTRY_RE.match("\uff10\uff10\uff10\uff11-olu.md")  # fullwidth digits
+
+
+def test_reopen_refuses_a_live_topic_that_is_not_done(tmp_path: Path) -> None:
+    from mailslot.core.errors import Conflict
+    from mailslot.exchange.create import create_exchange
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import load_exchange
+    from mailslot.exchange.reopen import reopen
+    from mailslot.exchange.state import set_state
+
+    root = tmp_path / "ex"
+    create_exchange(root, ["claude", "olu"], git=False)
+    ex = load_exchange(root)
+    topic = send(ex, "claude", "live", "fyi", "hello\n").topic
+    with pytest.raises(Conflict, match="nothing to reopen"):
+        reopen(ex, "claude", topic, "why not")
+    set_state(ex, "claude", topic, "done")
+    assert reopen(ex, "claude", topic, "one more thing").state.state.status == "open"
