@@ -28,12 +28,6 @@ OUTSIDE = re.compile(
     r"|(?i:\bissues? \d+\b)"  # "(issue 8)": a tracker a clone does not come with
 )
 
-# Areas whose owners are still rewording them; drop an entry once its area passes. ``strict``
-# is off so the test does not fail the moment the area is clean, before the entry is dropped.
-EXCHANGE_AWAITING_REWORDING = pytest.mark.xfail(
-    reason="the exchange package and its tests still name outside documents", strict=False
-)
-
 THIS_FILE = "tests/test_repo_stands_alone.py"  # holds the patterns themselves
 
 
@@ -76,7 +70,7 @@ def _references(paths: list[str]) -> list[str]:
     [
         "rest",
         "tests",
-        pytest.param("exchange", marks=EXCHANGE_AWAITING_REWORDING),
+        "exchange",
     ],
 )
 def test_no_tracked_file_points_outside_the_repository(area: str) -> None:
