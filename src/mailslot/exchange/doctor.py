@@ -482,28 +482,35 @@ def check_numbering(ex: Exchange, report: DoctorReport) -> None:
             missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers))
             if missing:
                 gaps.append(f"{ref.name} missing {', '.join(f'{n:04d}' for n in missing[:5])}")
-    if dups:
-        report.add(
+    for found, check, status, what, sep, fix in (
+        (
+            dups,
             "numbering:duplicates",
             "warn",
-            f"{len(dups)} number(s) used twice: " + "; ".join(dups[:5]),
+            "number(s) used twice",
+            "; ",
             "both entries are kept and read; writers must take max(both sides)+1 "
             "(see CONVENTION.md)",
-        )
-    if gaps:
-        report.add(
+        ),
+        (
+            gaps,
             "numbering:gaps",
             "warn",
-            f"{len(gaps)} topic(s) with gaps: " + "; ".join(gaps[:5]),
+            "topic(s) with gaps",
+            "; ",
             "a gap is a lost or moved entry: check git log -- <topic>",
-        )
-    if wrong:
-        report.add(
+        ),
+        (
+            wrong,
             "numbering:inbox",
             "fail",
-            f"{len(wrong)} entry(ies) inside their own writer's inbox: " + ", ".join(wrong[:5]),
+            "entry(ies) inside their own writer's inbox",
+            ", ",
             "a side writes only into the other side's inbox; move it with git mv and a new number",
-        )
+        ),
+    ):
+        if found:
+            report.add(check, status, f"{len(found)} {what}: " + sep.join(found[:5]), fix)
     if not (dups or gaps or wrong):
         report.add("numbering", "ok", "no duplicate numbers, gaps or misplaced entries")
 
