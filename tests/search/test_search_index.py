@@ -151,3 +151,35 @@ def test_one_root_given_twice_or_by_two_spellings_is_searched_once(roots: Roots)
     assert search([roots.ex.root, spelled.resolve()], "tuesday") == search(
         [roots.ex.root], "tuesday"
     )
+
+
+def test_a_refresh_held_by_another_process_is_a_clear_lock_busy(roots: Roots, monkeypatch) -> None:
+    import subprocess
+    import sys
+
+    from mailslot.core.errors import LockBusy
+    from mailslot.search import store
+
+    refresh(roots.ex.root)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "db.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(30)",
+            str(index_path(roots.ex.root)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(store, "BUSY_TIMEOUT_MS", 200)
+        with pytest.raises(LockBusy, match="another process"):
+            refresh(roots.ex.root)
+        assert links([roots.ex.root], "tuesday", fresh=False)  # reading never waits
+    finally:
+        holder.kill()
+        holder.wait()
+    assert links([roots.ex.root], "tuesday")

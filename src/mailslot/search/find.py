@@ -16,7 +16,7 @@ from mailslot.core.errors import LimitExceeded, NotFound
 from mailslot.search.hit import Hit
 from mailslot.search.query import parse_query
 from mailslot.search.sources import Refreshed, channels_at, refresh_index
-from mailslot.search.store import Index, index_path
+from mailslot.search.store import Index, index_path, sqlite_errors
 
 __all__ = ["LIMIT_DEFAULT", "LIMIT_MAX", "refresh", "reindex", "search"]
 
@@ -44,7 +44,7 @@ def refresh(root: Path | str, *, base: Path | None = None) -> Refreshed:
     nothing to search. ``base`` is the state directory (default: the user's)."""
     root = _root(root)
     channels = channels_at(root)
-    with Index(root, base=base) as index:
+    with sqlite_errors(index_path(root, base)), Index(root, base=base) as index:
         return refresh_index(index, channels)
 
 
@@ -55,7 +55,7 @@ def reindex(root: Path | str, *, base: Path | None = None) -> Refreshed:
     path = index_path(root, base)
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    with Index(root, base=base) as index:
+    with sqlite_errors(path), Index(root, base=base) as index:
         return refresh_index(index, channels)
 
 
@@ -87,7 +87,7 @@ def search(
         if not found:
             raise NotFound("none of the roots holds anything to search yet")
     for root, channels in found:
-        with Index(root, base=base) as index:
+        with sqlite_errors(index_path(root, base)), Index(root, base=base) as index:
             if fresh:
                 refresh_index(index, channels)
             hits += index.query(q, limit)

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mailslot.core.cursor import state_dir
-from mailslot.core.errors import CannotOpen
+from mailslot.core.errors import CannotOpen, LockBusy, NoSpace
 from mailslot.search.hit import Doc, Hit
 from mailslot.search.query import Query
 
-__all__ = ["SCHEMA_VERSION", "Index", "SourceState", "index_path"]
+__all__ = ["SCHEMA_VERSION", "Index", "SourceState", "index_path", "sqlite_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,30 @@ class _Unusable(Exception):
 
 # SQLite's answers for a file that is not a database or is damaged: rebuild from the files.
 _BROKEN = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+# SQLite's primary result codes this module names (the low byte of an extended code).
+_BUSY, _LOCKED, _FULL = 5, 6, 13
+
+
+@contextlib.contextmanager
+def sqlite_errors(path: Path) -> Iterator[None]:
+    """Turn what SQLite raises into the error tree: a refresh another process holds past the
+    busy timeout is ``LockBusy``, a full disk ``NoSpace`` (the transaction was rolled back:
+    nothing half-written), anything else about the database ``CannotOpen``."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+        if code in (_BUSY, _LOCKED):
+            raise LockBusy(
+                "another process is still refreshing this search index; try again", path=path
+            ) from e
+        if code == _FULL:
+            raise NoSpace("no space left to update the search index", path=path.parent) from e
+        raise CannotOpen(
+            f"search index: {e} (delete it or run `mailslot search --reindex`)", path=path
+        ) from e
 
 
 def _file_name(root: Path) -> str:
