@@ -1,4 +1,5 @@
-"""Shared fixtures: every test gets its own state dir and no inherited mailslot settings."""
+"""Shared fixtures: every test gets its own state dir and no inherited mailslot settings; real
+processes killed mid-write, a small disk that fills up, a real browser."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mailslot.core import clock
+from shared_helpers import CHROMIUM_ARGS, chromium
 
 
 @pytest.fixture(autouse=True)
@@ -150,3 +153,17 @@ def _fill_disk(disk: Path, leave_pages: int = 0) -> Path:
 def fill_disk() -> object:
     """``fill_disk(disk, leave_pages=0)``: fill a small disk, leaving that many pages free."""
     return _fill_disk
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Debian's chromium through Playwright, headless (skipped where chromium is missing)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium()
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()

@@ -33,6 +33,19 @@ ALL_TOOLS = {
 }
 CLI = [sys.executable, "-m", "mailslot"]
 SEND_WAKE = ["exchange", "send", "--topic", "wake", "--action", "fyi", "wake up"]
+
+
+def _send_wake(setup: Setup) -> None:
+    """claude sends olu an entry through the real command, from another process."""
+    subprocess.run(
+        [*CLI, "--root", str(setup.root), "--as", "claude", *SEND_WAKE],
+        check=True,
+        capture_output=True,
+        env={**os.environ},
+        timeout=120,
+    )
+
+
 FENCE = re.compile(r"<<<DATA ([0-9a-f]{8})\n(.*?)\nDATA \1>>>", re.S)
 
 
@@ -118,19 +131,10 @@ def test_a_send_from_another_process_wakes_a_waiting_watch(setup: Setup) -> None
             async def waiter() -> None:
                 result["watch"] = await call(b, "exchange_watch", timeout=120)
 
-            def send() -> None:
-                subprocess.run(
-                    [*CLI, "--root", str(setup.root), "--as", "claude", *SEND_WAKE],
-                    check=True,
-                    capture_output=True,
-                    env={**os.environ},
-                    timeout=120,
-                )
-
             async with anyio.create_task_group() as tg:
                 tg.start_soon(waiter)
                 await anyio.sleep(0.5)  # usually lands while the watch blocks; either way it must
-                await anyio.to_thread.run_sync(send)
+                await anyio.to_thread.run_sync(_send_wake, setup)
             err, text = result["watch"]
             assert not err and text.startswith("1 new"), text
             assert [body for _, body in FENCE.findall(text)] == ["wake up"]
@@ -274,16 +278,7 @@ def test_a_watch_the_host_cancels_takes_nothing(setup: Setup) -> None:
             assert scope.cancelled_caught
             await anyio.sleep(2)  # let the courtesy notifications/cancelled reach the server
 
-            def send() -> None:
-                subprocess.run(
-                    [*CLI, "--root", str(setup.root), "--as", "claude", *SEND_WAKE],
-                    check=True,
-                    capture_output=True,
-                    env={**os.environ},
-                    timeout=120,
-                )
-
-            await anyio.to_thread.run_sync(send)
+            await anyio.to_thread.run_sync(_send_wake, setup)
             await anyio.sleep(1)  # the abandoned wait wakes on the entry, sees the cancel
             err, text = await call(b, "exchange_watch", timeout=30)
             assert not err and text.startswith("1 new") and "wake up" in text, text

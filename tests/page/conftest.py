@@ -1,16 +1,13 @@
-"""Fixtures for the page: the world, the page on a real loopback server, Debian's chromium
-through Playwright (as the board page tests drive it), and where screenshots are kept."""
+"""Fixtures for the page: the world, the page on a real loopback server, and where
+screenshots are kept (the browser fixture is tests/conftest.py's, shared with the board)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from page_helpers import World, make_world, serve_page
-
-from shared_helpers import CHROMIUM_ARGS, chromium
 
 
 @pytest.fixture
@@ -24,19 +21,6 @@ def page_url(world: World) -> Iterator[str]:
 
     with serve_page(PageSettings(world.roots, world.humans_file)) as url:
         yield url
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    executable = chromium()
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
