@@ -103,8 +103,7 @@ def owed_entry(
     return None
 
 
-@dataclass(frozen=True)
-class Debt:
+class Debt(NamedTuple):
     """Something ``side`` owes on ``topic``: ``reply``, ``close``, ``re-read`` or ``unseen``."""
 
     topic: str

@@ -274,25 +274,12 @@ def _trusted(
             top_ctime = st.st_ctime_ns
         else:
             state_ctime = written_ns(st)
-    return SideCopy(
-        side,
-        path,
-        False,
-        key,
-        files=files,
-        held=bool(held),
-        sig=sig,
-        count=int(count),
-        top=newest,
-        top_ctime=top_ctime,
-        state_ctime=state_ctime,
-        dir_mtime=dir_mtime,
-        settled=True,
-        trusted=rec,
-        strays=[str(n) for n in strays],
-        req=req,
-        req_known=True,
-    )
+    copy = SideCopy(side, path, False, key, files=files, sig=sig, trusted=rec)
+    copy.held, copy.count, copy.strays = bool(held), int(count), [str(n) for n in strays]
+    copy.top, copy.top_ctime, copy.state_ctime = newest, top_ctime, state_ctime
+    copy.dir_mtime, copy.settled = dir_mtime, True  # settled, or it would not be trusted
+    copy.req, copy.req_known = req, True
+    return copy
 
 
 def _scan_inbox(
