@@ -65,7 +65,7 @@ import re
 import stat
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +86,7 @@ __all__ = [
     "append_unsynced",
     "atomic_create",
     "atomic_write",
+    "create_many",
     "file_lock",
     "fsync_dir",
     "held_temp",
@@ -321,6 +322,78 @@ def atomic_create(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
             raise
         fsync_dir(path.parent)
     return path
+
+
+# From this many files (or directories) on, one ``syncfs`` flushes them all, instead of one
+# fsync each: a group commit (measured under load here: 2,000 fsyncs at ~4 ms each).
+SYNCFS_MIN = 8
+
+
+def _syncfs(fd: int) -> bool:
+    """Flush the whole filesystem holding ``fd`` and wait (Linux ``syncfs``); ``False`` where
+    there is none, so the caller fsyncs each file instead. ``OSError`` when the flush fails."""
+    global _libc_syncfs
+    if _libc_syncfs is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+            _libc_syncfs = libc.syncfs
+        except (OSError, AttributeError, TypeError):
+            _libc_syncfs = False
+    if _libc_syncfs is False:
+        return False
+    if _libc_syncfs(fd) != 0:  # type: ignore[operator]
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return True
+
+
+_libc_syncfs: object = None
+
+
+def create_many(items: Sequence[tuple[Path, bytes, int]]) -> list[bool]:
+    """``atomic_create`` for many files at once, the syncs batched: every temp is written and
+    made durable (one ``syncfs`` for a batch of ``SYNCFS_MIN`` or more, else an fsync each),
+    then each is linked into place (never over an existing name), then the directories are made
+    durable the same way. Per item ``True`` (created) or ``False`` (the name exists: left as
+    it was).
+
+    When it returns every created file is durable. If it raises, no temp is left; files linked
+    before the failure stay (each whole), and the caller may retry the batch (they are ``False``
+    then).
+    """
+    temps: list[tuple[Path, int]] = []
+    created: list[bool] = []
+    try:
+        for path, data, mode in items:
+            with _no_space(path):
+                tmp, fd = _locked_temp(Path(path).parent, Path(path).name, mode)
+                temps.append((tmp, fd))
+                _fill(fd, (data,), sync=False)
+        if len(temps) < SYNCFS_MIN or not _syncfs(temps[0][1]):
+            for _, fd in temps:
+                os.fsync(fd)
+        for (path, _, _), (tmp, _) in zip(items, temps, strict=True):
+            try:
+                with _no_space(Path(path)):
+                    _link_into_place(tmp, Path(path))
+                created.append(True)
+            except Conflict:
+                created.append(False)
+        dirs = {Path(p).parent for (p, _, _), new in zip(items, created, strict=True) if new}
+        if len(dirs) < SYNCFS_MIN or not _syncfs(temps[0][1]):
+            for directory in dirs:
+                fsync_dir(directory)
+    finally:
+        for tmp, fd in temps:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return created
 
 
 def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: bool = True) -> Path:
