@@ -34,13 +34,13 @@ from mailslot.bridge.wire import (
     Incoming,
 )
 from mailslot.core.errors import Conflict
-from mailslot.core.fsio import atomic_create, atomic_write, fsync_dir, read_regular
+from mailslot.core.fsio import atomic_create, atomic_write, create_many, fsync_dir, read_regular
 from mailslot.exchange.arrivals import record_arrival
 from mailslot.exchange.layout import DONE, Exchange, load_exchange
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outcome", "conflict_name", "materialise"]
+__all__ = ["Outcome", "conflict_name", "materialise", "materialise_entries"]
 
 
 class Outcome(Enum):
@@ -91,6 +91,25 @@ def _entry(ex: Exchange, item: Incoming) -> Outcome:
     except Conflict:
         pass  # the same other version, kept already
     return Outcome.CONFLICT
+
+
+def materialise_entries(
+    items: list[Incoming], exchanges: dict[str, Exchange] | None = None
+) -> list[Outcome]:
+    """``materialise`` for a run of entries, the syncs batched (``core.fsio.create_many``):
+    every file is durable when this returns. Raises ``OSError`` (nothing acknowledged)."""
+    cache = exchanges if exchanges is not None else {}
+    batch: list[tuple[Path, bytes, int]] = []
+    for item in items:
+        ex = cache.get(item.exchange.name)
+        if ex is None:
+            ex = cache[item.exchange.name] = load_exchange(item.exchange.root)
+        batch.append((_topic_dir(ex, item) / item.name, item.data, ex.file_mode(item.inbox)))
+    created = create_many(batch)
+    return [
+        Outcome.WRITTEN if new else _entry(cache[item.exchange.name], item)
+        for item, new in zip(items, created, strict=True)
+    ]
 
 
 def _move_topic(ex: Exchange, topic: str, to_done: bool) -> None:

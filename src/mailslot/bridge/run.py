@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from mailslot.bridge.chatlink import ChatLink
 from mailslot.bridge.config import BridgeConfig, BridgedExchange
 from mailslot.bridge.ledger import Ledger
-from mailslot.bridge.materialise import Outcome, materialise
+from mailslot.bridge.materialise import Outcome, materialise, materialise_entries
 from mailslot.bridge.outbox import placement, read_outgoing
 from mailslot.bridge.wire import (
     HELD_NAME,
@@ -43,6 +43,7 @@ from mailslot.bridge.wire import (
     PLACE_DONE,
     PLACE_LIVE,
     ChatIncoming,
+    Incoming,
     chat_subject,
     check_incoming,
     headers_for,
@@ -71,6 +72,10 @@ RECONCILE_SECONDS = 30.0
 STATUS_SECONDS = 1.0
 # A publish the local server does not answer within this is retried (idempotent by subject).
 PUBLISH_TIMEOUT = 2.0
+# Publishes in flight at once from one burst of changes (acks awaited together).
+PUBLISH_WINDOW = 128
+# The most messages materialised (and their syncs shared) in one go.
+FETCH_BATCH = 256
 # A message not acknowledged within this is redelivered (a bridge killed mid-write).
 ACK_WAIT_SECONDS = 30.0
 # The retry pause after the local server failed a publish or a fetch.
@@ -120,6 +125,10 @@ def _live(inbox_dir: Path) -> Iterator[tuple[str, list[str]]]:
 
 def _entry_name(name: str) -> bool:
     return ENTRY_RE.match(name) is not None
+
+
+def _is_entry(item: Incoming | ChatIncoming | None) -> bool:
+    return isinstance(item, Incoming) and item.kind == KIND_ENTRY
 
 
 def out_stream(host: str) -> str:
@@ -397,8 +406,8 @@ class Bridge:
             yield inbox, Spot(ex, "inbox", side, "")
             yield inbox / DONE, Spot(ex, "done", side, "")
 
-    async def _scan_all(self, watch: DirWatch, where: dict[Path, Spot]) -> None:
-        """Publish everything this host should have published (idempotent), watch every folder."""
+    def _scan_all(self, watch: DirWatch, where: dict[Path, Spot], jobs: list[Job]) -> None:
+        """Queue everything this host should have published (idempotent); watch every folder."""
         for ex in self.config.exchanges:
             receipts = ex.home != self.config.host
             for directory, spot in self._spots(ex):
@@ -410,38 +419,41 @@ class Bridge:
                 writer = next(s for s in ex.hosts if s != side)
                 local_reader = ex.hosts[side] == self.config.host != ex.hosts[writer]
                 for topic in _topics(inbox_dir / DONE):
-                    await self._do(Job("place", ex.name, "", topic))
+                    jobs.append(Job("place", ex.name, "", topic))
                 for topic, names in _live(inbox_dir):
                     topic_dir = inbox_dir / topic
                     where[topic_dir] = Spot(ex, "topic", side, topic)
                     if not watch.watching(topic_dir):
                         watch.add(topic_dir)
-                    await self._do(Job("place", ex.name, "", topic))
+                    jobs.append(Job("place", ex.name, "", topic))
                     for name in names:
-                        await self._do(Job("file", ex.name, side, topic, name))
+                        jobs.append(Job("file", ex.name, side, topic, name))
                         if receipts and local_reader and _entry_name(name):
-                            await self._do(Job("receipt", ex.name, side, topic, name))
-            await self._do(Job("index", ex.name))
+                            jobs.append(Job("receipt", ex.name, side, topic, name))
+            jobs.append(Job("index", ex.name))
         for link in self.chats.values():
             parent = link.chat.path.parent
             where.setdefault(parent, Spot(None, "chats", "", ""))
             if not watch.watching(parent):
                 watch.add(parent)
-            await self._do(Job("chat", link.chat.name))
+            jobs.append(Job("chat", link.chat.name))
 
-    async def _on_change(self, watch: DirWatch, where: dict[Path, Spot], change: Change) -> None:
+    def _on_change(
+        self, watch: DirWatch, where: dict[Path, Spot], change: Change, jobs: list[Job]
+    ) -> None:
+        """Queue what ``change`` means to publish."""
         spot = where.get(change.directory)
         if spot is None:
             return
         if spot.role == "chats" or spot.exchange is None:
             for link in self.chats.values():
                 if link.chat.path == change.directory / change.name:
-                    await self._do(Job("chat", link.chat.name))
+                    jobs.append(Job("chat", link.chat.name))
             return
         ex = spot.exchange
         if spot.role == "root":
             if change.name == INDEX_NAME:
-                await self._do(Job("index", ex.name))
+                jobs.append(Job("index", ex.name))
         elif spot.role in ("inbox", "done"):
             if spot.role == "inbox" and change.is_dir and not change.gone:
                 topic_dir = change.directory / change.name
@@ -449,11 +461,17 @@ class Bridge:
                     where[topic_dir] = Spot(ex, "topic", spot.inbox, change.name)
                     watch.add(topic_dir)
                     for name in _names(topic_dir):
-                        await self._do(Job("file", ex.name, spot.inbox, change.name, name))
+                        jobs.append(Job("file", ex.name, spot.inbox, change.name, name))
             if TOPIC_RE.fullmatch(change.name):
-                await self._do(Job("place", ex.name, "", change.name))
+                jobs.append(Job("place", ex.name, "", change.name))
         elif not change.name.startswith("."):
-            await self._do(Job("file", ex.name, spot.inbox, spot.topic, change.name))
+            jobs.append(Job("file", ex.name, spot.inbox, spot.topic, change.name))
+
+    async def _run(self, jobs: list[Job]) -> None:
+        """Do ``jobs`` in order, up to ``PUBLISH_WINDOW`` publishes in flight at once (each
+        job's publish is sent before the next job starts, so per-origin order holds)."""
+        for i in range(0, len(jobs), PUBLISH_WINDOW):
+            await asyncio.gather(*(self._do(j) for j in jobs[i : i + PUBLISH_WINDOW]))
 
     async def _publisher(self) -> None:
         watch = DirWatch()
@@ -462,7 +480,9 @@ class Bridge:
             loop.add_reader(watch.fileno(), self._wake.set)
         where: dict[Path, Spot] = {}
         try:
-            await self._scan_all(watch, where)
+            jobs: list[Job] = []
+            self._scan_all(watch, where, jobs)
+            await self._run(jobs)
             next_reconcile = time.monotonic() + RECONCILE_SECONDS
             while True:
                 timeout = max(0.0, next_reconcile - time.monotonic())
@@ -471,16 +491,17 @@ class Bridge:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 self._wake.clear()
+                jobs = []
                 for change in watch.read():
-                    await self._on_change(watch, where, change)
-                while self.receipts:
-                    await self._do(self.receipts.pop(0))
-                for job in sorted(self.retry):
-                    await self._do(job)
+                    self._on_change(watch, where, change, jobs)
+                jobs += self.receipts
+                self.receipts = []
+                jobs += sorted(self.retry - set(jobs))
                 if watch.overflowed or time.monotonic() >= next_reconcile:
                     watch.overflowed = False
-                    await self._scan_all(watch, where)
+                    self._scan_all(watch, where, jobs)
                     next_reconcile = time.monotonic() + RECONCILE_SECONDS
+                await self._run(jobs)
                 self.ledger.flush()
         finally:
             if watch.available:
@@ -488,14 +509,19 @@ class Bridge:
             watch.close()
 
     # -- receiving ---------------------------------------------------------------------
-    async def _handle(self, peer: str, msg: Any) -> None:
+    def _check(self, peer: str, msg: Any) -> Incoming | ChatIncoming | None:
+        """The checked message, or ``None`` when it is refused (recorded as an alert)."""
         try:
-            item = check_incoming(
+            return check_incoming(
                 self.config, peer, msg.subject, msg.headers, msg.data, self.members
             )
         except MailslotError as e:
             log.warning("refused from %s: %s", peer, e)
             self.ledger.alert("refused", peer=peer, subject=msg.subject[:200], reason=str(e))
+            return None
+
+    async def _handle(self, peer: str, msg: Any, item: Incoming | ChatIncoming | None) -> None:
+        if item is None:
             await msg.ack()
             return
         if isinstance(item, ChatIncoming):
@@ -511,6 +537,10 @@ class Bridge:
             log.warning("cannot write %s from %s (will retry): %s", item.relpath, peer, e)
             await msg.nak(delay=RETRY_SECONDS)
             return
+        await self._done(peer, msg, item, outcome)
+
+    async def _done(self, peer: str, msg: Any, item: Incoming, outcome: Outcome) -> None:
+        """Account for a materialised message, queue its receipt, acknowledge it."""
         if outcome is Outcome.CONFLICT:
             log.error("conflict: %s from %s differs from the file here", item.relpath, peer)
             self.ledger.alert(
@@ -520,6 +550,8 @@ class Bridge:
             self.counts["materialised"] += 1
             if item.kind != KIND_ENTRY:
                 self.ledger.touch()
+        elif outcome is Outcome.SAME:
+            self.counts["skipped_same"] += 1
         if (
             item.kind == KIND_ENTRY
             and outcome in (Outcome.WRITTEN, Outcome.SAME)
@@ -529,10 +561,32 @@ class Bridge:
             job = Job("receipt", item.exchange.name, item.inbox, item.topic, item.name)
             self.receipts.append(job)
             self._wake.set()
-        elif outcome is Outcome.SAME:
-            self.counts["skipped_same"] += 1
         self.last_heard[peer] = format_time()
         await msg.ack()
+
+    async def _process(self, peer: str, msgs: list[Any]) -> None:
+        """Materialise a fetched batch in order; runs of entries share their syncs."""
+        checked = [self._check(peer, m) for m in msgs]
+        i = 0
+        while i < len(msgs):
+            j = i
+            while j < len(msgs) and _is_entry(checked[j]):
+                j += 1
+            if j == i:
+                await self._handle(peer, msgs[i], checked[i])
+                i += 1
+                continue
+            run = [c for c in checked[i:j] if isinstance(c, Incoming)]
+            try:
+                outcomes = materialise_entries(run, self.exchanges)
+            except (OSError, MailslotError) as e:
+                log.warning("cannot write %d entries from %s (will retry): %s", len(run), peer, e)
+                for m in msgs[i:j]:
+                    await m.nak(delay=RETRY_SECONDS)
+            else:
+                for m, item, outcome in zip(msgs[i:j], run, outcomes, strict=True):
+                    await self._done(peer, m, item, outcome)
+            i = j
 
     async def _handle_chat(self, peer: str, item: ChatIncoming, msg: Any) -> None:
         link = self.chats[item.chat.name]
@@ -555,7 +609,12 @@ class Bridge:
         sub = await self._js.pull_subscribe_bind(CONSUMER, in_stream(peer))
         while True:
             try:
+                # one at a time while idle (a waiting multi-message fetch can stall in
+                # nats-py), then whatever is waiting behind it in one batch
                 msgs = await sub.fetch(1, timeout=1.0)
+                pending = msgs[-1].metadata.num_pending if msgs else 0
+                if pending:
+                    msgs += await sub.fetch(min(pending, FETCH_BATCH), timeout=1.0)
             except TimeoutError:
                 self.ledger.flush()
                 continue
@@ -563,8 +622,7 @@ class Bridge:
                 log.debug("fetch from %s failed: %s", peer, e)
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            for msg in msgs:
-                await self._handle(peer, msg)
+            await self._process(peer, msgs)
             self.ledger.flush()
 
     # -- status ------------------------------------------------------------------------
