@@ -21,14 +21,13 @@ loader keeps it a string, so it needs no quotes.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from mailslot.core.display import brief, brief_text
 from mailslot.core.errors import FormatError
@@ -52,58 +51,74 @@ MAX_NODES = 2000
 MAX_DEPTH = 32
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that keeps times as strings, refuses duplicate keys, anchors and aliases, and
-    stops composing past ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels."""
+@functools.cache
+def _strict_loader() -> Any:
+    """The strict loader class, made on first use: PyYAML costs tens of milliseconds to
+    import, and the documents mailslot writes itself read without it (``_plain_mapping``)."""
+    import yaml
 
-    _nodes = 0
-    _depth = 0
+    class _StrictLoader(yaml.SafeLoader):
+        """SafeLoader that keeps times as strings, refuses duplicate keys, anchors and aliases, and
+        stops composing past ``MAX_NODES`` nodes or ``MAX_DEPTH`` levels."""
 
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        mark = event.start_mark if isinstance(event.start_mark, yaml.Mark) else None
-        if isinstance(event, yaml.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted", mark)
-        if getattr(event, "anchor", None) is not None:
-            raise yaml.composer.ComposerError(None, None, "anchors (&name) are not accepted", mark)
-        self._nodes += 1
-        if self._nodes > MAX_NODES:
-            raise yaml.composer.ComposerError(None, None, f"more than {MAX_NODES} YAML nodes", mark)
-        if self._depth >= MAX_DEPTH:
-            raise yaml.composer.ComposerError(
-                None, None, f"nested deeper than {MAX_DEPTH} levels", mark
-            )
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+        _nodes = 0
+        _depth = 0
 
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            mark = event.start_mark if isinstance(event.start_mark, yaml.Mark) else None
+            if isinstance(event, yaml.AliasEvent):
+                raise yaml.composer.ComposerError(
+                    None, None, "aliases (*name) are not accepted", mark
+                )
+            if getattr(event, "anchor", None) is not None:
+                raise yaml.composer.ComposerError(
+                    None, None, "anchors (&name) are not accepted", mark
+                )
+            self._nodes += 1
+            if self._nodes > MAX_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"more than {MAX_NODES} YAML nodes", mark
+                )
+            if self._depth >= MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", mark
+                )
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
 
-# Times are parsed by clock.parse_time so there is one rule for them, not YAML's.
-_StrictLoader.yaml_implicit_resolvers = {
-    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    # Times are parsed by clock.parse_time so there is one rule for them, not YAML's.
+    _StrictLoader.yaml_implicit_resolvers = {
+        ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
+    def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            if not isinstance(key, Hashable):
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"a {type(key).__name__} key is not a plain value",
+                    key_node.start_mark,
+                )
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {brief(key)} appears more than once", key_node.start_mark
+                )
+            seen.add(key)
+        return loader.construct_mapping(node)
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if not isinstance(key, Hashable):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"a {type(key).__name__} key is not a plain value", key_node.start_mark
-            )
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {brief(key)} appears more than once", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
+    _StrictLoader.add_constructor(
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+    )
 
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    return _StrictLoader
 
 
 def _normalise(text: str | bytes, path: Path | str | None) -> str:
@@ -117,11 +132,69 @@ def _normalise(text: str | bytes, path: Path | str | None) -> str:
     return text.replace("\r\n", "\n")
 
 
+# What ``_plain_mapping`` reads itself: ``key: value`` lines whose values are plain words,
+# small integers, null/true/false, bare times (kept as strings, as the strict loader keeps them)
+# and flow lists or maps of plain words -- what ``dump_yaml`` writes for mailslot's own files.
+_WORD_TEXT = r"[A-Za-z][A-Za-z0-9_-]*"
+_PLAIN_WORD = re.compile(_WORD_TEXT)
+# YAML 1.1 reads these as booleans or null: never a plain word, as a key or as a value.
+_NOT_WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+_PLAIN_LINE = re.compile(rf"({_WORD_TEXT}): ([^\n]*)")
+_FLOW_LIST = re.compile(rf"\[(?:{_WORD_TEXT}(?:, {_WORD_TEXT})*)?\]")
+_FLOW_MAP = re.compile(rf"\{{(?:{_WORD_TEXT}: {_WORD_TEXT}(?:, {_WORD_TEXT}: {_WORD_TEXT})*)?\}}")
+_SMALL_INT = re.compile(r"0|[1-9][0-9]{0,17}")
+_CONSTANTS: dict[str, Any] = {"null": None, "true": True, "false": False}
+
+
+def _word(text: str) -> bool:
+    return _PLAIN_WORD.fullmatch(text) is not None and text.lower() not in _NOT_WORDS
+
+
+def _plain_value(text: str) -> tuple[bool, Any]:
+    if text in _CONSTANTS:
+        return True, _CONSTANTS[text]
+    if _word(text) or _BARE_TIME.fullmatch(text):
+        return True, text
+    if _SMALL_INT.fullmatch(text):
+        return True, int(text)
+    if _FLOW_LIST.fullmatch(text):
+        items = text[1:-1].split(", ") if text != "[]" else []
+        return all(_word(i) for i in items), items
+    if _FLOW_MAP.fullmatch(text):
+        pairs = [p.split(": ") for p in text[1:-1].split(", ")] if text != "{}" else []
+        keys = [k for k, _ in pairs]
+        ok = all(_word(k) and _word(v) for k, v in pairs) and len(set(keys)) == len(keys)
+        return ok, dict(pairs)
+    return False, None
+
+
+def _plain_mapping(text: str) -> dict[str, Any] | None:
+    """The mapping a document of plain ``key: value`` lines holds, exactly as the strict loader
+    reads it; ``None`` for anything else (the loader decides, and names what is wrong)."""
+    out: dict[str, Any] = {}
+    for line in text.split("\n"):
+        if not line:
+            continue
+        m = _PLAIN_LINE.fullmatch(line)
+        if m is None or not _word(m[1]) or m[1] in out:
+            return None
+        ok, value = _plain_value(m[2])
+        if not ok:
+            return None
+        out[m[1]] = value
+    return out
+
+
 def load_yaml(text: str | bytes, *, path: Path | str | None = None) -> dict[str, Any]:
     """Parse a YAML mapping strictly (no duplicate keys, string keys); raise ``FormatError``."""
     text = _normalise(text, path)
+    plain = _plain_mapping(text)
+    if plain is not None:
+        return plain
+    import yaml
+
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -160,8 +233,12 @@ _BARE_TIME = re.compile(
 
 
 def _dump_value(value: Any) -> str:
-    if isinstance(value, str) and _BARE_TIME.fullmatch(value):
+    if isinstance(value, str) and (_BARE_TIME.fullmatch(value) or _word(value)):
         return value  # the strict loader reads it back as this very string
+    if type(value) is int and _SMALL_INT.fullmatch(str(value)):
+        return str(value)
+    import yaml
+
     out = yaml.safe_dump(
         value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1 << 30
     )
