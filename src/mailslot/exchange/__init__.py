@@ -24,6 +24,8 @@ The tick (``exchange tick``), in the order it runs
     ``tick``        the conductor: lock, clean, scan, decide, move, hold, index, commit, notify.
     ``leftovers``   dead writers' temps and empty topic folders (the tick removes, doctor lists).
     ``scan``        one pass over the tree by name, size and mtime, trusting unchanged records.
+    ``readings``    each file read at most once a run (kept by size and mtime across runs):
+                    statuses, last activity, the guard's inputs, the entries owed a reply.
     ``holds``       HELD.md placed and lifted, and ``holds.json`` that vouches for each one.
     ``late``        entries that reached an archived topic unread (``unseen`` debts).
     ``gitlog``      the local git repository: init and one commit of everything dirty.

@@ -12,6 +12,12 @@ Meant for a timer every two minutes. Each step guards against a failure a real b
 5. ``git add -A`` + commit whenever anything is dirty, whatever else happened.
 6. One batched notification; a failure is reported and retried next tick, never blocking 2-5.
 
+``_Tick.run`` is these steps in order (leftovers of dead writers are cleaned first; the state
+for the next run is saved last): ``scan`` the tree, ``settle`` each topic (decide, archive or
+recover, diff, hold, view), report what is gone and what reached ``done/`` unread, then INDEX.md,
+commit, notify. Reading files is ``readings``, the holds ``holds``, the result ``tickresult``,
+what is kept between runs ``tickstate``.
+
 A tick that cannot do its job (lock held, git failing, a move refused) reports what it did and
 then fails with a clear message: a crash must never look like a quiet no-op.
 """
@@ -23,7 +29,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,38 +39,28 @@ from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
 from mailslot.core.git import clear_stale_index_lock
 from mailslot.exchange import tickstate
-from mailslot.exchange.arrivals import arrivals, bridged
+from mailslot.exchange.arrivals import bridged
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.gitlog import commit_all, is_repo
-from mailslot.exchange.guard import Decision, GuardSide, decide
+from mailslot.exchange.guard import Decision, decide
 from mailslot.exchange.holds import lift, load_holds, place, save_holds, trusted_hold
 from mailslot.exchange.index import (
     Debt,
-    Owed,
     TopicView,
-    answers,
     build_view,
-    counts_as_required,
-    owed_entry,
     render_index,
-    short_error,
-    unreadable_detail,
 )
 from mailslot.exchange.late import late_debts
-from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 from mailslot.exchange.leftovers import clean as clean_leftovers
-from mailslot.exchange.listing import EntryName, linked
+from mailslot.exchange.listing import linked
+from mailslot.exchange.readings import Readings
 from mailslot.exchange.scan import (
-    PARSED,
     SIG,
-    Parsed,
-    Required,
     SideCopy,
     TopicScan,
-    cached,
     current_sig,
-    parse_file,
     parse_sig,
     scan_tree,
 )
@@ -105,10 +101,6 @@ def _tick_lock(path: Path, wait: float, holder: str = "another tick") -> Iterato
             time.sleep(0.05)
 
 
-def _dt(us: int | None) -> datetime | None:
-    return datetime.fromtimestamp(us / 1_000_000, UTC) if us is not None else None
-
-
 def _drafts(directory: Path) -> list[str]:
     """Hand writers' drafts in ``directory`` (``.draft*``): CONVENTION.md has a hand writer write
     ``.draft.md`` and rename it to its number under the send lock, so under that lock a draft is
@@ -130,7 +122,6 @@ class _Tick:
         self.prev = tickstate.load_state(ex.meta, result.warnings)
         self.prev_copies: dict[str, list[Any]] = self.prev.get("copies", {})
         self.live: dict[str, SideCopy] = {}  # copy key -> this run's copy of a live topic
-        self.parsed: dict[str, dict[str, list[Any]]] = {}  # copy key -> {name: parsed}
         self.touched = False  # this tick changed something on disk (git must look)
         self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
         self.git_prev = tickstate.load_git(ex.meta, self.prev)
@@ -140,128 +131,12 @@ class _Tick:
         self.unseen: list[str] = []  # entries in done/ that arrived after the archive, unread
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
-        self.bridged = bridged(ex.meta)  # across hosts: arrivals come as receipts
+        self.read = Readings(ex, self.prev_copies, bridged(ex.meta))
         self.prev_topics = set(self.prev.get("topics", []))
         self.prev_archived = set(self.prev.get("archived", []))
         self.prev_status: dict[str, str] = self.prev.get("status", {})
         self.prev_ns = int(self.prev.get("tick_ns", 0))
         self.status: dict[str, str] = {}  # "<topic>/<side>" -> status, for the next run
-
-    # -- reading ---------------------------------------------------------------------------
-    def parse(self, scan: TopicScan, inbox_side: str, name: str) -> Parsed | None:
-        """File ``name`` of this topic's copy in ``to-<inbox_side>/``, read once per run, and not
-        at all while its ``(size, mtime)`` matches the reading the last run kept."""
-        copy = scan.copies.get(inbox_side)
-        sig = copy.files.get(name) if copy is not None else None
-        if copy is None or sig is None:
-            return None
-        mine = self.parsed.get(copy.key)
-        if mine is None:
-            mine = self.parsed[copy.key] = {}
-        got = mine.get(name)
-        if got is None:
-            prev = copy.trusted or self.prev_copies.get(copy.key)
-            got = prev[PARSED].get(name) if prev is not None else None
-            if got is None or cached(got, sig) is None:
-                where = Path(copy.dir, name)
-                got = parse_file(where, self.ex.writer_of(inbox_side)).to_list(sig)
-            mine[name] = got
-        return Parsed.from_list(got)
-
-    def owed(self, scan: TopicScan, inbox_side: str) -> Owed | None:
-        """The newest ``action: required`` entry in this copy that the reader's own last entry
-        does not answer (``index.owed_entry``: arrival order, never number alone). Only entries
-        that arrived after that answer are parsed, newest first; the result is cached per copy."""
-        copy = scan.copies.get(inbox_side)
-        if copy is None:
-            return None
-        reader = scan.copies.get(self.ex.other(inbox_side))  # the reader's own entries
-        last = reader.last() if reader is not None else None
-        if not copy.req_known:
-            by_name = {e.name: e for e in copy.entries}
-
-            def required(name: str) -> bool:
-                got = self.parse(scan, inbox_side, name)  # an action that does not read counts
-                return got is not None and counts_as_required(got.word)
-
-            arrived = ((copy.ctimes.get(n, 0), e.number, n) for n, e in by_name.items())
-            owed = owed_entry(arrived, last, required)
-            copy.req = None
-            if owed is not None:
-                ctime, _, fname = owed
-                e = by_name[fname]
-                copy.req = Required(e.number, e.sender, e.name, ctime)
-            copy.req_known = True
-        req = copy.req
-        if req is None or answers(last, (req.ctime_ns, req.number, req.name)):
-            return None
-        got = self.parse(scan, inbox_side, req.name)
-        detail = None
-        if got is None or got.word is None:
-            detail = unreadable_detail(req.name, got.error if got is not None else "gone")
-        return Owed(req.number, req.name, detail)
-
-    def statuses(self, scan: TopicScan) -> tuple[dict[str, str], int | None]:
-        """Each side's status (its STATE.md; missing is ``open``, unreadable ``unknown``) and
-        the topic's last activity (epoch µs: the later of each newest entry's ``at`` and its
-        arrival, to the millisecond as STATE.md times are written)."""
-        status: dict[str, str] = {}
-        last: int | None = None
-        for writer in self.ex.sides:
-            inbox_side = self.ex.other(writer)  # a side's entries and STATE.md: the other inbox
-            st = self.parse(scan, inbox_side, STATE_NAME)
-            status[writer] = (st.word or "unknown") if st is not None else "open"
-            copy = scan.copies.get(inbox_side)
-            top = copy.top if copy is not None else None
-            if copy is None or top is None:
-                continue
-            ent = self.parse(scan, inbox_side, top.name)
-            if ent is not None and ent.time_us is not None:
-                arrived_ns: int | None = copy.top_ctime
-                if self.bridged is not None:
-                    arrived_ns, _ = self.arrival(scan, inbox_side, copy, top)
-                when = max(ent.time_us, arrived_ns // 1_000_000 * 1000 if arrived_ns else 0)
-                last = when if last is None or when > last else last
-        return status, last
-
-    def arrival(
-        self, scan: TopicScan, inbox_side: str, copy: SideCopy, top: EntryName
-    ) -> tuple[int | None, str | None]:
-        """When ``top`` reached its reader (ns), and why that is not known when it is not: its
-        ctime here, or, bridged with the reader on another host, what that host's receipt says."""
-        if self.bridged is None or not self.bridged.off_home(inbox_side):
-            return copy.top_ctime, None
-        arrived_ns = arrivals(self.ex.meta, inbox_side, scan.name).get(top.name)
-        return arrived_ns, None if arrived_ns else "no arrival receipt from its reader's host yet"
-
-    def guard_side(self, scan: TopicScan, writer: str) -> GuardSide:
-        """What the guard needs from ``writer``: its STATE.md and its own newest entry."""
-        inbox_side = self.ex.other(writer)
-        st = self.parse(scan, inbox_side, STATE_NAME)
-        copy = scan.copies.get(inbox_side)
-        top = copy.top if copy is not None else None
-        ent = self.parse(scan, inbox_side, top.name) if top is not None else None
-        arrived_ns, unknown = (
-            self.arrival(scan, inbox_side, copy, top) if copy and top else (None, None)
-        )
-        # arrival to the millisecond, as STATE.md times are written
-        arrived = arrived_ns // 1_000_000 * 1000 if arrived_ns else None
-        # another host's STATE.md: its ctime here is when it arrived, not when it was written
-        remote_state = self.bridged is not None and self.bridged.off_home(writer)
-        return GuardSide(
-            status=(st.word or "unknown") if st else "open",
-            updated_at=_dt(st.time_us) if st else None,
-            state_error=st.error if st and st.word == "done" else None,
-            newest=top.name if top else None,
-            newest_at=_dt(ent.time_us) if ent else None,
-            arrived_at=_dt(arrived) if arrived else None,
-            arrived_ns=arrived_ns,
-            state_ctime_ns=(copy.state_ctime or None)
-            if copy is not None and not remote_state
-            else None,
-            arrival_unknown=unknown,
-            newest_error=short_error(ent.error, top.name) if ent and ent.error and top else None,
-        )
 
     def decide(self, scan: TopicScan, status: dict[str, str]) -> Decision:
         """The guard's word on this topic, and never archive past a stray file (fail safe: a file
@@ -269,7 +144,7 @@ class _Tick:
         if scan.conflict:
             decision = Decision()
         elif all(s == "done" for s in status.values()):
-            decision = decide({w: self.guard_side(scan, w) for w in self.ex.sides}, self.now)
+            decision = decide({w: self.read.guard_side(scan, w) for w in self.ex.sides}, self.now)
         else:
             decision = Decision()  # what decide says whenever a side is not done
         if any(c.strays for c in scan.copies.values()):
@@ -459,7 +334,7 @@ class _Tick:
         r, name = self.r, scan.name
         if scan.conflict:
             r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
-        status, last = self.statuses(scan)
+        status, last = self.read.statuses(scan)
         decision = self.decide(scan, status)
         done = False
         if self.frozen:
@@ -574,14 +449,14 @@ class _Tick:
                 r.holding.append(name)
 
     def view(
-        self, scan: TopicScan, status: dict[str, str], last: int | None, decision: Decision
+        self, scan: TopicScan, status: dict[str, str], last: datetime | None, decision: Decision
     ) -> TopicView:
         """This topic's ``TopicView`` (``index.build_view``) for INDEX.md; its debts and why it
         waits go into the result too."""
         ex, r, name = self.ex, self.r, scan.name
         required = {}
         for inbox_side in scan.copies:
-            owed = self.owed(scan, inbox_side)
+            owed = self.read.owed(scan, inbox_side)
             if owed is not None:
                 required[ex.writer_of(inbox_side)] = owed
         view = build_view(
@@ -592,7 +467,7 @@ class _Tick:
             required=required,
             held=dict(decision.holds),
             waiting=list(decision.waiting),
-            last_activity=_dt(last),
+            last_activity=last,
         )
         for w in decision.waiting:
             r.waiting.append({"topic": name, "reason": w})
@@ -669,7 +544,7 @@ class _Tick:
     def save(self, topics: list[str], archived: set[str]) -> None:
         pending = self.pending if self.pending is not None else self.prev.get("pending", [])
         state = {
-            "copies": {ck: c.record(self.parsed.get(ck, {})) for ck, c in self.live.items()},
+            "copies": {ck: c.record(self.read.parsed.get(ck, {})) for ck, c in self.live.items()},
             "status": self.status,
             "topics": topics,
             "archived": sorted(archived),
