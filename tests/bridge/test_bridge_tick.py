@@ -30,7 +30,7 @@ def test_the_tick_runs_on_the_home_host_only(pair) -> None:
     assert _tick(pair.a)["archived"] == []
 
 
-def test_the_live_bug_sequence_across_hosts_holds_then_a_remote_reaffirm_releases(pair) -> None:
+def test_a_done_before_the_reply_arrived_holds_until_a_remote_reaffirm_releases(pair) -> None:
     # b asks (required) and marks its side done anyway; a replies and marks done
     q = pair.b.send("b", "gate", "Is the gate fixed?", action="required")
     topic = q.split("/")[1]
