@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo test lint fmt bench sysdeps clean docs
+.PHONY: demo demo-bridge test lint fmt bench sysdeps clean docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 ## Run the demo: agents leave each other messages, a blocked waiter wakes up.
 demo: $(STAMP)
 	$(PY) examples/demo.py
+
+## The bridge demo: one exchange across two hosts on this machine, the link cut and healed.
+demo-bridge: $(STAMP) sysdeps
+	$(PY) examples/bridge_demo.py
 
 ## System packages the tests drive for real (chromium for the board page, nats-server for the
 ## bridge, fswatch and wrk for bench).
