@@ -36,3 +36,35 @@ def test_entries_and_state_travel_both_ways_and_never_echo(pair) -> None:
     )
     wait_for(lambda: pair.a.files() == pair.b.files(), what="identical trees")
     assert pair.a.status()["counts"]["published"] >= 1
+
+
+def test_status_and_doctor_say_what_the_bridge_is_doing(pair) -> None:
+    import json
+
+    from bridge_helpers import cli
+
+    rel = pair.a.send("a", "health", "hello")
+    wait_for(lambda: (pair.b.root / rel).exists(), what="the entry on b")
+    wait_for(
+        lambda: (
+            json.loads(cli("bridge", "status", "--dir", str(pair.b.dir), "--json").stdout)["peers"][
+                "a"
+            ].get("link")
+            == "up"
+        ),
+        what="link up in status",
+    )
+    status = json.loads(cli("bridge", "status", "--dir", str(pair.b.dir), "--json").stdout)
+    assert status["running"] and status["peers"]["a"]["pending_in"] == 0
+    doc = cli("bridge", "doctor", "--dir", str(pair.b.dir), "--json")
+    checks = {c["check"]: c["status"] for c in json.loads(doc.stdout)["checks"]}
+    assert checks["bridge"] == "ok" and checks["peer:a"] == "ok" and checks["exchange:ex"] == "ok"
+    pair.b.stop()
+    pair.proxy.cut()
+    import time
+
+    time.sleep(5.5)  # the status file goes stale: nobody is running
+    down = cli("bridge", "doctor", "--dir", str(pair.b.dir), check=False)
+    assert down.returncode == 1 and "FAIL bridge: not running" in down.stdout
+    text = cli("bridge", "status", "--dir", str(pair.b.dir)).stdout
+    assert "NOT RUNNING" in text

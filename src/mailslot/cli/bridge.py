@@ -171,3 +171,34 @@ def status_cmd(directory: Path | None, as_json: bool) -> None:
 
     data = read_status(load_config(_dir(directory)))
     emit(data, as_json, render)
+
+
+@bridge.command("doctor")
+@_DIR
+@json_option
+def doctor_cmd(directory: Path | None, as_json: bool) -> None:
+    """Check this host's bridge: server, process, links, backlogs, conflicts, refusals.
+
+    Exits 1 when a check fails.
+
+    \b
+    Example:
+      mailslot bridge doctor --dir /var/lib/mailslot-bridge
+    """
+    from mailslot.bridge.config import load_config
+    from mailslot.bridge.doctor import doctor
+
+    findings = doctor(load_config(_dir(directory)))
+    ok = not any(f.status == "fail" for f in findings)
+
+    def text(_: object) -> str:
+        lines = []
+        for f in findings:
+            lines.append(f"{f.status.upper():4} {f.check}: {f.detail}")
+            if f.fix and f.status != "ok":
+                lines.append(f"     fix: {f.fix}")
+        return "\n".join(lines)
+
+    emit({"ok": ok, "checks": [f.to_json() for f in findings]}, as_json, text)
+    if not ok:
+        raise SystemExit(1)

@@ -1,0 +1,117 @@
+"""``bridge doctor``: is this host's bridge doing its job? Silence is not success.
+
+Each check says ``ok``, ``warn`` or ``fail`` with what was found and how to fix it: the server
+program, the bridge process (its status file fresh), every peer's link and how much waits each
+way, conflicts and refused messages (a hostile or misconfigured peer), and every bridged
+exchange's marker and chat file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from mailslot.bridge.config import BridgeConfig
+from mailslot.bridge.status import read_status
+from mailslot.core.errors import MailslotError
+
+__all__ = ["Finding", "doctor"]
+
+# More than this many messages waiting for a peer whose link is up is worth a look.
+PENDING_WARN = 1000
+
+
+class Finding(NamedTuple):
+    """One check's verdict."""
+
+    check: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"check", "status", "detail", "fix"}``."""
+        return self._asdict()
+
+
+def _server(config: BridgeConfig) -> Finding:
+    if config.nats.url:
+        return Finding("server", "ok", f"uses the running server at {config.nats.url}")
+    from mailslot.bridge.server import find_nats_server
+
+    try:
+        return Finding("server", "ok", f"nats-server at {find_nats_server()}")
+    except MailslotError as e:
+        return Finding("server", "fail", str(e), "apt-get install nats-server")
+
+
+def _peers(config: BridgeConfig, status: dict[str, Any]) -> list[Finding]:
+    out = []
+    peers = status.get("peers") or {}
+    for peer in config.peers:
+        info = peers.get(peer) or {}
+        link = info.get("link", "unknown")
+        pin, pout = info.get("pending_in"), info.get("pending_out")
+        detail = (
+            f"link {link}, pending in {pin}, pending out {pout}, "
+            f"last heard {info.get('last_heard') or 'never'}"
+        )
+        if link != "up":
+            out.append(Finding(f"peer:{peer}", "warn", detail, "check the leafnode link"))
+        elif max(int(pin or 0), int(pout or 0)) > PENDING_WARN:
+            out.append(Finding(f"peer:{peer}", "warn", detail, "a backlog: is a bridge stuck?"))
+        else:
+            out.append(Finding(f"peer:{peer}", "ok", detail))
+    return out
+
+
+def doctor(config: BridgeConfig) -> list[Finding]:
+    """Every check for this host's bridge, in order."""
+    from mailslot.exchange.arrivals import bridged
+
+    findings = [_server(config)]
+    status = read_status(config)
+    if status.get("running"):
+        findings.append(Finding("bridge", "ok", f"running (pid {status.get('pid')}), status fresh"))
+        findings += _peers(config, status)
+    else:
+        age = status.get("age_seconds")
+        findings.append(
+            Finding(
+                "bridge",
+                "fail",
+                "not running" + (f" (last status {age:.0f}s ago)" if age is not None else ""),
+                f"mailslot bridge serve --dir {config.dir}",
+            )
+        )
+    for kind in ("conflicts", "refused"):
+        n = int(status.get(kind, 0) or 0)
+        if n:
+            recent = (status.get(f"recent_{kind}") or [{}])[-1]
+            findings.append(
+                Finding(
+                    kind,
+                    "warn",
+                    f"{n} so far; latest: {recent.get('path') or recent.get('reason') or '?'}",
+                    "a conflict is kept beside the file as .conflict: settle it by hand"
+                    if kind == "conflicts"
+                    else "a peer sent what it does not host: check its config",
+                )
+            )
+    for ex in config.exchanges:
+        try:
+            mark = bridged(ex.root / ".mailslot")
+        except MailslotError as e:
+            mark, why = None, str(e)
+        else:
+            why = "no bridge marker (run 'mailslot bridge init' again)"
+        if mark is None or mark.host != config.host or mark.home != ex.home:
+            findings.append(Finding(f"exchange:{ex.name}", "fail", why, "mailslot bridge init"))
+        else:
+            role = "runs the tick here" if mark.is_home else f"tick runs on {ex.home}"
+            findings.append(Finding(f"exchange:{ex.name}", "ok", f"{ex.root}, {role}"))
+    for chat in config.chats:
+        if chat.path.is_file():
+            findings.append(Finding(f"chat:{chat.name}", "ok", str(chat.path)))
+        else:
+            findings.append(Finding(f"chat:{chat.name}", "warn", f"{chat.path} is not there yet"))
+    return findings
