@@ -20,6 +20,7 @@ def _views(world: World) -> dict[str, str]:
         "chat": f"/c/chats/{world.chat.name}",
         "bus": "/b/bus",
         "login": "/login",
+        "search": "/search?q=gate",
     }
 
 

@@ -63,3 +63,21 @@ def test_the_table_pages_and_filters(world: World) -> None:
         assert "no topics here" in httpx.get(f"{url}/x/exchange?filter=held").text
         archived = httpx.get(f"{url}/x/exchange?filter=archived").text
         assert "no topics here" in archived
+
+
+def test_the_table_follows_writes_made_elsewhere(page_url: str, world: World) -> None:
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.state import set_state
+
+    ex = load_exchange(world.exchange)
+    assert "owed by" in httpx.get(f"{page_url}/x/exchange").text  # the view is built and kept
+    r = send(ex, "claude", "fresh-topic", "required", "new work")
+    html = httpx.get(f"{page_url}/x/exchange").text
+    assert r.topic in html and f"olu: reply {r.path.name}" in html
+    set_state(ex, "olu", world.topics[2], "done")
+    row = re.search(
+        rf"<tr[^>]*>\s*<th scope=\"row\"><a[^>]*>{world.topics[2]}</a>.*?</tr>",
+        httpx.get(f"{page_url}/x/exchange").text,
+        re.S,
+    )
+    assert row and row.group(0).count("status-done") == 2

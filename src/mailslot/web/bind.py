@@ -167,7 +167,13 @@ def connection_bound(limits: ServerLimits) -> ServerLimits:
     return dataclasses.replace(limits, max_connections=fits)
 
 
-def build_server(app: Any, limits: ServerLimits, *, log_level: str = "warning") -> Any:
+def build_server(
+    app: Any,
+    limits: ServerLimits,
+    *,
+    log_level: str = "warning",
+    graceful_s: int | None = None,
+) -> Any:
     """A ``uvicorn.Server`` for ``app`` whose connections ``limits`` bounds (``web.guard``)."""
     import uvicorn
 
@@ -184,15 +190,23 @@ def build_server(app: Any, limits: ServerLimits, *, log_level: str = "warning") 
         proxy_headers=False,
         server_header=False,
         timeout_keep_alive=5,
+        # None: a stop waits for every request to finish; a server of endless streams (the
+        # page's live chat) gives them this long instead.
+        timeout_graceful_shutdown=graceful_s,
     )
     return uvicorn.Server(config)
 
 
 def run_server(
-    app: Any, sock: socket.socket, limits: ServerLimits, *, log_level: str = "warning"
+    app: Any,
+    sock: socket.socket,
+    limits: ServerLimits,
+    *,
+    log_level: str = "warning",
+    graceful_s: int | None = None,
 ) -> None:
     """Serve ``app`` on the bound ``sock`` until a signal stops it; ``ServerFailed`` on failure."""
-    server = build_server(app, limits, log_level=log_level)
+    server = build_server(app, limits, log_level=log_level, graceful_s=graceful_s)
     try:
         server.run(sockets=[sock])
     except SystemExit as e:

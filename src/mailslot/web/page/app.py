@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,8 +171,16 @@ class GuardedApp:
                 await response(scope, receive, send)
                 return
 
+        started = time.perf_counter()
+
         async def send_with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
+                # What the server spent before answering (the benchmark reads it).
+                took = (time.perf_counter() - started) * 1000
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"server-timing", f"app;dur={took:.2f}".encode()),
+                ]
                 have = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [
                     (k.lower().encode(), v.encode())

@@ -11,7 +11,15 @@ from typing import Any
 
 from mailslot.core.errors import MailslotError
 
-__all__ = ["BusView", "ChatCard", "bus_summary", "bus_view", "chats_of", "peer_summary"]
+__all__ = [
+    "BusView",
+    "ChatCard",
+    "bridge_summary",
+    "bus_summary",
+    "bus_view",
+    "chats_of",
+    "peer_summary",
+]
 
 
 @dataclass(frozen=True)
@@ -119,3 +127,18 @@ def peer_summary(inbox: Path) -> dict[str, Any]:
         "newest": list(reversed(waiting[-5:])),
         "processed": len(inbox_messages(inbox, processed=True)),
     }
+
+
+def bridge_summary() -> dict[str, Any] | None:
+    """The bridge's status (``bridge.status.read_status``) when this user has a bridge set up;
+    None when there is none."""
+    from mailslot.bridge.config import default_dir, load_config
+    from mailslot.bridge.status import read_status
+
+    directory = default_dir()
+    if not directory.is_dir():
+        return None
+    try:
+        return read_status(load_config(directory))
+    except (MailslotError, OSError) as e:
+        return {"error": str(e)}

@@ -28,6 +28,8 @@ OVERVIEW_CHATS = 20
 # LOG.md lines the overview shows per bus; the bus page shows more.
 OVERVIEW_LOG = 5
 BUS_LOG = 50
+# Hits one search shows: a page of results, the best first.
+SEARCH_HITS = 50
 
 
 class Handlers:
@@ -158,8 +160,11 @@ class Handlers:
 
     # -- overview --------------------------------------------------------------------------
     async def overview(self, request: Request) -> Response:
+        from mailslot.web.page.readers import bridge_summary
+
         cards = await in_thread(self._overview)
-        return self.render(request, "overview.html", title="mailslot", cards=cards)
+        bridge = await in_thread(bridge_summary)
+        return self.render(request, "overview.html", title="mailslot", cards=cards, bridge=bridge)
 
     def _overview(self) -> list[dict[str, Any]]:
         from mailslot.web.page.readers import bus_summary, chats_of, peer_summary
@@ -197,6 +202,7 @@ class Handlers:
         except ValueError:
             page = 1
         view = await in_thread(self.cache.exchange, ex)
+        as_of = await in_thread(self.cache.as_of, ex)
         # numbers and dates drawn by the page itself (timepic): nothing from a file
         picture = Markup(await in_thread(self.cache.picture, ex))  # noqa: S704
         rows = filter_rows(view, which, side)
@@ -219,6 +225,7 @@ class Handlers:
             side=side,
             can_write=my_side is not None,
             picture=picture,
+            as_of=as_of,
         )
 
     async def topic(self, request: Request) -> Response:
@@ -412,7 +419,53 @@ class Handlers:
         return self.render(request, "bus.html", title=f"{source.id} - bus", source=source, bus=view)
 
     async def search(self, request: Request) -> Response:
-        return self.refused(request, 404, "search is not available yet")
+        query = request.query_params.get("q", "").strip()
+        hits: list[dict[str, Any]] = []
+        error = None
+        if query:
+            try:
+                found = await in_thread(self._search, query)
+            except MailslotError as e:
+                error = str(e)
+            else:
+                hits = [self._hit(h) for h in found]
+        return self.render(
+            request,
+            "search.html",
+            status=422 if error else 200,
+            title=f"search: {query}" if query else "search",
+            query=query,
+            hits=hits,
+            error=error,
+        )
+
+    def _search(self, query: str) -> list[Any]:
+        from mailslot.search import search
+
+        roots = [s.root for s in self.ctx.sources.all]
+        return search(roots, query, limit=SEARCH_HITS, fresh=True, skip_empty=True)
+
+    def _hit(self, hit: Any) -> dict[str, Any]:
+        """A search hit as the page shows it: where it links, its snippet in marked pieces."""
+        source = next((s for s in self.ctx.sources.all if str(s.root) == hit.root), None)
+        src = source.id if source else ""
+        if hit.channel == "exchange":
+            href = f"/x/{src}/t/{quote(hit.thread)}#e{quote(hit.anchor.removesuffix('.md'))}"
+        elif hit.channel == "chat":
+            href = f"/c/{src}/{quote(hit.thread)}#m{quote(hit.anchor)}"
+        elif hit.channel == "log":
+            href = f"/b/{src}#L{quote(hit.anchor)}"
+        else:
+            href = f"/#src-{src}"
+        pieces: list[tuple[str, bool]] = []
+        at = 0
+        for start, end in hit.marks:
+            if start < at:
+                continue
+            pieces += [(hit.snippet[at:start], False), (hit.snippet[start:end], True)]
+            at = end
+        pieces.append((hit.snippet[at:], False))
+        return {"hit": hit, "href": href, "source": src, "pieces": pieces}
 
 
 def chat_message(m: Any) -> dict[str, Any]:
@@ -420,6 +473,7 @@ def chat_message(m: Any) -> dict[str, Any]:
     from mailslot.chat.status import is_person, message_time
 
     return {
+        "offset": m.offset,
         "from": m.sender,
         "time": message_time(m),
         "body": m.body,

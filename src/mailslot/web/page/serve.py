@@ -7,7 +7,11 @@ from collections.abc import Callable
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
 from mailslot.web.page.settings import PageSettings
 
-__all__ = ["serve"]
+__all__ = ["STOP_GRACE_S", "serve"]
+
+# Open live-chat streams never finish by themselves: a stop gives requests this long, then
+# closes what is left (a browser reconnects to the next server on its own).
+STOP_GRACE_S = 2
 
 
 def serve(settings: PageSettings, bind: str, announce: Callable[[str], None] | None = None) -> None:
@@ -32,4 +36,4 @@ def serve(settings: PageSettings, bind: str, announce: Callable[[str], None] | N
         raise
     if announce is not None:
         announce(where.url(port) + "/")
-    run_server(app, sock, settings.server)
+    run_server(app, sock, settings.server, graceful_s=STOP_GRACE_S)

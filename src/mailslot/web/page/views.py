@@ -3,11 +3,12 @@ rules): ``exchange.overview.topic_summaries`` for statuses, counts and holds, ``
 for who owes what (the same answer as ``exchange sweep`` and INDEX.md), ``chat.status``/``read``,
 ``bus.log``/``tasks``/``outbox``/``owners`` and ``web.peer.inbox_messages``.
 
-An exchange's table is cached, keyed by a stamp of its tree (the change time of every topic
-directory in both inboxes and their ``done/``, the heartbeat, the holds and the doctor's
-verdict): a new entry, a STATE.md, a HELD.md or an archive changes its directory, so the stamp
-moves and the next request rebuilds the view. A request that finds the stamp unchanged costs a
-listing of the tree, not a read of every topic.
+An exchange's table is cached and kept current by file events: every topic directory in both
+inboxes and their ``done/`` is watched (``core.wait.Watch``, armed before the tree is read), and
+a new entry, STATE.md, HELD.md or archive marks the view stale; the doctor's verdict and the
+holds record are compared by their change time. A request that finds nothing changed costs no
+disk work; a stale view is rebuilt before it is shown, or, where a rebuild took over
+``SYNC_BUILD_MAX_S``, in the background while the page shows the last view and when it was read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,7 +26,7 @@ from mailslot.core.clock import format_time, now
 from mailslot.core.fsio import read_regular
 from mailslot.exchange.doctor import VERDICT_NAME
 from mailslot.exchange.layout import DONE, Exchange
-from mailslot.exchange.monitor import HEARTBEAT_NAME, HEARTBEAT_STALE, heartbeat_age
+from mailslot.exchange.monitor import HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.overview import topic_summaries
 from mailslot.exchange.sweep import sweep
 
@@ -180,14 +182,19 @@ def _build(ex: Exchange) -> ExchangeView:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _dir_stamp(path: Path, out: list[tuple[str, int]]) -> None:
-    try:
-        with os.scandir(path) as it:
-            for entry in it:
-                if entry.is_dir(follow_symlinks=False):
-                    out.append((entry.path, entry.stat(follow_symlinks=False).st_mtime_ns))
-    except OSError:
-        out.append((str(path), -1))
+def _topic_dirs(ex: Exchange) -> list[Path]:
+    """Every directory whose change can change the view: both inboxes, their ``done/``, and
+    each topic directory in them (a new entry, STATE.md or HELD.md changes its directory)."""
+    out: list[Path] = []
+    for side in ex.sides:
+        for top in (ex.inbox(side), ex.inbox(side) / DONE):
+            out.append(top)
+            try:
+                with os.scandir(top) as it:
+                    out += [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+    return out
 
 
 def _mtime(path: Path) -> int:
@@ -197,52 +204,134 @@ def _mtime(path: Path) -> int:
         return -1
 
 
-def tree_stamp(ex: Exchange) -> tuple[Any, ...]:
-    """A value that changes whenever anything the exchange view shows may have changed."""
-    dirs: list[tuple[str, int]] = []
-    for side in ex.sides:
-        _dir_stamp(ex.inbox(side), dirs)
-        _dir_stamp(ex.inbox(side) / DONE, dirs)
-    metas = tuple(_mtime(ex.meta / n) for n in (HEARTBEAT_NAME, DOCTOR_FILE, "holds.json"))
-    return (tuple(dirs), metas)
+def meta_stamp(ex: Exchange) -> tuple[int, int]:
+    """What the view shows from ``.mailslot/``: the doctor's verdict and the holds record (the
+    heartbeat is read on every request; it moves with the clock)."""
+    return (_mtime(ex.meta / DOCTOR_FILE), _mtime(ex.meta / "holds.json"))
+
+
+# A rebuild that took longer than this is done in the background next time, and the page shows
+# the previous view, saying when it was read, until it is ready (a 10,000-topic exchange).
+SYNC_BUILD_MAX_S = 1.0
+# A watcher nobody asked for a view for this long stops (its inotify watches go with it).
+WATCH_IDLE_S = 600.0
+
+
+class _Kept:
+    """One exchange's view, the file events that say it is stale, and its rebuilds."""
+
+    def __init__(self, ex: Exchange) -> None:
+        self.ex = ex
+        self.dirty = threading.Event()
+        self.dirty.set()
+        self.build_lock = threading.Lock()
+        self.view: ExchangeView | None = None
+        self.meta: tuple[int, int] | None = None
+        self.picture: tuple[Any, str] | None = None
+        self.built_at: datetime | None = None
+        self.build_s = 0.0
+        self.asked = time.monotonic()
+        self.watch: Any = None
+        self.watcher: threading.Thread | None = None
+        self.rebuilding = False
+
+    def arm(self) -> None:
+        """Watch every directory the view reads (before it is read: arm, then check)."""
+        from mailslot.core.wait import Watch
+
+        if self.watch is None:
+            self.watch = Watch()
+            self.watcher = threading.Thread(target=self._follow, daemon=True)
+            self.watcher.start()
+        for path in _topic_dirs(self.ex):
+            self.watch.add(path)
+
+    def _follow(self) -> None:
+        watch = self.watch
+        try:
+            while time.monotonic() - self.asked < WATCH_IDLE_S:
+                if watch.wait(1.0):
+                    self.dirty.set()
+        finally:
+            self.watch = None
+            watch.close()
+            self.dirty.set()  # nobody is watching: the next request rebuilds
+
+    def build(self) -> None:
+        with self.build_lock:
+            if not self.dirty.is_set() and self.meta == meta_stamp(self.ex):
+                return
+            self.arm()
+            self.dirty.clear()  # an event from here on marks this build stale again
+            meta = meta_stamp(self.ex)
+            started = time.monotonic()
+            view = _build(self.ex)
+            self.view, self.meta, self.picture = view, meta, None
+            self.built_at = now()
+            self.build_s = time.monotonic() - started
+            self.rebuilding = False
+
+    def _background(self) -> None:
+        try:
+            self.build()
+        except Exception:  # a failed rebuild leaves the last view; the next request retries
+            self.rebuilding = False
+            self.dirty.set()
+
+    def current(self) -> tuple[ExchangeView, datetime | None]:
+        """The view, and when it was read if it is not current (a rebuild is running)."""
+        self.asked = time.monotonic()
+        stale = self.dirty.is_set() or self.meta != meta_stamp(self.ex) or self.watch is None
+        if stale and (self.view is None or self.build_s <= SYNC_BUILD_MAX_S):
+            self.build()
+        elif stale:
+            if not self.rebuilding:
+                self.rebuilding = True
+                threading.Thread(target=self._background, daemon=True).start()
+            assert self.view is not None
+            return self.view, self.built_at
+        assert self.view is not None
+        return self.view, None
 
 
 class ViewCache:
-    """Exchange views kept until their tree's stamp moves; safe across worker threads."""
+    """Exchange views kept current by file events (``core.wait.Watch`` on every topic
+    directory): a request that finds nothing changed costs no disk work at all. Safe across
+    worker threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._views: dict[Path, tuple[tuple[Any, ...], ExchangeView]] = {}
-        self._pictures: dict[Path, tuple[tuple[Any, ...], str]] = {}
+        self._kept: dict[Path, _Kept] = {}
+
+    def _of(self, ex: Exchange) -> _Kept:
+        with self._lock:
+            kept = self._kept.get(ex.root)
+            if kept is None:
+                kept = self._kept[ex.root] = _Kept(ex)
+        return kept
 
     def exchange(self, ex: Exchange) -> ExchangeView:
-        """The current view of ``ex`` (rebuilt when its tree changed). Never raises for data."""
-        stamp = tree_stamp(ex)
-        with self._lock:
-            held = self._views.get(ex.root)
-        if held is not None and held[0] == stamp:
-            view = held[1]
-        else:
-            view = _build(ex)
-            with self._lock:
-                self._views[ex.root] = (stamp, view)
-        # The heartbeat's age moves with the clock, not the tree.
-        return _aged(view, ex)
+        """The current view of ``ex`` (see ``as_of`` for one being rebuilt). Never raises."""
+        view, _ = self._of(ex).current()
+        return _aged(view, ex)  # the heartbeat's age moves with the clock, not the tree
+
+    def as_of(self, ex: Exchange) -> datetime | None:
+        """When the shown view of ``ex`` was read, while a newer one is being built; else None."""
+        return self._of(ex).current()[1]
 
     def picture(self, ex: Exchange) -> str:
-        """The exchange's time picture as SVG (``timepic``), redrawn when its tree changed or
-        the day turned."""
+        """The exchange's time picture as SVG (``timepic``), redrawn with its view or when the
+        day turned."""
         from mailslot.web.page.timepic import draw, measure
 
-        view = self.exchange(ex)
-        stamp = (tree_stamp(ex), now().date())
-        with self._lock:
-            held = self._pictures.get(ex.root)
-        if held is not None and held[0] == stamp:
+        kept = self._of(ex)
+        view, _ = kept.current()
+        key = (id(view), now().date())
+        held = kept.picture
+        if held is not None and held[0] == key:
             return held[1]
         svg = draw(measure(ex, [(r.name, r.last_activity) for r in view.rows]))
-        with self._lock:
-            self._pictures[ex.root] = (stamp, svg)
+        kept.picture = (key, svg)
         return svg
 
 
