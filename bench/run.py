@@ -43,6 +43,15 @@ def main() -> int:
     # seconds to settle after one (measured: chat's sub-millisecond wake doubled right after the
     # tick module, on an idle CPU and disk), which would time that, not the next module's code.
     modules.sort(key=lambda m: bool(getattr(m[1], "HEAVY", False)))
+    # Commands start as an installed package does, from byte-compiled modules: pip compiles a
+    # wheel's modules at install, while a source checkout run with PYTHONDONTWRITEBYTECODE (set in
+    # many CI and agent sandboxes) would recompile every edited module on every start and time
+    # the compiler.
+    import compileall
+
+    import mailslot
+
+    compileall.compile_dir(Path(mailslot.__file__).parent, quiet=1)
     for mod_path, module in modules:
         print(f"# {mod_path.stem} ...", file=sys.stderr, flush=True)
         started = time.monotonic()
