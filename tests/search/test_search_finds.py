@@ -144,3 +144,40 @@ def test_past_the_rank_window_the_newest_matches_are_ranked(roots: Roots, monkey
     assert {h.name for h in newest} == {f"{n:04d}-olu.md" for n in range(5, 9)}  # 3..8 are new
     assert len(search([roots.ex.root], "gate from:olu", limit=50)) == 4
     assert len(everything) == 11  # 8 entries, the chat, the LOG line, the peer message
+
+
+def test_the_window_holds_the_newest_by_message_time_not_by_indexing(
+    roots: Roots, monkeypatch
+) -> None:
+    from search_helpers import hand_entry
+
+    from mailslot.search import store
+
+    search(roots.all, "gate")
+    topic = next(roots.ex.inbox("claude").glob("*-gate-bug"))
+    hand_entry(topic, 9, "olu", "gate from long ago", "2020-01-01T00:00:00Z")  # indexed last
+    hand_entry(topic, 10, "olu", "gate from the future", "2099-01-01T00:00:00Z")
+    monkeypatch.setattr(store, "RANK_WINDOW", 2)
+    names = {h.name for h in search([roots.ex.root], "gate")}
+    assert "0009-olu.md" not in names  # old, though the newest to arrive in the index
+    assert "0010-olu.md" in names  # a time in the future counts as now, not as forever newest
+
+
+def test_sender_and_channel_filters_are_exact(roots: Roots) -> None:
+    with roots.chat_file.open("a") as f:
+        f.write("\n---MSG---\nFROM: kiran-48291\nTIME: 2026-11-29T18:14:00Z\n---\ngate talk\n")
+        f.write("\n---MSG---\nFROM: kiran 48291\nTIME: 2026-11-29T18:14:01Z\n---\ngate talk\n")
+    (hit,) = search(roots.all, "gate from:kiran-48291")
+    assert hit.sender == "kiran-48291"
+    assert {h.channel for h in search(roots.all, "gate in:chat")} == {"chat"}
+    assert search(roots.all, "exchange in:peer") == []  # a channel's name is not a word of it
+
+
+def test_a_query_past_its_time_budget_is_refused(roots: Roots, monkeypatch) -> None:
+    from mailslot.search import store
+
+    search(roots.all, "gate")
+    monkeypatch.setattr(store, "QUERY_SECONDS", 0.0)
+    monkeypatch.setattr(store, "PROGRESS_STEPS", 1)
+    with pytest.raises(LimitExceeded, match="seconds"):
+        search(roots.all, "gate", fresh=False)

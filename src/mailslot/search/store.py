@@ -29,12 +29,14 @@ import os
 import re
 import sqlite3
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from mailslot.core.clock import epoch_ms, parse_time
 from mailslot.core.cursor import state_dir
-from mailslot.core.errors import CannotOpen, LockBusy, NoSpace
+from mailslot.core.errors import CannotOpen, FormatError, LimitExceeded, LockBusy, NoSpace
 from mailslot.search.hit import Doc, Hit
 from mailslot.search.query import Query
 
@@ -43,7 +45,7 @@ __all__ = ["SCHEMA_VERSION", "Index", "SourceState", "index_path", "sqlite_error
 log = logging.getLogger(__name__)
 
 # Bumped whenever the tables or the tokenizer change: an index of another version is rebuilt.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # A refresh holds the write lock for as long as it reads new files; another refresher of the
 # same root waits this long for it (a first index of 100,000 messages takes seconds).
 BUSY_TIMEOUT_MS = 60_000
@@ -56,6 +58,13 @@ _ONE_LINE = str.maketrans("\n\r\t\v\f", "     ")
 # many matches, the best of the most recently indexed RANK_WINDOW are returned: the messages
 # people search for are mostly recent, and ranking 3,000 takes a few milliseconds.
 RANK_WINDOW = 3000
+# The most one query of one index may take, wall clock. Ranking is bounded by RANK_WINDOW, but
+# a query built to be expensive (32 common prefixes, 31 common exclusions) costs in the posting
+# lists it merges: stopped here and refused with a clear error, not left to run.
+QUERY_SECONDS = 3.0
+# SQLite virtual-machine steps between two looks at the clock (about a millisecond of work).
+PROGRESS_STEPS = 10_000
+_INTERRUPT = 9  # SQLITE_INTERRUPT: the progress handler stopped the statement
 # Words of context FTS5 keeps around a match in a snippet (its maximum is 64).
 SNIPPET_TOKENS = 16
 
@@ -81,9 +90,10 @@ CREATE TABLE msg(
     UNIQUE(source, name)
 );
 CREATE VIRTUAL TABLE fts USING fts5(
-    title, body, tokenize = 'porter unicode61 remove_diacritics 2', prefix = '2 3 4'
+    title, body, channel, sender,
+    tokenize = 'porter unicode61 remove_diacritics 2', prefix = '2 3 4'
 );
-INSERT INTO fts(fts, rank) VALUES('rank', 'bm25(4.0, 1.0)');
+INSERT INTO fts(fts, rank) VALUES('rank', 'bm25(4.0, 1.0, 0.0, 0.0)');
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 
@@ -141,6 +151,10 @@ def index_path(root: Path, base: Path | None = None) -> Path:
     return (base or state_dir()) / "search" / _file_name(real)
 
 
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
 def _clean(text: str) -> str:
     """``text`` as UTF-8-safe plain text without the characters the index reserves."""
     if not text.isascii():
@@ -184,6 +198,7 @@ class Index:
     def __init__(self, root: Path, *, base: Path | None = None) -> None:
         self.root = Path(root).absolute()
         self.path = index_path(self.root, base)
+        self._next_id: dict[int, int] = {}  # epoch ms -> the next row id to try
         self.db = self._open()
 
     # -- opening -------------------------------------------------------------------------------
@@ -290,20 +305,47 @@ class Index:
         row = self.db.execute("SELECT id FROM source WHERE key = ?", (key,)).fetchone()
         return SourceState(int(row[0]), sig, pos, lines)
 
+    def _time_id(self, at: str | None) -> int:
+        """A free row id that sorts by the message's time: its epoch milliseconds times 1,024,
+        plus the next free slot (a time in the future, or none, counts as now)."""
+        now_ms = epoch_ms()
+        try:
+            ms = int(parse_time(at).timestamp() * 1000) if at else now_ms
+        except FormatError:
+            ms = now_ms
+        ms = max(0, min(ms, now_ms))
+        nxt = self._next_id.get(ms)
+        if nxt is None:
+            row = self.db.execute(
+                "SELECT max(id) FROM msg WHERE id >= ? AND id < ?", (ms << 10, (ms + 1) << 10)
+            ).fetchone()
+            nxt = (ms << 10) if row[0] is None else row[0] + 1
+        while self.db.execute("SELECT 1 FROM msg WHERE id = ?", (nxt,)).fetchone():
+            nxt += 1  # a full millisecond spills into the next one's slots
+        self._next_id[ms] = nxt + 1
+        return nxt
+
     def add(self, source: SourceState, docs: Iterable[Doc]) -> int:
-        """Index ``docs`` under ``source`` (a doc already there by name is replaced); how many."""
+        """Index ``docs`` under ``source`` (a doc already there by name is replaced); how many.
+
+        Row ids follow the messages' own times, whatever order they are indexed in, so "the
+        newest matches" (``RANK_WINDOW``) means the newest messages, on a first index too.
+        """
         n = 0
         for d in docs:
             self.drop(source, [d.name])
-            cur = self.db.execute(
-                "INSERT INTO msg(source, name, channel, thread, sender, at, path, anchor, fsig) "
-                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            sender = None if d.sender is None else _clean(d.sender)
+            rowid = self._time_id(d.at)
+            self.db.execute(
+                "INSERT INTO msg(id, source, name, channel, thread, sender, at, path, anchor, "
+                "fsig) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
+                    rowid,
                     source.id,
                     d.name,
                     d.channel,
                     _clean(d.thread),
-                    None if d.sender is None else _clean(d.sender),
+                    sender,
                     d.at,
                     _clean(d.path),
                     _clean(d.anchor),
@@ -311,8 +353,8 @@ class Index:
                 ),
             )
             self.db.execute(
-                "INSERT INTO fts(rowid, title, body) VALUES(?, ?, ?)",
-                (cur.lastrowid, _clean(d.title), _clean(d.body)),
+                "INSERT INTO fts(rowid, title, body, channel, sender) VALUES(?, ?, ?, ?, ?)",
+                (rowid, _clean(d.title), _clean(d.body), d.channel, sender or ""),
             )
             n += 1
         return n
@@ -348,6 +390,25 @@ class Index:
         return int(self.db.execute("SELECT count(*) FROM msg").fetchone()[0])
 
     def query(self, q: Query, limit: int) -> list[Hit]:
+        """``_query`` under the ``QUERY_SECONDS`` budget; ``LimitExceeded`` past it."""
+        deadline = time.monotonic() + QUERY_SECONDS
+        self.db.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+        try:
+            return self._query(q, limit)
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF != _INTERRUPT:
+                raise
+            raise LimitExceeded(
+                "this search (rarer words, or fewer prefixes and exclusions, cost less)",
+                round(QUERY_SECONDS),
+                round(QUERY_SECONDS),
+                "seconds",
+                unread=True,
+            ) from None
+        finally:
+            self.db.set_progress_handler(None, 0)
+
+    def _query(self, q: Query, limit: int) -> list[Hit]:
         """The best ``limit`` matches of ``q`` (bm25, title weighted up), best first.
 
         Bounded work: at most ``RANK_WINDOW`` matches are ranked (the newest), and snippets are
@@ -355,14 +416,21 @@ class Index:
         one for each of 50,000 matches of a common word before sorting is what made such a
         search take seconds).
         """
+        # The user's words search the text columns only; in:/from: narrow by the channel and
+        # sender columns inside FTS5 (cheap: one more posting list), and are then checked
+        # exactly against the message's own fields.
+        match = f"{{title body}} : ({q.match})"
         where = ["fts MATCH ?"]
-        args: list[object] = [q.match]
+        args: list[object] = []
         if q.senders:
+            match += f" AND sender : ({' OR '.join(_quoted(x) for x in q.senders)})"
             where.append(f"m.sender COLLATE NOCASE IN ({','.join('?' * len(q.senders))})")
             args += q.senders
         if q.channels:
+            match += f" AND channel : ({' OR '.join(_quoted(x) for x in q.channels)})"
             where.append(f"m.channel IN ({','.join('?' * len(q.channels))})")
             args += q.channels
+        args.insert(0, match)
         join = "JOIN msg m ON m.id = fts.rowid " if len(where) > 1 else ""
         cond = " AND ".join(where)
         # built from constants and placeholders only: every value is a bound parameter
@@ -387,7 +455,7 @@ class Index:
         out = []
         root = str(self.root)
         for rowid, rank in ranked:
-            row = self.db.execute(one, (q.match, rowid)).fetchone()
+            row = self.db.execute(one, (match, rowid)).fetchone()
             if row is None:
                 continue
             channel, thread, name, sender, at, path, anchor, snip = row
