@@ -22,6 +22,7 @@ from mailslot.core.errors import (
     PeerRefused,
     PeerUnreachable,
     ServerFailed,
+    SymlinkRefused,
     Unresolved,
     WaitTimeout,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "PeerRefused",
     "PeerUnreachable",
     "ServerFailed",
+    "SymlinkRefused",
     "Unresolved",
     "WaitTimeout",
 ]

@@ -27,6 +27,7 @@ script can act on them without parsing the message::
     +-- PeerRefused                    a peer that answered with an error status
     +-- MissingAgent                   exit 2: who is acting was not said (--as, MAILSLOT_AGENT)
     +-- MissingExtra                   an optional dependency this command needs is not installed
+    +-- SymlinkRefused                 a symlink where a message or its folder must be
     +-- CommandFailed                  an external program (git, systemctl) failed or overran
     +-- WaitTimeout                    exit 3: a wait ended with nothing new
     |   +-- OutboxEmpty                (bus.outbox) nothing in the outbox to take
@@ -70,6 +71,7 @@ __all__ = [
     "PeerRefused",
     "PeerUnreachable",
     "ServerFailed",
+    "SymlinkRefused",
     "Unresolved",
     "WaitTimeout",
 ]
@@ -246,6 +248,11 @@ class MissingExtra(MailslotError):
         self.command = command
         self.extra = extra
         self.module = module
+
+
+class SymlinkRefused(MailslotError):
+    """A symlink found where mailslot moves or writes a message (``path`` names it): a planted
+    link would carry the message out of its tree, so nothing is done through it."""
 
 
 class CommandFailed(MailslotError):

@@ -78,6 +78,7 @@ from mailslot.core.errors import (
     NoSpace,
     NotFound,
 )
+from mailslot.core.lockwait import wait_for
 
 __all__ = [
     "READ_FROM_MAX",
@@ -463,14 +464,20 @@ def highest_number(directories: Iterable[Path], width: int = 4) -> int:
 
 @contextlib.contextmanager
 def file_lock(
-    path: Path, *, shared: bool = False, blocking: bool = True, timeout: float | None = None
+    path: Path,
+    *,
+    shared: bool = False,
+    blocking: bool = True,
+    timeout: float | None = None,
+    busy: str | None = None,
 ) -> Iterator[int]:
     """Hold ``flock`` on ``path`` (created if it can be; a read-only file locks too).
 
     ``flock`` works on a descriptor opened read-only, so two sides that may each write only their
     own folder can still serialise on a lock file both can read. Raises ``LockBusy`` when
     ``blocking`` is false and someone else holds it, or when ``timeout`` seconds pass while
-    someone else holds it (a lock another party can take must not hang this one forever).
+    someone else holds it (a lock another party can take must not hang this one forever; the
+    wait is ``lockwait.wait_for``'s, and ``busy`` is what the error says then).
     """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
@@ -478,20 +485,24 @@ def file_lock(
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        deadline = time.monotonic() + timeout if blocking and timeout is not None else None
-        while True:
-            try:
-                fcntl.flock(fd, op | (0 if blocking and deadline is None else fcntl.LOCK_NB))
-                break
-            except BlockingIOError:
-                if deadline is None:
-                    raise LockBusy("held by another process", path=path) from None
-                if time.monotonic() >= deadline:
-                    raise LockBusy(
-                        f"held by another process for over {timeout:g}s; is a writer stuck?",
-                        path=path,
-                    ) from None
-                time.sleep(0.02)
+        if blocking and timeout is None:
+            fcntl.flock(fd, op)
+        else:
+
+            def take() -> bool:
+                try:
+                    fcntl.flock(fd, op | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False
+                return True
+
+            if not wait_for(take, timeout if blocking else 0):
+                if not blocking:
+                    raise LockBusy(busy or "held by another process", path=path)
+                raise LockBusy(
+                    busy or f"held by another process for over {timeout:g}s; is a writer stuck?",
+                    path=path,
+                )
         yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -1,0 +1,112 @@
+"""Waiting for a lock another process holds: bounded, exclusive, and it says how to clear it.
+
+The holders are real processes: a bash writer's ``mkdir FILE.lock`` and a ``flock`` holder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mailslot.core.errors import LockBusy
+from mailslot.core.fsio import file_lock
+from mailslot.core.lockwait import mkdir_lock, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def test_wait_for_returns_the_first_hit_and_repairs_once() -> None:
+    tries: list[int] = []
+    repairs: list[int] = []
+
+    def attempt() -> str | None:
+        tries.append(1)
+        return "got it" if len(tries) == 4 else None
+
+    assert wait_for(attempt, 30, interval=0.001, on_first_miss=lambda: repairs.append(1)) == (
+        "got it"
+    )
+    assert len(tries) == 4 and repairs == [1]
+
+
+def test_wait_for_gives_up_at_its_deadline_after_a_last_try() -> None:
+    tries: list[int] = []
+
+    def attempt() -> bool:
+        tries.append(1)
+        return False
+
+    assert wait_for(attempt, 0.1, interval=0.01) is None
+    assert len(tries) >= 2
+    tries.clear()
+    assert wait_for(attempt, 0) is None
+    assert len(tries) == 1  # no time to wait: one try
+
+
+def _hold(argv: list[str], ready: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(argv, env=ENV)
+    while not ready.exists():
+        assert proc.poll() is None, "the holder ended early"
+        time.sleep(0.005)
+    return proc
+
+
+def test_a_stuck_mkdir_lock_fails_loudly_and_a_freed_one_is_taken(tmp_path: Path) -> None:
+    lock, ready = tmp_path / "chat.md.lock", tmp_path / "ready"
+    holder = _hold(
+        ["bash", "-c", f"mkdir {lock} && touch {ready} && sleep 0.5 && rmdir {lock}"], ready
+    )
+    with pytest.raises(LockBusy, match=f"rmdir {lock}") as e, mkdir_lock(lock, 0.05):
+        pass
+    assert e.value.path == lock
+    with mkdir_lock(lock, 30):  # the bash writer lets go within its half second
+        assert lock.is_dir()
+    assert not lock.exists()
+    assert holder.wait(timeout=30) == 0
+
+
+_COUNTER = """
+import sys
+import time
+from pathlib import Path
+from mailslot.core.lockwait import mkdir_lock
+counter = Path(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    with mkdir_lock(Path(str(counter) + ".lock"), 60, interval=0.0005):
+        n = int(counter.read_text())
+        counter.write_text(str(n + 1))
+"""
+
+
+def test_mkdir_lock_excludes_other_processes(tmp_path: Path) -> None:
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _COUNTER, str(counter), "100"], env=ENV)
+        for _ in range(3)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    assert counter.read_text() == "300"  # no increment lost to a racer
+
+
+def test_a_held_flock_is_waited_for_then_refused_with_the_callers_words(tmp_path: Path) -> None:
+    lock, ready = tmp_path / "tick.lock", tmp_path / "ready"
+    hold = (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); time.sleep(0.5)"
+    )
+    holder = _hold([sys.executable, "-c", hold, str(lock), str(ready)], ready)
+    busy = "another tick has held it"
+    with pytest.raises(LockBusy, match=busy), file_lock(lock, timeout=0.05, busy=busy):
+        pass
+    with pytest.raises(LockBusy, match="held by another process"), file_lock(lock, blocking=False):
+        pass
+    with file_lock(lock, timeout=30):  # the holder lets go within its half second
+        pass
+    assert holder.wait(timeout=30) == 0
