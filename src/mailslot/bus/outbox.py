@@ -65,6 +65,7 @@ from mailslot.core.fsio import (
 )
 from mailslot.core.handover import held_signals
 from mailslot.core.limits import check_chars, check_one_line
+from mailslot.core.move import safe_move
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
 
@@ -376,12 +377,10 @@ def _claim(layout: Layout, agent: str) -> _Claim | None:
         try:
             with held_signals():  # the move and its taken record, whole
                 try:
-                    os.rename(src, dest)  # the claim: exactly one racer's rename finds the source
+                    safe_move(src, dest)  # the claim: exactly one racer's move finds the source
                 except FileNotFoundError:
                     continue
                 moved = True
-                fsync_dir(layout.taken)
-                fsync_dir(layout.outbox)
                 taken_record = {
                     **(record or {"item": src.name}),
                     "taken_by": agent,
@@ -410,20 +409,19 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
     """Undo a take whose output failed: the item back under its old name in ``outbox/`` with
     its record. ``False`` (the item stays taken) if that name was dropped again meanwhile.
 
-    Killed half-way, the item may be both waiting and taken: taken twice, never lost.
+    Killed half-way, the item is whole under one of its names (where the move falls back to
+    link and unlink, possibly both: taken twice, never lost).
     """
     if record is not None:
         body = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
         atomic_write(layout.records / f"{src.name}.json", body)
     try:
-        os.link(dest, src)  # never over an item dropped under the name since
-    except FileExistsError:
+        safe_move(dest, src)  # never over an item dropped under the name since
+    except Conflict:
         if record is not None:
             with contextlib.suppress(FileNotFoundError):
                 (layout.records / f"{src.name}.json").unlink()
         return False
-    fsync_dir(layout.outbox)
-    os.unlink(dest)
     with contextlib.suppress(FileNotFoundError):
         (layout.taken_records / f"{dest.name}.json").unlink()
     fsync_dir(layout.taken)

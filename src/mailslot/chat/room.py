@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +70,6 @@ from mailslot.core.errors import (
     Conflict,
     FormatError,
     Gone,
-    LockBusy,
     NoSpace,
     NotFound,
     Unresolved,
@@ -86,6 +84,7 @@ from mailslot.core.fsio import (
 )
 from mailslot.core.handover import show_then_record
 from mailslot.core.limits import check_chars, check_one_line
+from mailslot.core.lockwait import mkdir_lock
 from mailslot.core.names import validate_agent
 
 __all__ = [
@@ -183,33 +182,22 @@ class Joined:
 def _mkdir_lock(path: Path) -> Iterator[None]:
     """Hold the ``mkdir FILE.lock`` lock that hand-run bash agents take; ``LockBusy`` after
     ``LOCK_WAIT_SECONDS``."""
-    lock = Path(f"{path}.lock")
-    deadline = time.monotonic() + LOCK_WAIT_SECONDS
-    settled = False
-    while True:
-        try:
-            os.mkdir(lock)
-            break
-        except FileExistsError:
-            if not settled:
-                # The holder may be a mailslot writer killed mid-append: its fragment is cut
-                # out now, while the lock still keeps bash writers out -- once someone removes
-                # the lock, a waiting bash writer appends at once, after the fragment.
-                settled = True
-                with contextlib.suppress(OSError):  # the append itself repairs again
-                    settle_appends(path)
-            if time.monotonic() >= deadline:
-                raise LockBusy(
-                    f"{lock} has been held for {LOCK_WAIT_SECONDS:g}s; if no writer is running, "
-                    f"remove it (rmdir {lock})",
-                    path=path,
-                ) from None
-            time.sleep(LOCK_SPIN_SECONDS)
-    try:
+
+    def settle() -> None:
+        # The holder may be a mailslot writer killed mid-append: its fragment is cut out now,
+        # while the lock still keeps bash writers out -- once someone removes the lock, a
+        # waiting bash writer appends at once, after the fragment.
+        with contextlib.suppress(OSError):  # the append itself repairs again
+            settle_appends(path)
+
+    with mkdir_lock(
+        Path(f"{path}.lock"),
+        LOCK_WAIT_SECONDS,
+        interval=LOCK_SPIN_SECONDS,
+        on_first_miss=settle,
+        busy_path=path,
+    ):
         yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.rmdir(lock)
 
 
 def _no_chat(path: Path, why: str = "") -> NotFound:

@@ -1,20 +1,21 @@
 """``reopen``: bring an archived topic back, with an account of why.
 
-The recovery from a wrong archive, as one operation: move both sides back out of ``done/`` (plain
-moves), set the caller's side ``open`` (so the tick cannot re-archive it), and add an entry saying
-why -- otherwise the other side sees a topic reappear with no account of it. If the caller may not
-move the other side's copy (asymmetric modes), the next tick finds the topic half-archived and,
-since the caller's side is open, brings the rest back.
+The recovery from a wrong archive, as one operation: move both sides back out of ``done/``
+(``safe_move``: never over a live copy, never through a symlink), set the caller's side ``open``
+(so the tick cannot re-archive it), and add an entry saying why -- otherwise the other side sees a
+topic reappear with no account of it. If the caller may not move the other side's copy
+(asymmetric modes), the next tick finds the topic half-archived and, since the caller's side is
+open, brings the rest back.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from mailslot.core.errors import Conflict, InvalidValue, NotFound
 from mailslot.core.limits import check_bytes
+from mailslot.core.move import safe_move
 from mailslot.exchange.entries import ACTIONS, MAX_BODY_BYTES, SendResult, send
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.state import StateResult, read_state, set_state
@@ -75,7 +76,7 @@ def reopen(ex: Exchange, agent: str, topic: str, why: str, *, action: str = "fyi
         src = ref.dirs[inbox_side]
         dst = ex.inbox(inbox_side) / topic
         try:
-            os.rename(src, dst)
+            safe_move(src, dst)  # never over a live copy made since, never through a symlink
         except PermissionError as e:
             if inbox_side == own_inbox_side:
                 raise Conflict(f"cannot move {src} back: {e.strerror}") from None

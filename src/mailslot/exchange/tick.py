@@ -38,6 +38,7 @@ from mailslot.core.errors import Conflict, LockBusy, MailslotError
 from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
 from mailslot.core.git import clear_stale_index_lock
+from mailslot.core.move import safe_move
 from mailslot.exchange import tickstate
 from mailslot.exchange.arrivals import bridged
 from mailslot.exchange.convention import held_text
@@ -87,18 +88,9 @@ DRAFT_PREFIX = ".draft"
 
 @contextlib.contextmanager
 def _tick_lock(path: Path, wait: float, holder: str = "another tick") -> Iterator[None]:
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            with file_lock(path, blocking=False):
-                yield
-                return
-        except LockBusy:
-            if time.monotonic() >= deadline:
-                raise LockBusy(
-                    f"{holder} has held the lock for over {wait:g}s; is one stuck?", path=path
-                ) from None
-            time.sleep(0.05)
+    busy = f"{holder} has held the lock for over {wait:g}s; is one stuck?"
+    with file_lock(path, timeout=wait, busy=busy):
+        yield
 
 
 def _drafts(directory: Path) -> list[str]:
@@ -166,9 +158,10 @@ class _Tick:
             self.r.errors.append(f"cannot move {src} to {dst}: the target exists")
             return False
         try:
-            os.rename(src, dst)
-        except OSError as e:
-            self.r.errors.append(f"cannot move {src} to {dst}: {e.strerror}")
+            safe_move(src, dst)
+        except (OSError, MailslotError) as e:
+            why = e.strerror if isinstance(e, OSError) else e
+            self.r.errors.append(f"cannot move {src} to {dst}: {why}")
             return False
         self.touched = True
         return True

@@ -36,8 +36,9 @@ from mailslot.core.errors import (
     PeerUnreachable,
 )
 from mailslot.core.formats import load_json
-from mailslot.core.fsio import atomic_create, fsync_dir, read_regular
+from mailslot.core.fsio import atomic_create, read_regular
 from mailslot.core.limits import check_bytes, check_chars, check_one_line
+from mailslot.core.move import safe_move
 from mailslot.core.names import validate_agent
 from mailslot.web.auth import key_for
 from mailslot.web.settings import PEER_BODY_CAP, PEER_SUBJECT_MAX
@@ -245,13 +246,10 @@ def process(inbox: Path, msg_id: str) -> Path:
     dest_dir = inbox / PROCESSED
     dest_dir.mkdir(mode=0o750, exist_ok=True)
     dest = dest_dir / src.name
-    try:  # link, then unlink: a name in processed/ is never overwritten, even in a race
-        os.link(src, dest)
-    except FileExistsError:
+    try:  # a name in processed/ is never overwritten, even in a race
+        safe_move(src, dest)
+    except Conflict:
         raise Conflict("already in processed/; mailslot never overwrites", path=dest) from None
-    os.unlink(src)
-    fsync_dir(dest_dir)
-    fsync_dir(inbox)
     return dest
 
 
