@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from exhelp import run
 
+from mailslot.core.fsio import file_lock
 from mailslot.exchange import list_entries, load_exchange, send
 from mailslot.exchange.state import set_state
 
@@ -186,3 +189,61 @@ def test_an_entry_racing_the_archive_is_never_filed_unseen(ex) -> None:
     for _, topic, name in written:
         if (ex.inbox("claude") / topic / name).exists():
             assert topic in held, f"{topic}: a live late entry without a hold"
+
+
+def test_a_send_to_a_topic_archived_under_it_is_refused_as_archived(ex) -> None:
+    topic = send(ex, "claude", "closing", "fyi", "that settles it").topic
+    send(ex, "olu", topic, "fyi", "agreed")
+    with file_lock(ex.send_lock):  # the tick's hold while it archives
+        sender = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mailslot",
+                "--root",
+                str(ex.root),
+                "--as",
+                "claude",
+                "exchange",
+                "send",
+                "--topic",
+                topic,
+                "--action",
+                "fyi",
+                "one more thing",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        fds = Path(f"/proc/{sender.pid}/fd")
+        deadline = time.monotonic() + 60
+        # the sender found the topic live and now waits for the lock
+        while not any(_names(fds, ex.send_lock)):
+            assert sender.poll() is None, sender.communicate()
+            assert time.monotonic() < deadline, "the sender never reached the send lock"
+            time.sleep(0.005)
+        for side in ex.sides:  # the archive, as the tick makes it
+            (ex.inbox(side) / "done").mkdir(exist_ok=True)
+            os.rename(ex.inbox(side) / topic, ex.inbox(side) / "done" / topic)
+    out, err = sender.communicate(timeout=60)
+    assert sender.returncode == 1, out
+    assert f"topic {topic} is archived" in err and "reopen" in err
+    for side in ex.sides:
+        assert not (ex.inbox(side) / topic).exists()  # not made live again
+    archived = sorted(os.listdir(ex.inbox("olu") / "done" / topic))
+    assert archived == ["0001-claude.md"]  # nothing written into the archive either
+
+
+def _names(fds: Path, target: Path) -> list[str]:
+    found = []
+    try:
+        for fd in os.listdir(fds):
+            try:
+                if os.readlink(fds / fd) == str(target):
+                    found.append(fd)
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return found

@@ -27,7 +27,7 @@ from mailslot.core.clock import format_time, now, parse_time
 from mailslot.core.display import brief
 from mailslot.core.errors import Conflict, FormatError, InvalidValue, NotFound
 from mailslot.core.formats import dump_frontmatter, parse_frontmatter
-from mailslot.core.fsio import numbered_create
+from mailslot.core.fsio import file_lock, numbered_create
 from mailslot.core.limits import check_bytes
 from mailslot.exchange.layout import DONE, Exchange
 from mailslot.exchange.listing import ENTRY_RE
@@ -277,23 +277,29 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
         render_entry(agent, action, body, at),
         # every place a number of this topic may already be taken, archived copies included
         siblings=[ex.inbox(side) / name, ex.inbox(side) / DONE / name, outbox / DONE / name],
-        lock=ex.send_lock,
         mode=ex.file_mode(inbox_side),
-        lock_wait=SEND_LOCK_WAIT_SECONDS,
     )
-    made = ex.make_dir(directory, inbox_side)
-    try:
+    # The tick archives under the send lock too: holding it, the topic found live above is
+    # either still live or was archived meanwhile -- then refused, never made live again.
+    with file_lock(ex.send_lock, timeout=SEND_LOCK_WAIT_SECONDS):
+        if not directory.is_dir() and os.path.lexists(outbox / DONE / name):
+            raise Conflict(
+                f"topic {name} is archived (it was archived as this entry was sent; nothing "
+                f"written); run 'mailslot exchange reopen {name} --why ...' to write in it again"
+            )
+        made = ex.make_dir(directory, inbox_side)
         try:
-            number, path = create()
-        except FileNotFoundError:
-            if directory.exists():
-                raise
-            # removed as an empty leftover (by the tick, or a refused sender) after make_dir
-            made = ex.make_dir(directory, inbox_side)
-            number, path = create()
-    except BaseException:
-        if made:  # a refused send leaves no empty topic folder behind
-            with contextlib.suppress(OSError):
-                directory.rmdir()
-        raise
+            try:
+                number, path = create()
+            except FileNotFoundError:
+                if directory.exists():
+                    raise
+                # removed as an empty leftover (by the tick, or a refused sender) after make_dir
+                made = ex.make_dir(directory, inbox_side)
+                number, path = create()
+        except BaseException:
+            if made:  # a refused send leaves no empty topic folder behind
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
     return SendResult(name, number, path, str(path.relative_to(ex.root)), not exists, at)
