@@ -81,3 +81,15 @@ def test_the_table_follows_writes_made_elsewhere(page_url: str, world: World) ->
         re.S,
     )
     assert row and row.group(0).count("status-done") == 2
+
+
+def test_the_overview_shows_the_bridge_once_one_is_set_up(
+    run_cli, page_url: str, world: World, tmp_path, monkeypatch
+) -> None:
+    assert 'id="bridge"' not in httpx.get(f"{page_url}/").text
+    bridge = tmp_path / "bridge"
+    r = run_cli("bridge", "init", "--dir", str(bridge), "--host", "hq", "--peer", "lab")
+    assert r.returncode == 0, r.stderr
+    monkeypatch.setenv("MAILSLOT_BRIDGE_DIR", str(bridge))  # the page runs in this process
+    html = httpx.get(f"{page_url}/").text
+    assert 'id="bridge"' in html and "host hq" in html and "not running" in html

@@ -23,9 +23,10 @@ __all__ = ["DAYS", "Picture", "draw", "measure"]
 
 # A month: long enough to see a trend, short enough to read one bar per day.
 DAYS = 30
-# Topics read for the picture at most: the window's busiest exchange rarely has more; past this
+# Topics read for the picture at most, the most recently active first: each is read whole
+# (about 1.5 ms a topic of ten entries here), and a month rarely has more live ones; past this
 # the picture says it covers only the newest.
-TOPICS_MAX = 2000
+TOPICS_MAX = 500
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,11 @@ def measure(ex: Exchange, topics: list[tuple[str, datetime | None]]) -> Picture:
     today = now().date()
     first = today - timedelta(days=DAYS - 1)
     since = datetime(first.year, first.month, first.day, tzinfo=now().tzinfo)
-    active = [n for n, at in topics if at is not None and at >= since]
+    active = [
+        n
+        for n, at in sorted(topics, key=lambda t: t[1] or since, reverse=True)
+        if at and at >= since
+    ]
     capped = len(active) > TOPICS_MAX
     counts = {first + timedelta(days=i): 0 for i in range(DAYS)}
     waits: dict[date, list[float]] = {d: [] for d in counts}

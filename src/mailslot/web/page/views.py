@@ -227,7 +227,7 @@ class _Kept:
         self.build_lock = threading.Lock()
         self.view: ExchangeView | None = None
         self.meta: tuple[int, int] | None = None
-        self.picture: tuple[Any, str] | None = None
+        self.picture = ""
         self.built_at: datetime | None = None
         self.build_s = 0.0
         self.asked = time.monotonic()
@@ -266,7 +266,8 @@ class _Kept:
             meta = meta_stamp(self.ex)
             started = time.monotonic()
             view = _build(self.ex)
-            self.view, self.meta, self.picture = view, meta, None
+            picture = _picture(self.ex, view)  # with the view: a big one is built in background
+            self.view, self.meta, self.picture = view, meta, picture
             self.built_at = now()
             self.build_s = time.monotonic() - started
             self.rebuilding = False
@@ -281,7 +282,12 @@ class _Kept:
     def current(self) -> tuple[ExchangeView, datetime | None]:
         """The view, and when it was read if it is not current (a rebuild is running)."""
         self.asked = time.monotonic()
-        stale = self.dirty.is_set() or self.meta != meta_stamp(self.ex) or self.watch is None
+        stale = (
+            self.dirty.is_set()
+            or self.meta != meta_stamp(self.ex)
+            or self.watch is None
+            or (self.built_at is not None and self.built_at.date() != now().date())  # the picture
+        )
         if stale and (self.view is None or self.build_s <= SYNC_BUILD_MAX_S):
             self.build()
         elif stale:
@@ -320,19 +326,16 @@ class ViewCache:
         return self._of(ex).current()[1]
 
     def picture(self, ex: Exchange) -> str:
-        """The exchange's time picture as SVG (``timepic``), redrawn with its view or when the
-        day turned."""
-        from mailslot.web.page.timepic import draw, measure
-
+        """The exchange's time picture as SVG (``timepic``), drawn with its view."""
         kept = self._of(ex)
-        view, _ = kept.current()
-        key = (id(view), now().date())
-        held = kept.picture
-        if held is not None and held[0] == key:
-            return held[1]
-        svg = draw(measure(ex, [(r.name, r.last_activity) for r in view.rows]))
-        kept.picture = (key, svg)
-        return svg
+        kept.current()
+        return kept.picture
+
+
+def _picture(ex: Exchange, view: ExchangeView) -> str:
+    from mailslot.web.page.timepic import draw, measure
+
+    return draw(measure(ex, [(r.name, r.last_activity) for r in view.rows]))
 
 
 def _aged(view: ExchangeView, ex: Exchange) -> ExchangeView:
