@@ -183,3 +183,11 @@ def test_a_refresh_held_by_another_process_is_a_clear_lock_busy(roots: Roots, mo
         holder.kill()
         holder.wait()
     assert links([roots.ex.root], "tuesday")
+
+
+def test_an_index_directory_made_open_is_made_private(roots: Roots) -> None:
+    directory = state_dir() / "search"
+    directory.mkdir(parents=True, mode=0o755)
+    os.chmod(directory, 0o755)
+    refresh(roots.ex.root)
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700

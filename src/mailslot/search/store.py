@@ -206,6 +206,11 @@ class Index:
         """Create the database file ``0600`` in a ``0700`` directory; ``CannotOpen`` if its name
         is a symlink or not a regular file (an index is never written through one)."""
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(self.path.parent)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise CannotOpen("the search index directory is not a directory", path=self.path.parent)
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            os.chmod(self.path.parent, 0o700)  # made by hand, or by an older version: private now
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as e:
