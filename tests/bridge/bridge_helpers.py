@@ -61,6 +61,7 @@ class Proxy:
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self.up = False
+        self.seen = bytearray()  # every byte carried, both ways (to look for plaintext)
 
     def start(self) -> None:
         srv = socket.socket()
@@ -90,10 +91,10 @@ class Proxy:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                self.seen += data
                 dst.sendall(data)
         except OSError:
             pass

@@ -30,7 +30,13 @@ def _need_nats() -> None:
 class Pair:
     """Host a (side a, home) and host b (side b), b's leafnode reaching a through ``proxy``."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(
+        self,
+        base: Path,
+        a_extra: tuple[str, ...] = (),
+        b_extra: tuple[str, ...] = (),
+        remote: str | None = None,
+    ) -> None:
         self.a = Host(base, "a")
         self.b = Host(base, "b")
         self.proxy = Proxy(self.a.leaf_port)
@@ -40,9 +46,10 @@ class Pair:
             h.chat.touch()
         chat_a = ("--chat", f"room={self.a.chat}")
         chat_b = ("--chat", f"room={self.b.chat}")
-        self.a.init(["b"], hosts, "a", "--leaf-advertise", f"127.0.0.1:{self.proxy.port}", *chat_a)
-        leaf = f"nats-leaf://127.0.0.1:{self.proxy.port}"
-        self.b.init(["a"], hosts, "a", "--leaf-remote", leaf, *chat_b)
+        advertise = ("--leaf-advertise", f"127.0.0.1:{self.proxy.port}")
+        self.a.init(["b"], hosts, "a", *advertise, *chat_a, *a_extra)
+        leaf = remote or f"nats-leaf://127.0.0.1:{self.proxy.port}"
+        self.b.init(["a"], hosts, "a", "--leaf-remote", leaf, *chat_b, *b_extra)
 
     def start(self) -> None:
         self.proxy.start()

@@ -45,15 +45,13 @@ def test_status_and_doctor_say_what_the_bridge_is_doing(pair) -> None:
 
     rel = pair.a.send("a", "health", "hello")
     wait_for(lambda: (pair.b.root / rel).exists(), what="the entry on b")
-    wait_for(
-        lambda: (
-            json.loads(cli("bridge", "status", "--dir", str(pair.b.dir), "--json").stdout)["peers"][
-                "a"
-            ].get("link")
-            == "up"
-        ),
-        what="link up in status",
-    )
+
+    def settled() -> bool:
+        out = cli("bridge", "status", "--dir", str(pair.b.dir), "--json").stdout
+        peer = json.loads(out)["peers"]["a"]
+        return peer.get("link") == "up" and peer.get("pending_in") == 0
+
+    wait_for(settled, what="link up and nothing pending in status")
     status = json.loads(cli("bridge", "status", "--dir", str(pair.b.dir), "--json").stdout)
     assert status["running"] and status["peers"]["a"]["pending_in"] == 0
     doc = cli("bridge", "doctor", "--dir", str(pair.b.dir), "--json")

@@ -50,8 +50,11 @@ class NatsSettings(NamedTuple):
     leaf_advertise: str | None = None  # the address peers reach it at (behind NAT or a proxy)
     remotes: tuple[str, ...] = ()  # nats-leaf:// URLs of peers this host connects to
     store: str = "jetstream"  # the JetStream store, relative to the bridge dir
-    user: str | None = None  # this host's credential on its own server and on its peers'
+    user: str | None = None  # the bridge's credential on this host's own server (clients)
     password: str | None = None
+    # per-host credentials: peer host -> the password it presents on this leafnode listener
+    # (its user name is its host name); a host presents its own in its remote URLs
+    leaf_users: tuple[tuple[str, str], ...] = ()
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
@@ -133,6 +136,7 @@ class BridgeConfig(NamedTuple):
                 "tls_cert": n.tls_cert,
                 "tls_key": n.tls_key,
                 "tls_ca": n.tls_ca,
+                "leaf_users": dict(n.leaf_users),
             },
             "peers": list(self.peers),
             "exchanges": [
@@ -170,7 +174,15 @@ def _nats(data: Any, path: Path) -> NatsSettings:
     remotes = data.get("remotes") or []
     if not isinstance(remotes, list) or not all(isinstance(r, str) for r in remotes):
         raise FormatError("expected a list of nats-leaf:// URLs", path=path, field="remotes")
+    users = data.get("leaf_users") or {}
+    if not isinstance(users, dict) or not all(isinstance(v, str) for v in users.values()):
+        raise FormatError("expected HOST: PASSWORD", path=path, field="leaf_users")
+    try:
+        leaf_users = tuple(sorted((validate_host(str(k)), v) for k, v in users.items()))
+    except InvalidName as e:
+        raise FormatError(str(e), path=path, field="leaf_users") from None
     return NatsSettings(
+        leaf_users=leaf_users,
         url=_opt_str(data, "url", path),
         listen=_opt_str(data, "listen", path) or DEFAULT_CLIENT_LISTEN,
         leaf_listen=_opt_str(data, "leaf_listen", path),

@@ -96,10 +96,12 @@ def render_conf(config: BridgeConfig) -> str:
                 lines.append(f"  advertise: {_q(n.leaf_advertise)}")
             if tls:
                 lines.append(f"  {tls}")
-            if n.user and n.password:
-                lines.append(
-                    f"  authorization {{ user: {_q(n.user)}, password: {_q(n.password)} }}"
+            if n.leaf_users:
+                # one credential per peer host: a host that leaks its own cannot be another
+                users = ", ".join(
+                    f"{{ user: {_q(h)}, password: {_q(pw)} }}" for h, pw in n.leaf_users
                 )
+                lines.append(f"  authorization {{ users: [ {users} ] }}")
         if n.remotes:
             lines.append("  remotes: [")
             for url in n.remotes:

@@ -46,10 +46,22 @@ def bridge() -> None:
 @click.option("--listen", default="127.0.0.1:4222", show_default=True, help="Client HOST:PORT.")
 @click.option("--leaf-listen", help="HOST:PORT where peers' leafnodes connect.")
 @click.option("--leaf-advertise", help="HOST:PORT peers reach the leaf listener at.")
-@click.option("--leaf-remote", "remotes", multiple=True, help="nats-leaf://HOST:PORT of a peer.")
+@click.option(
+    "--leaf-remote",
+    "remotes",
+    multiple=True,
+    help="nats-leaf://[HOST:PASSWORD@]ADDR:PORT of a peer (this host's credential there).",
+)
 @click.option("--nats-url", help="Use this running server instead of starting one.")
-@click.option("--user", help="This host's credential (its server and its peers').")
-@click.option("--password", help="The credential's password.")
+@click.option("--user", help="The bridge's user on this host's own server.")
+@click.option("--password", help="That user's password.")
+@click.option(
+    "--leaf-user",
+    "leaf_users",
+    multiple=True,
+    metavar="HOST=PASSWORD",
+    help="A peer host's credential on the leaf listener (repeat; it connects as user HOST).",
+)
 @click.option("--tls-cert", help="Certificate for the leafnode listener (PEM).")
 @click.option("--tls-key", help="Its key (PEM).")
 @click.option("--tls-ca", help="CA that signs the hosts' certificates (PEM).")
@@ -75,6 +87,7 @@ def init_cmd(
     nats_url: str | None,
     user: str | None,
     password: str | None,
+    leaf_users: tuple[str, ...],
     tls_cert: str | None,
     tls_key: str | None,
     tls_ca: str | None,
@@ -107,7 +120,16 @@ def init_cmd(
         exchange = BridgedExchange(
             name=name or root.absolute().name, root=root, hosts=hosts, home=home or host
         )
+    users = []
+    for pair in leaf_users:
+        peer, eq, secret = pair.partition("=")
+        if not eq or not secret:
+            raise click.BadParameter(
+                f"expected HOST=PASSWORD, got {peer!r}=...", param_hint="--leaf-user"
+            )
+        users.append((peer, secret))
     settings = NatsSettings(
+        leaf_users=tuple(sorted(users)),
         url=nats_url,
         listen=listen,
         leaf_listen=leaf_listen,
