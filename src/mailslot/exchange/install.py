@@ -1,11 +1,13 @@
 """``exchange install``: a hardened systemd service + timer for ``tick``, and the polling lines.
 
-The tick is typically root-owned and runs every two minutes; it only ever needs to write
-the exchange, so its unit runs with ``ProtectSystem=strict`` and ``ReadWritePaths=`` the root and
-nothing else, ``NoNewPrivileges``, a private /tmp and devices, and the kernel knobs locked. The
-timer is monotonic (``OnActiveSec`` + ``OnUnitActiveSec``) so it starts firing as soon as it is
-enabled and keeps firing after a failed run -- and the tick's heartbeat (``doctor``, ``monitor``)
-makes a timer that stopped firing visible anyway.
+The tick is typically root-owned and runs every two minutes; it only ever needs to write the
+exchange, so its unit carries the sandbox every mailslot unit has (``core.units``):
+``ProtectSystem=strict`` and ``ReadWritePaths=`` the root and nothing else, ``NoNewPrivileges``,
+private devices (and /tmp, unless the exchange lives under it), the kernel knobs locked. It keeps
+the capabilities a root tick needs to write both sides' folders. The timer is monotonic
+(``OnActiveSec`` + ``OnUnitActiveSec``) so it starts firing as soon as it is enabled and keeps
+firing after a failed run -- and the tick's heartbeat (``doctor``, ``monitor``) makes a timer that
+stopped firing visible anyway.
 
 Alongside it go the lines a host needs for the agents: the monitor-script command for
 Hermes-style schedulers (``monitor`` is stable and writes nothing, so the scheduler's own diff is
@@ -25,8 +27,8 @@ from typing import Any
 
 from mailslot.core.command import run_command
 from mailslot.core.errors import CommandFailed, InvalidName
-from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
+from mailslot.core.units import UNIT_DIR, hardening, render_unit, service_unit, write_unit
 from mailslot.exchange.layout import Exchange
 
 __all__ = [
@@ -39,7 +41,7 @@ __all__ = [
     "verify_units",
 ]
 
-SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+SYSTEM_UNIT_DIR = UNIT_DIR
 # A path systemd and cron take literally: no spaces, quotes, %-specifiers or shell characters.
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9/._@+-]*$")
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
@@ -119,54 +121,37 @@ def plan_install(
     base = name or re.sub(r"[^a-z0-9-]+", "-", ex.root.name.lower()).strip("-") or "exchange"
     validate_agent(base, "unit name")
     unit = f"mailslot-exchange-{base}"
-    exec_start = " ".join([*cmd, "--root", root, "exchange", "tick"])
-    user_lines = f"User={user}\n" if user else ""
-    group_line = f"Group={ex.group}\n" if ex.group and user else ""
-    in_tmp = any(ex.root == t or t in ex.root.parents for t in (Path("/tmp"), Path("/var/tmp")))
-    private_tmp = (
-        "# PrivateTmp=yes would hide the exchange, which lives under a tmp directory\nPrivateTmp=no"
-        if in_tmp
-        else "PrivateTmp=yes"
+    argv = [*cmd, "--root", root, "exchange", "tick"]
+    exec_start = " ".join(argv)
+    who = [f"User={user}"] if user else []
+    if ex.group and user:
+        who.append(f"Group={ex.group}")
+    # The tick writes the exchange and nothing else; run as root it keeps the capabilities that
+    # writing both sides' folders takes (see core.units).
+    sandbox = hardening([ex.root], reads=[Path(cmd[0])], unprivileged=False, umask="0007")
+    service = service_unit(
+        f"mailslot exchange tick for {root} (archive, HELD.md, INDEX.md, git, notify)",
+        argv,
+        sandbox,
+        after=("local-fs.target",),
+        service=["Type=oneshot", *who, "TimeoutStartSec=5min"],
+        wanted_by=None,
     )
-    service = f"""[Unit]
-Description=mailslot exchange tick for {root} (archive, HELD.md, INDEX.md, git, notify)
-After=local-fs.target
-
-[Service]
-Type=oneshot
-{user_lines}{group_line}ExecStart={exec_start}
-UMask=0007
-TimeoutStartSec=5min
-# The tick writes the exchange and nothing else.
-ProtectSystem=strict
-ReadWritePaths={root}
-ProtectHome=read-only
-{private_tmp}
-PrivateDevices=yes
-NoNewPrivileges=yes
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
-ProtectKernelLogs=yes
-ProtectControlGroups=yes
-ProtectClock=yes
-ProtectHostname=yes
-RestrictNamespaces=yes
-RestrictRealtime=yes
-LockPersonality=yes
-SystemCallArchitectures=native
-"""
-    timer = f"""[Unit]
-Description=Run the mailslot exchange tick for {root} every {every}
-
-[Timer]
-OnActiveSec=15s
-OnUnitActiveSec={seconds}s
-AccuracySec=5s
-Unit={unit}.service
-
-[Install]
-WantedBy=timers.target
-"""
+    timer = render_unit(
+        [
+            ("Unit", [f"Description=Run the mailslot exchange tick for {root} every {every}"]),
+            (
+                "Timer",
+                [
+                    "OnActiveSec=15s",
+                    f"OnUnitActiveSec={seconds}s",
+                    "AccuracySec=5s",
+                    f"Unit={unit}.service",
+                ],
+            ),
+            ("Install", ["WantedBy=timers.target"]),
+        ]
+    )
     mon = " ".join(cmd)
     monitor_lines = {
         side: f"{mon} --root {root} --as {side} exchange monitor --action required"
@@ -212,8 +197,7 @@ def apply_plan(plan: InstallPlan, *, enable: bool = False) -> InstallPlan:
     """Write the unit files (and with ``enable`` run the systemctl commands); ``MailslotError``."""
     for path, text in plan.units.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, text, mode=0o644)
-        plan.written.append(path)
+        plan.written.append(write_unit(text, path.name, path.parent))
     if enable:
         if shutil.which("systemctl") is None:
             raise CommandFailed("systemctl", "systemctl not found; use the cron line instead")

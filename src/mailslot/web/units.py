@@ -1,11 +1,12 @@
 """Hardened systemd units for ``peer serve`` and ``board serve``: each runs under its own
 hardened systemd unit.
 
-Invariants: the service runs as a dedicated unprivileged user with no capabilities, sees the
-whole filesystem read-only (``ProtectSystem=strict``) except the one directory it must write
-(the inbox; the database's directory, where SQLite also keeps its -wal and -shm files), has a
-private /tmp and /dev, cannot gain privileges, and may only open inet/unix sockets. The peer
-unit may also talk only to private networks (``IPAddressAllow``), matching its bind guard.
+Every unit is rendered by ``core.units`` with its one hardening set. Invariants: the service runs
+as a dedicated unprivileged user with no capabilities, sees the whole filesystem read-only
+(``ProtectSystem=strict``) except the one directory it must write (the inbox; the database's
+directory, where SQLite also keeps its -wal and -shm files), has a private /tmp and /dev, cannot
+gain privileges, and may only open inet/unix sockets. The peer unit may also talk only to private
+networks (``IPAddressAllow``), matching its bind guard.
 
 The server limits (``--header-timeout``, ``--body-timeout``, ``--max-connections``) given to
 ``install`` go into ``ExecStart`` when they differ from the defaults, so the service runs with the
@@ -20,71 +21,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mailslot.core.errors import FormatError
-from mailslot.core.fsio import atomic_write
 from mailslot.core.names import validate_agent
+from mailslot.core.units import UNIT_DIR, hardening, service_unit, unit_arg, write_unit
 from mailslot.web.bind import check_private, parse_bind
 from mailslot.web.settings import ServerLimits
 
 __all__ = ["board_unit", "install_board", "install_peer", "install_unit", "peer_unit"]
-
-UNIT_DIR = Path("/etc/systemd/system")
-_HOME_DIRS = (Path("/home"), Path("/root"), Path("/run/user"))
-
-
-def _arg(value: str | Path) -> str:
-    text = str(value)
-    if any(c in text for c in "\"'\\\n\r\0"):
-        raise FormatError(f"cannot be put in a systemd unit safely: {text!r}")
-    text = text.replace("%", "%%").replace("$", "$$")
-    return f'"{text}"' if any(c.isspace() for c in text) else text
 
 
 def _abs(path: Path, what: str) -> Path:
     path = Path(path).expanduser()
     if not path.is_absolute():
         path = path.absolute()
-    _arg(path)
+    unit_arg(path)
     return path
 
 
-def _under_home(*paths: Path) -> bool:
-    return any(p == h or h in p.parents for p in paths for h in _HOME_DIRS)
-
-
 def _hardening(write: Path, reads: list[Path]) -> list[str]:
-    # ProtectHome=yes hides /home entirely, which would hide a venv or data kept there; then
-    # fall back to read-only, and the one writable path is re-opened by ReadWritePaths.
-    home = "read-only" if _under_home(write, *reads) else "yes"
-    return [
-        "NoNewPrivileges=yes",
-        "ProtectSystem=strict",
-        f"ProtectHome={home}",
-        f"ReadWritePaths={_arg(write)}",
-        "PrivateTmp=yes",
-        "PrivateDevices=yes",
-        "ProtectKernelTunables=yes",
-        "ProtectKernelModules=yes",
-        "ProtectKernelLogs=yes",
-        "ProtectControlGroups=yes",
-        "ProtectClock=yes",
-        "ProtectHostname=yes",
-        "ProtectProc=invisible",
-        "ProcSubset=pid",
-        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
-        "RestrictNamespaces=yes",
-        "RestrictRealtime=yes",
-        "RestrictSUIDSGID=yes",
-        "LockPersonality=yes",
-        "MemoryDenyWriteExecute=yes",
-        "RemoveIPC=yes",
-        "CapabilityBoundingSet=",
-        "AmbientCapabilities=",
-        "SystemCallArchitectures=native",
-        "SystemCallFilter=@system-service",
-        "SystemCallFilter=~@privileged @resources",
-        "UMask=0027",
-    ]
+    # A server keeps a private /tmp whatever its paths: its data does not belong under /tmp.
+    return hardening([write], reads=reads, private_tmp=True)
 
 
 def _server_args(server: ServerLimits | None) -> list[str]:
@@ -104,29 +59,22 @@ def _server_args(server: ServerLimits | None) -> list[str]:
 
 def _unit(description: str, user: str, argv: list[str], hardening: list[str]) -> str:
     validate_agent(user, "service user")
-    exec_start = " ".join(_arg(a) for a in argv)
-    lines = [
-        "# Written by mailslot. Create the user and the writable directory first:",
-        f"#   useradd --system --no-create-home --shell /usr/sbin/nologin {user}",
-        "[Unit]",
-        f"Description={description}",
-        "After=network-online.target",
-        "Wants=network-online.target",
-        "",
-        "[Service]",
-        "Type=exec",
-        f"User={user}",
-        f"Group={user}",
-        f"ExecStart={exec_start}",
-        "Restart=on-failure",
-        "RestartSec=5",
-        *hardening,
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ]
-    return "\n".join(lines)
+    return service_unit(
+        description,
+        argv,
+        hardening,
+        service=[
+            "Type=exec",
+            f"User={user}",
+            f"Group={user}",
+            "Restart=on-failure",
+            "RestartSec=5",
+        ],
+        comments=[
+            "Written by mailslot. Create the user and the writable directory first:",
+            f"  useradd --system --no-create-home --shell /usr/sbin/nologin {user}",
+        ],
+    )
 
 
 def peer_unit(
@@ -194,9 +142,7 @@ def board_unit(
 
 def install_unit(text: str, name: str, unit_dir: Path = UNIT_DIR) -> Path:
     """Write unit ``name`` into ``unit_dir`` (replacing an older one); ``OSError`` if denied."""
-    path = unit_dir / name
-    atomic_write(path, text, mode=0o644)
-    return path
+    return write_unit(text, name, unit_dir)
 
 
 def install_peer(
