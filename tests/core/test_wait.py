@@ -188,3 +188,43 @@ def test_a_promptly_ending_process_hands_the_close_to_a_holder_that_ends_with_it
     assert "anon_inode:inotify" in held and held.count("/dev/null") == 2
     assert "pipe:" in held and held.count("pipe:") == 1  # not the leak_w pipe: only its own
     assert last == "holder gone"
+
+
+def test_take_changed_names_the_directories_that_had_events(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    with Watch([a, b]) as w:
+        assert w.take_changed() == set()
+        atomic_create(b / "0001-olu.md", "hi")
+        assert w.wait(5.0)
+        assert w.take_changed() == {b}
+        atomic_create(a / "0001-olu.md", "hi")  # queued, not yet waited for: counted too
+        assert w.take_changed() == {a}
+        assert w.armed_as(a) is not None and w.armed_as(tmp_path / "c") is None
+
+
+def test_a_directory_removed_and_made_again_is_heard_after_the_next_add(tmp_path: Path) -> None:
+    """Even when the new directory reuses the old one's inode, so it looks the same."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    d = tmp_path / "topic"
+    d.mkdir()
+    with Watch([tmp_path, d]) as w:
+        d.rmdir()
+        assert w.wait(5.0)
+        while w.wait(0.2):  # everything the removal queued, the dropped watch included
+            pass
+        w.take_changed()
+        assert w.armed_as(d) is None  # its watch is gone: nothing may be trusted from it
+        d.mkdir()
+        w.add(tmp_path)
+        w.add(d)
+        while w.wait(0.2):
+            pass
+        w.take_changed()
+        atomic_create(d / "0001-olu.md", "hi")
+        assert w.wait(5.0)
+        assert d in (w.take_changed() or set())

@@ -63,6 +63,14 @@ class _Backend:
     def wait(self, timeout: float | None) -> bool:
         raise NotImplementedError
 
+    def take_changed(self) -> set[Path] | None:
+        """The armed paths with events since the last call; ``None``: not known (any may)."""
+        return None
+
+    def watching(self, path: Path) -> bool:
+        """Whether events for ``path`` still come (the kernel has not dropped its watch)."""
+        return True
+
     def close(self) -> None:
         pass
 
@@ -84,7 +92,10 @@ class _Inotify(_Backend):
             | flags.MOVE_SELF
         )
         self._ignored = flags.IGNORED
+        self._overflow = flags.Q_OVERFLOW
         self._wd: dict[int, Path] = {}
+        self._live: dict[Path, int] = {}  # path -> its watch, while the kernel keeps it
+        self._changed: set[Path] | None = set()  # None: the queue overflowed, events were lost
         self._poller = select.poll()
         self._poller.register(self._ino.fileno(), select.POLLIN)
         # The last close of an inotify descriptor waits for an RCU grace period in the kernel
@@ -99,16 +110,35 @@ class _Inotify(_Backend):
             log.debug("inotify cannot watch %s: %s", path, e)
             return False
         self._wd[wd] = path
+        self._live[path] = wd
         return True
+
+    def watching(self, path: Path) -> bool:
+        return path in self._live
 
     def wait(self, timeout: float | None) -> bool:
         ms = None if timeout is None else max(0, int(timeout * 1000))
         if not self._poller.poll(ms):
             return False
-        for event in self._ino.read(timeout=0):
-            if event.mask & self._ignored:
-                self._wd.pop(event.wd, None)
+        self._drain()
         return True
+
+    def _drain(self) -> None:
+        for event in self._ino.read(timeout=0):
+            if event.mask & self._overflow:
+                self._changed = None
+            elif self._changed is not None and event.wd in self._wd:
+                self._changed.add(self._wd[event.wd])
+            if event.mask & self._ignored:  # the directory went away: no more events from it
+                gone = self._wd.pop(event.wd, None)
+                if gone is not None and self._live.get(gone) == event.wd:
+                    del self._live[gone]
+
+    def take_changed(self) -> set[Path] | None:
+        if self._poller.poll(0):  # events queued since the last wait count too
+            self._drain()
+        changed, self._changed = self._changed, set()
+        return changed
 
     def close(self) -> None:
         self._release()
@@ -227,7 +257,8 @@ class Watch:
         """
         target = _existing(Path(path))
         ident = _identity(target)
-        if target in self._added and self._added[target] == ident:
+        kernel = self._kernel
+        if self._added.get(target, 0) == ident and (kernel is None or kernel.watching(target)):
             return
         first_time = target not in self._added
         self._added[target] = ident
@@ -237,6 +268,22 @@ class Watch:
             self._poll = _Poll()
         if first_time:
             self._poll.add(target)
+
+    def armed_as(self, path: Path | str) -> tuple[int, int] | None:
+        """The ``(device, inode)`` that ``path`` named when it was last armed by ``add``, or
+        ``None`` if it is not armed itself (a missing path arms its parent)."""
+        target = Path(path)
+        if self._kernel is None or not self._kernel.watching(target):
+            return None
+        return self._added.get(target)
+
+    def take_changed(self) -> set[Path] | None:
+        """The armed paths that had events in the waits since the last call (kernel events
+        only); ``None`` when that is not known -- polling, or events lost to a full queue --
+        and any path may have changed."""
+        if self._poll is not None or self._kernel is None:
+            return None
+        return self._kernel.take_changed()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until an event or ``timeout`` seconds; ``True`` if something may have changed."""

@@ -19,6 +19,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -92,14 +93,19 @@ class InboxItem:
 
 
 def inbox_items(
-    ex: Exchange, side: str, skip: set[str] | frozenset[str] = frozenset()
+    ex: Exchange,
+    side: str,
+    skip: set[str] | frozenset[str] = frozenset(),
+    *,
+    list_live: Callable[[str, str, bool], TopicDir] = list_dir,
 ) -> tuple[list[InboxItem], list[TopicDir]]:
     """Entries in ``to-<side>/`` (live, then archived) whose key is not in ``skip``, and the
     live topic directories. A topic both live and in ``done/`` (damage) yields both copies' entries,
-    each key once.
+    each key once. ``list_live`` lists a live topic (a watcher passes one that reuses the
+    listing of a directory that had no event since).
     """
     inbox = str(ex.inbox(side))
-    live = [list_dir(f"{inbox}/{t}", t, False) for t in topic_names(inbox)]
+    live = [list_live(f"{inbox}/{t}", t, False) for t in topic_names(inbox)]
     done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(f"{inbox}/{DONE}")]
     out = []
     taken = set(skip)
