@@ -66,3 +66,24 @@ def test_status_and_doctor_say_what_the_bridge_is_doing(pair) -> None:
     assert down.returncode == 1 and "FAIL bridge: not running" in down.stdout
     text = cli("bridge", "status", "--dir", str(pair.b.dir)).stdout
     assert "NOT RUNNING" in text
+
+
+def test_different_bytes_under_one_name_become_a_conflict_file_never_an_overwrite(pair) -> None:
+    import json
+
+    from bridge_helpers import cli
+
+    pair.proxy.cut()
+    rel = pair.a.send("a", "clash", "the real entry from a")
+    # on b someone writes a's outbox by hand, under the same name, other bytes
+    forged = pair.b.root / rel
+    forged.parent.mkdir(parents=True, exist_ok=True)
+    forged.write_bytes(b"---\nfrom: a\nat: 2026-12-01T10:00:00Z\naction: fyi\n---\nnot a's\n")
+    pair.proxy.heal()
+    wait_for(lambda: pair.b.status().get("conflicts", 0) == 1, 30, "the conflict on b")
+    assert forged.read_bytes().endswith(b"not a's\n")  # never overwritten
+    aside = [p for p in forged.parent.iterdir() if p.name.endswith(".conflict")]
+    assert len(aside) == 1 and aside[0].name.startswith("0001-a.md.")
+    assert aside[0].read_bytes() == (pair.a.root / rel).read_bytes()
+    doc = json.loads(cli("bridge", "doctor", "--dir", str(pair.b.dir), "--json").stdout)
+    assert {c["check"]: c["status"] for c in doc["checks"]}["conflicts"] == "warn"
