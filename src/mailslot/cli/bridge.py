@@ -224,3 +224,40 @@ def doctor_cmd(directory: Path | None, as_json: bool) -> None:
     emit({"ok": ok, "checks": [f.to_json() for f in findings]}, as_json, text)
     if not ok:
         raise SystemExit(1)
+
+
+@bridge.command("install")
+@_DIR
+@click.option("--user", "user", default="mailslot", show_default=True, help="Run as this user.")
+@click.option(
+    "--unit-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="/etc/systemd/system",
+    show_default=True,
+)
+@click.option("--dry-run", is_flag=True, help="Print the unit; write nothing.")
+@json_option
+def install_cmd(
+    directory: Path | None, user: str, unit_dir: Path, dry_run: bool, as_json: bool
+) -> None:
+    """Write a hardened systemd unit that runs this host's bridge (and its nats-server).
+
+    \b
+    Example:
+      mailslot bridge install --dir /var/lib/mailslot-bridge --user mailslot
+      systemctl daemon-reload && systemctl enable --now mailslot-bridge-HOST.service
+    """
+    from mailslot.bridge.config import load_config
+    from mailslot.bridge.install import install_bridge
+
+    unit = install_bridge(load_config(_dir(directory)), user, unit_dir, dry_run=dry_run)
+    data = {"unit": unit.name, "path": str(unit.path) if unit.path else None, "text": unit.text}
+    if dry_run:
+        emit(data, as_json, unit.text.rstrip("\n"))
+    else:
+        emit(
+            data,
+            as_json,
+            f"wrote {unit.path}; then: systemctl daemon-reload && systemctl enable --now "
+            f"{unit.name}",
+        )
