@@ -8,7 +8,6 @@ sparse file with an error that names the limit (a bounded slice of it still read
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from mailslot.core.fsio import (
     locked_append,
     read_from,
 )
+from shared_helpers import in_thread
 
 
 def test_read_regular_refuses_what_could_block_or_mislead(tmp_path: Path) -> None:
@@ -40,20 +40,12 @@ def test_read_regular_refuses_what_could_block_or_mislead(tmp_path: Path) -> Non
 
 
 def _refused_at_once(call) -> BaseException:
-    box: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as e:
-            box.append(e)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    """What ``call`` raised, within 10 s: it must neither block nor succeed."""
+    t, box = in_thread(call)
     t.join(10)
     assert not t.is_alive(), "blocked on the file instead of refusing it"
-    assert box, "read a file it should have refused"
-    return box[0]
+    assert "error" in box, "read a file it should have refused"
+    return box["error"]
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
