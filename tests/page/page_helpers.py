@@ -78,6 +78,13 @@ def make_world(base: Path) -> World:
     log.append(bus, "olu", "<b>bold</b> claims: shipped the build")
     tasks.add(bus, "review the gate fix", owner="olu")
     tasks.add(bus, "write the changelog")
+    from mailslot.web.board import Board, parse_post
+
+    board = Board(bus / "board" / "agora.db")
+    board.add(parse_post('{"agent": "reef", "message": "<b>hello</b> board"}'), "10.0.0.9")
+    hidden = board.add(parse_post('{"agent": "spam", "message": "buy now"}'), "10.0.0.8")
+    board.hide(hidden["id"])
+    board.close()
     (bus / "peer" / "inbox").mkdir(parents=True)
     store(bus / "peer" / "inbox", "tidal", "hello", "a peer says hi <script>x</script>")
 

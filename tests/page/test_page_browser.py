@@ -49,6 +49,9 @@ def test_the_overview_shows_each_root(
     assert any("<b>bold</b> claims" in line for line in log)  # shown as text
     assert page.locator("ol.log b").count() == 0
     assert page.locator(".peer-waiting").inner_text() == "1"
+    assert page.locator(".board-hidden").inner_text() == "1"
+    assert page.locator("ul.board li").count() == 1  # the hidden post is not shown
+    assert "<b>hello</b> board" in page.locator("ul.board").inner_text()  # as text
     assert dialogs == []
 
 

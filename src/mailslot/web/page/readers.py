@@ -14,6 +14,7 @@ from mailslot.core.errors import MailslotError
 __all__ = [
     "BusView",
     "ChatCard",
+    "board_summary",
     "bridge_summary",
     "bus_summary",
     "bus_view",
@@ -142,3 +143,23 @@ def bridge_summary() -> dict[str, Any] | None:
         return read_status(load_config(directory))
     except (MailslotError, OSError) as e:
         return {"error": str(e)}
+
+
+def board_summary(db: Path) -> dict[str, Any]:
+    """The board's queue (``web.board.Board``): its newest posts and how many of the last 200
+    are hidden by moderation."""
+    from mailslot.web.board import Board
+
+    try:
+        board = Board(db, create=False)
+    except MailslotError as e:
+        return {"error": str(e), "newest": [], "hidden": 0}
+    try:
+        recent = board.moderation_list(limit=200)
+        return {
+            "error": None,
+            "newest": [p for p in recent if not p["hidden"]][:5],
+            "hidden": sum(1 for p in recent if p["hidden"]),
+        }
+    finally:
+        board.close()

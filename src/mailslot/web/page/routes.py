@@ -167,11 +167,17 @@ class Handlers:
         return self.render(request, "overview.html", title="mailslot", cards=cards, bridge=bridge)
 
     def _overview(self) -> list[dict[str, Any]]:
-        from mailslot.web.page.readers import bus_summary, chats_of, peer_summary
+        from mailslot.web.page.readers import board_summary, bus_summary, chats_of, peer_summary
 
         out = []
         for source in self.ctx.sources.all:
-            card: dict[str, Any] = {"source": source, "exchange": None, "bus": None, "peer": None}
+            card: dict[str, Any] = {
+                "source": source,
+                "exchange": None,
+                "bus": None,
+                "peer": None,
+                "board": None,
+            }
             if source.exchange is not None:
                 card["exchange"] = self.cache.exchange(source.exchange)
             card["chats"] = chats_of(source.root, OVERVIEW_CHATS)
@@ -179,6 +185,8 @@ class Handlers:
                 card["bus"] = bus_summary(source.root, OVERVIEW_LOG)
             if source.peer_inbox is not None:
                 card["peer"] = peer_summary(source.peer_inbox)
+            if (source.root / "board" / "agora.db").is_file():
+                card["board"] = board_summary(source.root / "board" / "agora.db")
             out.append(card)
         return out
 

@@ -96,10 +96,11 @@ def find_sources(roots: list[Path]) -> Sources:
             bool(list_chats(root)),
             inbox if inbox.is_dir() else None,
         )
-        if not (source.exchange or source.bus or source.chats or source.peer_inbox):
+        board = (root / "board" / "agora.db").is_file()
+        if not (source.exchange or source.bus or source.chats or source.peer_inbox or board):
             raise NotFound(
-                "holds no exchange (.mailslot/config), bus (LOG.md), chat (chat-*.txt) or peer "
-                "inbox (peer/inbox)",
+                "holds no exchange (.mailslot/config), bus (LOG.md), chat (chat-*.txt), peer "
+                "inbox (peer/inbox) or board (board/agora.db)",
                 path=root,
             )
         out[source_id] = source
