@@ -16,7 +16,7 @@ process writes, in a session of its own, its output on ``/dev/null``, nothing el
 shares the descriptor from the start; releasing it closes this process's reference first --
 instant, it is not the last -- and then the pipe, and the holder's exit pays the grace period
 while nobody waits on it. A holder never outlives its watch, or its process if that is killed.
-Anywhere else a thread makes the close.
+Anywhere else the process's one closing thread makes the close.
 
 Exit status: a reader that closed standard output before it was all written (``| head``) ends the
 process with 141 (128 + SIGPIPE) and nothing said, like any Unix filter; a Python process ignores
@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = [
     "CLOSED_PIPE",
@@ -88,7 +88,45 @@ def slow_close(fd: int, close: Callable[[], None]) -> Callable[[], None]:
                 _reap()
 
             return release
-    return lambda: threading.Thread(target=close, name="slow-close", daemon=True).start()
+    return lambda: _close_elsewhere(close)
+
+
+_closing: Any = None  # the queue the closing thread takes closes from, once one runs
+_closing_lock = threading.Lock()
+
+
+def _close_elsewhere(close: Callable[[], None]) -> None:
+    """Hand ``close`` to this process's one closing thread (started on first use): a put costs
+    microseconds where starting a thread per close cost milliseconds under load, on the way out
+    of every wait."""
+    global _closing
+    with _closing_lock:
+        if _closing is None:
+            import queue
+
+            _closing = queue.SimpleQueue()
+            threading.Thread(
+                target=_closer, args=(_closing,), name="slow-close", daemon=True
+            ).start()
+        _closing.put(close)
+
+
+def _closer(closes: Any) -> None:
+    while True:
+        close = closes.get()
+        try:
+            close()
+        except OSError:
+            pass
+
+
+def _forget_closer() -> None:
+    global _closing
+    _closing = None  # a forked child has the queue but not the thread: it starts its own
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_closer)
 
 
 _holders: list[int] = []  # holders started by this process and not yet reaped
