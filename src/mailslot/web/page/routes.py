@@ -28,6 +28,9 @@ OVERVIEW_CHATS = 20
 # LOG.md lines the overview shows per bus; the bus page shows more.
 OVERVIEW_LOG = 5
 BUS_LOG = 50
+# The longest one wait of an event stream's worker thread: a stop or a closed tab is noticed
+# within it (the wait is armed anew each time, so no message is missed between two).
+STREAM_STEP_S = 1.0
 # Hits one search shows: a page of results, the best first.
 SEARCH_HITS = 50
 
@@ -511,19 +514,25 @@ async def chat_stream(
     request: Request, path: Path, since: int, ping: float, limiter: Any
 ) -> AsyncIterator[dict[str, Any]]:
     """Each batch appended to the chat after ``since``, as events, until the client goes, the
-    chat ends, or its file is removed."""
+    chat ends, or its file is removed. A worker thread waits at most ``STREAM_STEP_S`` at a
+    time, so a stopping server (and a closed tab) is noticed within it."""
     cursor = since
+    idle = 0.0
     while not await request.is_disconnected():
         try:
             batch = await anyio.to_thread.run_sync(
-                _next_batch, path, cursor, ping, limiter=limiter, abandon_on_cancel=True
+                _next_batch, path, cursor, STREAM_STEP_S, limiter=limiter, abandon_on_cancel=True
             )
         except MailslotError as e:
             yield {"event": "gone", "data": {"error": str(e)}}
             return
         if batch is None:
-            yield {"ping": True}
+            idle += STREAM_STEP_S
+            if idle >= ping:
+                idle = 0.0
+                yield {"ping": True}
             continue
+        idle = 0.0
         cursor = batch.cursor
         yield {
             "event": "message-batch",
