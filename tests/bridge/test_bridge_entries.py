@@ -87,3 +87,24 @@ def test_different_bytes_under_one_name_become_a_conflict_file_never_an_overwrit
     assert aside[0].read_bytes() == (pair.a.root / rel).read_bytes()
     doc = json.loads(cli("bridge", "doctor", "--dir", str(pair.b.dir), "--json").stdout)
     assert {c["check"]: c["status"] for c in doc["checks"]}["conflicts"] == "warn"
+
+
+def test_a_hand_writer_still_writing_is_never_sent_half(pair) -> None:
+    import subprocess
+    import sys
+
+    first = pair.a.send("a", "byhand", "a topic to write into")
+    wait_for(lambda: (pair.b.root / first).exists(), what="the first entry on b")
+    rel = first.replace("0001-a.md", "0002-a.md")
+    head = "---\nfrom: a\nat: 2026-12-01T10:00:00Z\naction: fyi\n---\n"
+    script = (
+        "import sys, time\n"
+        "f = open(sys.argv[1], 'w')\n"
+        f"f.write({head!r}); f.flush()\n"
+        "time.sleep(2)\n"
+        "f.write('the second half, written later\\n'); f.close()\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(pair.a.root / rel)], check=True)
+    wait_for(lambda: (pair.b.root / rel).exists(), what="the hand-written entry on b")
+    assert (pair.b.root / rel).read_bytes() == (pair.a.root / rel).read_bytes()
+    assert (pair.b.root / rel).read_bytes().endswith(b"written later\n")
