@@ -1,15 +1,17 @@
 """What tests of more than one channel share: a call in a thread, Debian's chromium, an app on
-a real loopback server. Plain functions; fixtures live in conftest.py."""
+a real loopback server, systemd's verdict on a unit. Plain functions; fixtures are in conftest."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +85,25 @@ def loopback_server(
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def unit_problems(unit: Path, cwd: Path | None = None) -> tuple[list[str], str]:
+    """What ``systemd-analyze verify`` says is wrong with ``unit`` (the caller checks the tool
+    is installed), leaving out what only a test machine lacks: the users and programs a unit
+    names. The problems, and the tool's whole error output to show with them."""
+    tool = shutil.which("systemd-analyze")
+    assert tool is not None, "systemd-analyze not installed"
+    r = subprocess.run(
+        [tool, "verify", str(unit)], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+    problems = [
+        line
+        for line in (r.stderr + r.stdout).splitlines()
+        if line.strip()
+        and "user" not in line.lower()
+        and "group" not in line.lower()
+        and "not executable" not in line.lower()
+        and "No such file" not in line
+        and "Failed to prepare filename" not in line
+    ]
+    return problems, r.stderr
