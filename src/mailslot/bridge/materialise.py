@@ -33,8 +33,9 @@ from mailslot.bridge.wire import (
     STATE_NAME,
     Incoming,
 )
-from mailslot.core.errors import Conflict
+from mailslot.core.errors import Conflict, SymlinkRefused
 from mailslot.core.fsio import atomic_create, atomic_write, create_many, fsync_dir, read_regular
+from mailslot.core.move import safe_move
 from mailslot.exchange.arrivals import record_arrival
 from mailslot.exchange.layout import DONE, Exchange, load_exchange
 
@@ -122,12 +123,10 @@ def _move_topic(ex: Exchange, topic: str, to_done: bool) -> None:
         if not src.is_dir() or os.path.islink(src):
             continue
         ex.make_dir(dst.parent, side)
-        if dst.exists():
-            log.warning("not moving %s: %s exists (settle it by hand)", src, dst)
-            continue
-        os.rename(src, dst)
-        fsync_dir(src.parent)
-        fsync_dir(dst.parent)
+        try:
+            safe_move(src, dst)
+        except (Conflict, SymlinkRefused) as e:
+            log.warning("not moving %s: %s (settle it by hand)", src, e)
 
 
 def _held(ex: Exchange, item: Incoming) -> Outcome:
