@@ -49,7 +49,8 @@ def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[Top
                 status[writer] = "unknown"
             top = d.newest()
             if top is not None:  # only the newest entry per side is read
-                at = peek_entry(d.file(top.name)).at
+                _, _, fname = top
+                at = peek_entry(d.file(fname)).at
                 if at is not None:
                     times.append(at)
             hold = trusted_hold(holds, inbox_side, name, d.file(HELD_NAME)) if d.held else None

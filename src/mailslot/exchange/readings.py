@@ -86,19 +86,18 @@ class Readings:
         reader = scan.copies.get(self.ex.other(inbox_side))  # the reader's own entries
         last = reader.last() if reader is not None else None
         if not copy.req_known:
-            by_name = {e.name: e for e in copy.entries}
 
             def required(name: str) -> bool:
                 got = self.parse(scan, inbox_side, name)  # an action that does not read counts
                 return got is not None and counts_as_required(got.word)
 
-            arrived = ((copy.ctimes.get(n, 0), e.number, n) for n, e in by_name.items())
+            arrived = ((copy.ctimes.get(n, 0), number, n) for number, _, n in copy.entries)
             owed = owed_entry(arrived, last, required)
             copy.req = None
             if owed is not None:
-                ctime, _, fname = owed
-                e = by_name[fname]
-                copy.req = Required(e.number, e.sender, e.name, ctime)
+                ctime, number, fname = owed
+                sender = next(s for _, s, n in copy.entries if n == fname)
+                copy.req = Required(number, sender, fname, ctime)
             copy.req_known = True
         req = copy.req
         if req is None or answers(last, (req.ctime_ns, req.number, req.name)):

@@ -107,7 +107,7 @@ class SideCopy:
     dir: str  # a string, not a Path: 20,000 of these are built on every tick
     archived: bool
     key: str = ""  # ``to-<inbox_side>/<topic>``, the same while the copy sits in done/
-    entries: list[EntryName] = field(default_factory=list)
+    entries: list[tuple[int, str, str]] = field(default_factory=list)  # (number, from, name)
     files: dict[str, Sig] = field(default_factory=dict)  # name -> (size, mtime_ns)
     held: bool = False
     sig: str = ""  # every file's name, size and mtime in one string: equal means unchanged
@@ -206,7 +206,7 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
                 parts.append(f"{name}\t{size}\t{mtime}")
                 m = match(name)
                 if m:
-                    entries.append(EntryName(int(m[1]), m[2], name))
+                    entries.append((int(m[1]), m[2], name))
                     ctimes[name] = st.st_ctime_ns
                 elif name == STATE_NAME:
                     copy.state_ctime = written_ns(st)
@@ -216,9 +216,10 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
     copy.ctimes = ctimes
-    top = max(entries, key=lambda e: (ctimes[e.name], e.number, e.name)) if entries else None
-    copy.top = top
-    copy.top_ctime = ctimes[top.name] if top is not None else 0
+    if entries:  # the last to arrive; the same instant falls back to the number
+        _, number, name, sender = max((ctimes[n], num, n, s) for num, s, n in entries)
+        copy.top = EntryName(number, sender, name)
+        copy.top_ctime = ctimes[name]
     return copy
 
 
