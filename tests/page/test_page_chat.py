@@ -46,6 +46,14 @@ def test_a_message_written_by_another_process_appears_without_reload(
     assert last.locator(".text").inner_text() == "<img src=x onerror=alert(1)> hello"
     assert page.locator("#messages img").count() == 0
     assert page.evaluate("window.__marker") == "same page"  # no reload happened
+    assert page.locator("#live-summary").inner_text().startswith(f"{before + 1} messages")
+    state = world.chat.parent.parent / "chat-state"
+    end(world.chat, "request", "wrapping up", "kiran-1", state=state)
+    page.wait_for_function(
+        "document.getElementById('live-summary').textContent.includes('end requested')"
+    )
+    assert "waiting for dave-2" in page.locator("#live-summary").inner_text()
+    assert "HUMAN-CHECK open by kiran-1" in page.locator("#live-summary").inner_text()
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / "chat-live.png"), full_page=True)
     page.close()

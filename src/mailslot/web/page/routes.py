@@ -354,6 +354,7 @@ class Handlers:
             st=st,
             messages=[chat_message(m) for m in batch.messages],
             cursor=batch.cursor,
+            summary=chat_summary(st),
         )
 
     async def chat_events(self, request: Request) -> Response:
@@ -493,6 +494,12 @@ def chat_message(m: Any) -> dict[str, Any]:
     }
 
 
+def _status(path: Path) -> Any:
+    from mailslot.chat import status
+
+    return status(path)
+
+
 def _next_batch(path: Path, since: int, timeout: float) -> Any:
     """The messages after ``since`` once there are some (armed before it looks), or None after
     ``timeout`` seconds."""
@@ -508,6 +515,20 @@ def _next_batch(path: Path, since: int, timeout: float) -> Any:
         return wait_until(check, [path], timeout, what="message")
     except WaitTimeout:
         return None
+
+
+def chat_summary(st: Any) -> str:
+    """The chat's state in one plain line: messages, who is present, the end handshake, open
+    human checks (the page shows it, and each event carries it so the line stays current)."""
+    parts = [f"{st.messages} messages", f"present: {', '.join(st.present) or 'nobody'}"]
+    if st.ended:
+        parts.append(f"ended by mutual agreement at {st.ended_at}")
+    elif st.end_request:
+        req = st.end_request
+        waiting = ", ".join(req.get("waiting_for") or []) or "nobody"
+        parts.append(f"end requested by {req['from']}, waiting for {waiting}")
+    parts += [f"HUMAN-CHECK open by {c['from']}" for c in st.human_checks]
+    return "; ".join(parts)
 
 
 async def chat_stream(
@@ -534,6 +555,10 @@ async def chat_stream(
             continue
         idle = 0.0
         cursor = batch.cursor
+        try:
+            summary = chat_summary(await in_thread(_status, path))
+        except MailslotError:
+            summary = None
         yield {
             "event": "message-batch",
             "id": str(cursor),
@@ -541,6 +566,7 @@ async def chat_stream(
                 "messages": [chat_message(m) for m in batch.messages],
                 "cursor": cursor,
                 "ended": batch.ended,
+                "summary": summary,
             },
         }
         if batch.ended:

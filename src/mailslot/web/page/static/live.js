@@ -28,6 +28,8 @@
     var data = JSON.parse(ev.data);
     data.messages.forEach(add);
     if (state) { state.textContent = data.ended ? "ended" : "live"; }
+    var summary = document.getElementById("live-summary");
+    if (summary && data.summary) { summary.textContent = data.summary; }
     window.__mailslotSeen = (window.__mailslotSeen || 0) + data.messages.length;
   });
   source.addEventListener("open", function () { if (state) { state.textContent = "live"; } });
