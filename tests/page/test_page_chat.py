@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,15 @@ import pytest
 from page_helpers import World, login
 
 from mailslot.chat import end, join, read, status
+
+
+def _until(page: Any, expression: str, timeout: float = 15.0) -> None:
+    """Poll ``expression`` in the page until it is true. Not ``wait_for_function``: its
+    polling evaluates a string, which the page's CSP (no unsafe-eval) rightly refuses."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"not true within {timeout}s: {expression}"
+        page.wait_for_timeout(20)
 
 
 def _chat_url(url: str, world: World) -> str:
@@ -35,12 +45,12 @@ def test_a_message_written_by_another_process_appears_without_reload(
 ) -> None:
     page = browser.new_page()
     page.goto(_chat_url(page_url, world), wait_until="load")
-    page.wait_for_function("document.getElementById('live-status').textContent === 'live'")
+    _until(page, "document.getElementById('live-status').textContent === 'live'")
     before = page.locator("#messages li").count()
     page.evaluate("window.__marker = 'same page'")
     state = world.chat.parent.parent / "chat-state"
     _say_from_another_process(world.chat, "dave-2", "<img src=x onerror=alert(1)> hello", state)
-    page.wait_for_function(f"document.querySelectorAll('#messages li').length > {before}")
+    _until(page, f"document.querySelectorAll('#messages li').length > {before}")
     last = page.locator("#messages li").last
     assert last.locator(".from").inner_text() == "dave-2"
     assert last.locator(".text").inner_text() == "<img src=x onerror=alert(1)> hello"
@@ -49,9 +59,7 @@ def test_a_message_written_by_another_process_appears_without_reload(
     assert page.locator("#live-summary").inner_text().startswith(f"{before + 1} messages")
     state = world.chat.parent.parent / "chat-state"
     end(world.chat, "request", "wrapping up", "kiran-1", state=state)
-    page.wait_for_function(
-        "document.getElementById('live-summary').textContent.includes('end requested')"
-    )
+    _until(page, "document.getElementById('live-summary').textContent.includes('end requested')")
     assert "waiting for dave-2" in page.locator("#live-summary").inner_text()
     assert "HUMAN-CHECK open by kiran-1" in page.locator("#live-summary").inner_text()
     shots.mkdir(parents=True, exist_ok=True)
