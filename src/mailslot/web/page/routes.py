@@ -466,7 +466,7 @@ class Handlers:
         elif hit.channel == "chat":
             href = f"/c/{src}/{quote(hit.thread)}#m{quote(hit.anchor)}"
         elif hit.channel == "log":
-            href = f"/b/{src}#L{quote(hit.anchor)}"
+            href = f"/b/{src}#{quote(hit.anchor)}"  # the anchor is L<line> already
         else:
             href = f"/#src-{src}"
         pieces: list[tuple[str, bool]] = []
