@@ -25,10 +25,12 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.fsio import read_regular
 from mailslot.exchange.doctor import VERDICT_NAME
+from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, Exchange
+from mailslot.exchange.listing import topic_pairs
 from mailslot.exchange.monitor import HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.overview import topic_summaries
-from mailslot.exchange.sweep import sweep
+from mailslot.exchange.sweep import state_warnings, topic_view
 
 __all__ = [
     "DOCTOR_FILE",
@@ -55,7 +57,6 @@ class Debt:
     side: str
     reason: str
     entry: str | None
-    since: str | None
 
 
 @dataclass(frozen=True)
@@ -137,16 +138,18 @@ def _heartbeat(ex: Exchange) -> Heartbeat:
 
 
 def _build(ex: Exchange) -> ExchangeView:
+    # Both sides' debts in one pass, composed as ``sweep`` composes them (``topic_view`` per
+    # live topic, ``late_debts`` for archived ones), instead of one sweep per side.
     debts: dict[str, list[Debt]] = {}
-    warnings: list[str] = []
-    for side in ex.sides:
-        result = sweep(ex, side)
-        warnings += [w for w in result.warnings if w not in warnings]
-        for owed in result.debts:
-            d = owed.debt
-            debts.setdefault(d.topic, []).append(
-                Debt(side, d.reason, d.entry, format_time(owed.since) if owed.since else None)
-            )
+    unknown = False
+    for name, pair in topic_pairs(ex).items():
+        view = topic_view(ex, name, pair)
+        unknown = unknown or "unknown" in view.status.values()
+        for d in view.debts:
+            debts.setdefault(d.topic, []).append(Debt(d.side, d.reason, d.entry))
+    for d in late_debts(ex, ex.sides):
+        debts.setdefault(d.topic, []).append(Debt(d.side, d.reason, d.entry))
+    warnings = state_warnings(ex) if unknown else []
     rows = [
         TopicRow(
             s.name,
