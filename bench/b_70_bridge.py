@@ -62,7 +62,12 @@ class _Proxy:
             if self.srv is not srv:
                 c.close()
                 return
-            u = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+            except OSError:  # the server behind is down: drop this one, keep accepting
+                c.close()
+                continue
+            u.settimeout(None)
             self.conns += [c, u]
             for a, b in ((c, u), (u, c)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
@@ -128,6 +133,22 @@ class _Host:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
+    def kill9(self) -> None:
+        """SIGKILL the bridge and its server (the server dies with its parent's care)."""
+        pid = self.status().get("server_pid")
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        if isinstance(pid, int):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+
+    def kill9_server(self) -> None:
+        pid = self.status().get("server_pid")
+        if isinstance(pid, int):
+            os.kill(pid, signal.SIGKILL)
+
     def status(self) -> dict[str, object]:
         try:
             return dict(json.loads((self.dir / "state" / "status.json").read_text()))
@@ -164,6 +185,76 @@ class _Arrivals:
                 return False
             time.sleep(0.005)
         return True
+
+
+def _faults(a: _Host, b: _Host, proxy: _Proxy) -> Result:
+    from mailslot.core.fsio import atomic_create
+
+    stop = threading.Event()
+    written: dict[str, list[str]] = {"a": [], "b": []}
+
+    def writer(host: _Host, side: str, inbox: str) -> None:
+        folder = host.root / f"to-{inbox}" / f"2026-12-01-faults-{side}"
+        folder.mkdir(parents=True, exist_ok=True)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            name = f"{n:04d}-{side}.md"
+            atomic_create(folder / name, ENTRY.replace("from: a", f"from: {side}"))
+            written[side].append(f"to-{inbox}/{folder.name}/{name}")
+            time.sleep(0.02)
+
+    threads = [
+        threading.Thread(target=writer, args=(a, "a", "b"), daemon=True),
+        threading.Thread(target=writer, args=(b, "b", "a"), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    faults = []
+    for round_ in range(3):
+        time.sleep(1.0)
+        proxy.cut()
+        faults.append("partition")
+        time.sleep(1.5)
+        if round_ == 0:
+            b.kill9()
+            b.start()
+        elif round_ == 1:
+            a.kill9_server()  # the bridge's supervisor restarts it
+        else:
+            a.kill9()
+            a.start()
+        faults.append("kill -9")
+        proxy.start()
+    stop.set()
+    for t in threads:
+        t.join()
+    healed = time.monotonic()
+
+    def entries(h: _Host) -> list[str]:
+        return sorted(
+            str(p.relative_to(h.root)) for p in h.root.glob("to-*/2026-12-01-faults-*/*.md")
+        )
+
+    want = sorted(written["a"] + written["b"])
+    deadline = healed + 60
+    while (entries(a) != want or entries(b) != want) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    catch = time.monotonic() - healed
+    ea, eb = entries(a), entries(b)
+    lost = len(set(want) - set(ea)) + len(set(want) - set(eb))
+    extra = len(set(ea) - set(want)) + len(set(eb) - set(want))
+    conflicts = sum(int(h.status().get("conflicts", 0) or 0) for h in (a, b))  # type: ignore[call-overload]
+    return Result(
+        "bridge: 3 partitions + 3 kill -9, both hosts writing",
+        "s",
+        value=round(catch, 2),
+        n=len(want),
+        target="0 lost, 0 duplicated; catch-up <= 10 s",
+        ok=lost == 0 and extra == 0 and conflicts == 0 and catch <= 10,
+        note=f"{len(want)} entries; lost {lost}, extra {extra}, conflicts {conflicts}; value = "
+        "last heal to both trees complete",
+    )
 
 
 def _published(host: _Host, count: int, timeout: float) -> None:
@@ -281,6 +372,10 @@ def run(tmp: Path) -> list[Result]:
             )
         )
         arrivals.stop = True
+
+        # 4. faults: both hosts keep writing through 3 partitions and 3 kill -9s; afterwards
+        # every entry is on both hosts exactly once
+        rows.append(_faults(a, b, proxy))
     finally:
         b.stop()
         a.stop()

@@ -56,7 +56,12 @@ class Link:
             if self.srv is not srv:
                 c.close()
                 return
-            u = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+            except OSError:  # the server behind is down: drop this one, keep accepting
+                c.close()
+                continue
+            u.settimeout(None)
             self.conns += [c, u]
             for a, b in ((c, u), (u, c)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
