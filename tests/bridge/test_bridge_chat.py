@@ -63,3 +63,24 @@ def test_a_peer_speaking_under_a_name_another_host_holds_is_refused(pair) -> Non
     wait_for(lambda: pair.a.status().get("refused", 0) >= 2, what="both refused")
     assert [m[2] for m in chat_messages(pair.a)] == [chat_messages(pair.b)[0][2]]
     assert all("I am alice" not in m[2] for m in chat_messages(pair.a))
+
+
+def test_a_killed_bridge_neither_loses_nor_doubles_chat_messages(pair) -> None:
+    cli("chat", "join", str(pair.a.chat), "hello from a", "--as", "alice")
+    cli("chat", "join", str(pair.b.chat), "hello from b", "--as", "bob")
+    wait_for(lambda: _same(pair) and len(chat_messages(pair.a)) == 2, what="joins on both")
+    for i in range(3):
+        _say(pair.a, "alice", f"alice {i}")
+    pair.b.kill9()  # b's bridge and server die while alice's messages are in flight
+    for i in range(3):
+        _say(pair.b, "bob", f"bob {i}")
+        _say(pair.a, "alice", f"alice {i + 3}")
+    pair.b.start()
+    pair.a.kill9()
+    pair.a.start()
+    wait_for(lambda: _same(pair) and len(chat_messages(pair.a)) == 11, 40, "convergence")
+    for host in (pair.a, pair.b):
+        msgs = chat_messages(host)
+        assert len(set(msgs)) == len(msgs) == 11
+        alice = [body for sender, _, body in msgs if sender == "alice"][1:]
+        assert alice == [f"alice {i}" for i in range(6)]
