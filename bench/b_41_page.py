@@ -91,8 +91,11 @@ def _sse(url: str, chat: Path, state: Path) -> list[float]:
     def listen() -> None:
         with httpx.stream("GET", url, timeout=60) as r:
             ready.set()
+            event = ""
             for line in r.iter_lines():
-                if line.startswith("data:"):
+                if line.startswith("event:"):
+                    event = line.partition(":")[2].strip()
+                elif line.startswith("data:") and event == "message-batch":
                     arrivals.append(time.monotonic())
                     if len(arrivals) >= SSE_MESSAGES:
                         break

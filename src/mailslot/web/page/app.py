@@ -147,6 +147,7 @@ class GuardedApp:
         self.ctx = ctx
         self.env = env
         self.state = app.state
+        self.session_cookie = guard.cookie_name(guard.SESSION_COOKIE, ctx.settings.port)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -166,7 +167,7 @@ class GuardedApp:
         open_path = path in ("/login",) or path.startswith("/static/")
         if not self.ctx.settings.reading_open and not open_path:
             request = Request(scope)
-            if self.ctx.sessions.get(request.cookies.get(guard.SESSION_COOKIE)) is None:
+            if self.ctx.sessions.get(request.cookies.get(self.session_cookie)) is None:
                 response = RedirectResponse("/login", status_code=303, headers=_HEADERS)
                 await response(scope, receive, send)
                 return

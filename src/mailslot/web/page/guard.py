@@ -34,6 +34,7 @@ __all__ = [
     "SESSION_SECONDS",
     "Session",
     "Sessions",
+    "cookie_name",
     "host_allowed",
     "is_loopback",
     "new_login_token",
@@ -104,6 +105,12 @@ class Sessions:
         t = time.monotonic()
         for sid in [s for s, v in self._by_id.items() if v.expires < t]:
             del self._by_id[sid]
+
+
+def cookie_name(base: str, port: int) -> str:
+    """``base`` for the server on ``port``: a browser keeps cookies per host, not per port, so
+    two pages on one host would otherwise log each other out."""
+    return f"{base}_{port}" if port else base
 
 
 def new_login_token() -> str:

@@ -42,15 +42,17 @@ class Handlers:
         self.ctx = ctx
         self.env = env
         self.cache = ViewCache()
+        self.session_cookie = guard.cookie_name(guard.SESSION_COOKIE, ctx.settings.port)
+        self.login_cookie = guard.cookie_name(guard.LOGIN_COOKIE, ctx.settings.port)
         # Each open event stream waits in a worker thread; these bound how many at once.
         self.sse_limiter = anyio.CapacityLimiter(ctx.settings.sse_streams)
 
     # -- helpers ---------------------------------------------------------------------------
     def session(self, request: Request) -> guard.Session | None:
         """The logged-in human's session, if any (a revoked credential has none)."""
-        session = self.ctx.sessions.get(request.cookies.get(guard.SESSION_COOKIE))
+        session = self.ctx.sessions.get(request.cookies.get(self.session_cookie))
         if session is not None and session.human not in self.ctx.humans.current():
-            self.ctx.sessions.end(request.cookies.get(guard.SESSION_COOKIE))
+            self.ctx.sessions.end(request.cookies.get(self.session_cookie))
             return None
         return session
 
@@ -107,9 +109,7 @@ class Handlers:
     async def login_form(self, request: Request) -> Response:
         token = guard.new_login_token()
         response = self.render(request, "login.html", title="log in", login_token=token, error=None)
-        response.set_cookie(
-            guard.LOGIN_COOKIE, token, httponly=True, samesite="strict", max_age=600
-        )
+        response.set_cookie(self.login_cookie, token, httponly=True, samesite="strict", max_age=600)
         return response
 
     async def login(self, request: Request) -> Response:
@@ -123,7 +123,7 @@ class Handlers:
         if body is None:
             return self.refused(request, 413, "form too large")
         form = guard.parse_form(body)
-        if not guard.same_token(form.get("csrf"), request.cookies.get(guard.LOGIN_COOKIE)):
+        if not guard.same_token(form.get("csrf"), request.cookies.get(self.login_cookie)):
             return self.refused(request, 403, "missing or stale form token; reload the page")
         human = match(self.ctx.humans.current(), form.get("token", "").strip())
         if human is None:
@@ -137,28 +137,28 @@ class Handlers:
                 error="unknown credential",
             )
             response.set_cookie(
-                guard.LOGIN_COOKIE, token, httponly=True, samesite="strict", max_age=600
+                self.login_cookie, token, httponly=True, samesite="strict", max_age=600
             )
             return response
         sid, _ = self.ctx.sessions.start(human.name)
         done = RedirectResponse("/", status_code=303)
         done.set_cookie(
-            guard.SESSION_COOKIE,
+            self.session_cookie,
             sid,
             httponly=True,
             samesite="strict",
             max_age=int(guard.SESSION_SECONDS),
         )
-        done.delete_cookie(guard.LOGIN_COOKIE)
+        done.delete_cookie(self.login_cookie)
         return done
 
     async def logout(self, request: Request) -> Response:
         checked = await self.guarded_form(request)
         if isinstance(checked, HTMLResponse):
             return checked
-        self.ctx.sessions.end(request.cookies.get(guard.SESSION_COOKIE))
+        self.ctx.sessions.end(request.cookies.get(self.session_cookie))
         response = RedirectResponse("/", status_code=303)
-        response.delete_cookie(guard.SESSION_COOKIE)
+        response.delete_cookie(self.session_cookie)
         return response
 
     # -- overview --------------------------------------------------------------------------
@@ -555,10 +555,6 @@ async def chat_stream(
             continue
         idle = 0.0
         cursor = batch.cursor
-        try:
-            summary = chat_summary(await in_thread(_status, path))
-        except MailslotError:
-            summary = None
         yield {
             "event": "message-batch",
             "id": str(cursor),
@@ -566,9 +562,13 @@ async def chat_stream(
                 "messages": [chat_message(m) for m in batch.messages],
                 "cursor": cursor,
                 "ended": batch.ended,
-                "summary": summary,
             },
         }
+        try:  # after the messages, so reading the status never delays them
+            summary = chat_summary(await in_thread(_status, path))
+        except MailslotError:
+            continue
+        yield {"event": "summary", "id": str(cursor), "data": {"summary": summary}}
         if batch.ended:
             return
 

@@ -28,9 +28,11 @@
     var data = JSON.parse(ev.data);
     data.messages.forEach(add);
     if (state) { state.textContent = data.ended ? "ended" : "live"; }
-    var summary = document.getElementById("live-summary");
-    if (summary && data.summary) { summary.textContent = data.summary; }
     window.__mailslotSeen = (window.__mailslotSeen || 0) + data.messages.length;
+  });
+  source.addEventListener("summary", function (ev) {
+    var summary = document.getElementById("live-summary");
+    if (summary) { summary.textContent = JSON.parse(ev.data).summary; }
   });
   source.addEventListener("open", function () { if (state) { state.textContent = "live"; } });
   source.addEventListener("error", function () { if (state) { state.textContent = "reconnecting"; } });
