@@ -32,15 +32,36 @@ def test_hostile_messages_are_refused_and_reported_never_written(pair) -> None:
         (f"ms.b.{EX}.e.a.{topic}.0005.mallory", body, _h(body)),
         # an exchange a does not bridge
         (f"ms.b.other.e.a.{topic}.0006.b", body, _h(body)),
+        # the tick's work from a host that is not home (a is): an archive, a hold, an index
+        (f"ms.b.{EX}.p.{topic}.5", b"done", _h(b"done")),
+        (f"ms.b.{EX}.h.a.{topic}.5", b"held", _h(b"held")),
+        (f"ms.b.{EX}.i.5", b"index", _h(b"index")),
+        # a receipt for a side b does not host, and one that is no time
+        (f"ms.b.{EX}.r.a.{topic}.0001.b", b"123", _h(b"123")),
+        (f"ms.b.{EX}.r.b.{topic}.0001.a", b"soon", _h(b"soon")),
     ]
     for subject, data, headers in hostile:
         publish_raw(pair.b.url, subject, data, headers)
     wait_for(lambda: pair.a.status().get("refused", 0) >= len(hostile), what="refusals")
     assert pair.a.status()["refused"] == len(hostile)
-    reasons = " ".join(r["reason"] for r in pair.a.status()["recent_refused"])
+    import json
+
+    ledger = pair.a.dir / "state" / "ledger.json"
+
+    def recorded() -> list[dict]:
+        try:
+            return json.loads(ledger.read_text())["refused"]
+        except (OSError, ValueError, KeyError):
+            return []
+
+    wait_for(lambda: len(recorded()) == len(hostile), what="every refusal kept in the ledger")
+    reasons = " ".join(r["reason"] for r in recorded())
     assert "hosts" in reasons and "digest" in reasons and "bytes" in reasons
+    assert "may not archive" in reasons and "whose home is" in reasons and "receipt" in reasons
     assert not any(p.name != "done" for p in (pair.a.root / "to-b").iterdir())
     assert not (pair.a.root / "to-a" / topic).exists()
+    assert (pair.a.root / "INDEX.md").read_bytes() != b"index"
+    assert not (pair.a.root / ".mailslot" / "arrivals").exists()
     assert not list(pair.a.base.rglob("x")) and not list(pair.a.base.rglob("etc*"))
     # good traffic still flows after the attack
     rel = pair.b.send("b", "after", "still here")
