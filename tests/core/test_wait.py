@@ -228,3 +228,28 @@ def test_a_directory_removed_and_made_again_is_heard_after_the_next_add(tmp_path
         atomic_create(d / "0001-olu.md", "hi")
         assert w.wait(5.0)
         assert d in (w.take_changed() or set())
+
+
+def test_take_changed_names_carries_the_names_in_each_directory(tmp_path: Path) -> None:
+    """Names for changes inside a directory; ``None`` when the directory itself changed."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    with Watch([a, b]) as w:
+        atomic_create(a / "0001-olu.md", "hi")
+        (a / "0001-olu.md").unlink()
+        (a / "sub").mkdir()
+        assert w.wait(5.0)
+        changed = w.take_changed_names()
+        assert changed is not None and set(changed) == {a}
+        names = changed[a]
+        assert names is not None and {"0001-olu.md", "sub"} <= names
+        os.chmod(b, 0o700)  # the directory's own attributes: anything in it may differ
+        atomic_create(b / "0002-olu.md", "hi")
+        assert w.wait(5.0)
+        assert w.take_changed_names() == {b: None}
+        assert w.take_changed_names() == {}
+    with Watch([a], force_poll=True) as w:
+        assert w.take_changed_names() is None  # polling: not known which

@@ -15,8 +15,10 @@ from healthhelp import GENEROUS, hand_entry, run, spawn, wait_armed
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import Conflict, WaitTimeout
+from mailslot.core.wait import Watch
 from mailslot.exchange import send, set_state
 from mailslot.exchange.holds import hold_sig, save_holds
+from mailslot.exchange.listing import list_dir, relisted
 from mailslot.exchange.watch import WATCH_NAMESPACE, Watcher, cursor_key, mark_all_seen, watch
 
 
@@ -324,3 +326,50 @@ def test_the_seen_set_forgets_topics_and_holds_that_are_gone(ex) -> None:
     assert not any("HELD.md" in k for k in seen)
     with pytest.raises(WaitTimeout):  # the archived topic's keys were kept: nothing re-delivered
         watch(ex, "olu", timeout=0.2)
+
+
+def test_a_listing_updated_from_event_names_is_the_listing_made_anew(tmp_path: Path) -> None:
+    """What a long-lived watcher keeps: each step's names, looked at again, say what a fresh
+    listing of the directory says (entries, STATE.md, HELD.md, strays; dot-temps ignored)."""
+    d = tmp_path / "2026-11-29-topic"
+    d.mkdir()
+    (d / "0001-claude.md").write_text("one")
+    steps = [
+        lambda: (d / ".incoming").write_text("two"),
+        lambda: os.rename(d / ".incoming", d / "0002-olu.md"),
+        lambda: (d / "STATE.md").write_text("status: open\n"),
+        lambda: (d / "HELD.md").write_text("# HELD\n"),
+        lambda: (d / "notes.txt").write_text("a stray"),
+        lambda: (d / "0001-claude.md").write_text("rewritten in place"),
+        lambda: (d / "0001-claude.md").unlink(),
+        lambda: (d / "0001-claude.md").mkdir(),  # an entry's name, not a file: a stray
+        lambda: os.symlink("0002-olu.md", d / "0003-olu.md"),  # never an entry
+        lambda: (d / "HELD.md").unlink(),
+        lambda: os.rename(d / "notes.txt", d / "0004-claude.md"),
+        lambda: os.rename(d / "STATE.md", d / ".gone"),
+    ]
+    with Watch([d]) as w:
+        listing = list_dir(d, d.name, False)
+        for step in steps:
+            step()
+            assert w.wait(5.0)
+            changed = w.take_changed_names()
+            assert changed is not None and changed.get(d)
+            listing = relisted(listing, changed[d] or ())
+            assert listing == list_dir(d, d.name, False), step
+    assert [e[2] for e in listing.entries] == ["0002-olu.md", "0004-claude.md"]
+    assert listing.strays == ("0001-claude.md", "0003-olu.md") and not listing.held
+
+
+def test_a_long_lived_watcher_sees_an_entry_turned_into_a_stray(ex) -> None:
+    topic = send(ex, "claude", "turned", "fyi", "first").topic
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 1
+        path = ex.inbox("olu") / topic / "0002-claude.md"
+        path.mkdir()  # a directory under an entry's name: shown once as a stray
+        (item,) = w.watch(5).items
+        assert (item.kind, item.key) == ("stray", f"{topic}/0002-claude.md:stray")
+        path.rmdir()
+        hand_entry(ex.root, "olu", topic, 3, "claude", format_time())
+        (item,) = w.watch(5).items
+        assert (item.kind, item.key) == ("entry", f"{topic}/0003-claude")

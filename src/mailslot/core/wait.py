@@ -63,8 +63,9 @@ class _Backend:
     def wait(self, timeout: float | None) -> bool:
         raise NotImplementedError
 
-    def take_changed(self) -> set[Path] | None:
-        """The armed paths with events since the last call; ``None``: not known (any may)."""
+    def take_changed(self) -> dict[Path, set[str] | None] | None:
+        """The armed paths with events since the last call, each with the names its events
+        carried (``None``: an event on the path itself); ``None``: not known (any may)."""
         return None
 
     def watching(self, path: Path) -> bool:
@@ -91,11 +92,13 @@ class _Inotify(_Backend):
             | flags.DELETE_SELF
             | flags.MOVE_SELF
         )
-        self._ignored = flags.IGNORED
-        self._overflow = flags.Q_OVERFLOW
+        self._ignored = int(flags.IGNORED)  # plain ints: an IntFlag's ``&`` is a Python call
+        self._overflow = int(flags.Q_OVERFLOW)
         self._wd: dict[int, Path] = {}
         self._live: dict[Path, int] = {}  # path -> its watch, while the kernel keeps it
-        self._changed: set[Path] | None = set()  # None: the queue overflowed, events were lost
+        # armed path -> the names its events carried (None: an event on the directory itself);
+        # None as a whole: the queue overflowed, events were lost
+        self._changed: dict[Path, set[str] | None] | None = {}
         self._poller = select.poll()
         self._poller.register(self._ino.fileno(), select.POLLIN)
         # The last close of an inotify descriptor waits for an RCU grace period in the kernel
@@ -125,19 +128,25 @@ class _Inotify(_Backend):
 
     def _drain(self) -> None:
         for event in self._ino.read(timeout=0):
+            changed = self._changed
             if event.mask & self._overflow:
                 self._changed = None
-            elif self._changed is not None and event.wd in self._wd:
-                self._changed.add(self._wd[event.wd])
+            elif changed is not None and (path := self._wd.get(event.wd)) is not None:
+                if not event.name or event.mask & self._ignored:
+                    changed[path] = None  # the directory itself: anything in it may differ
+                elif path not in changed:
+                    changed[path] = {event.name}
+                elif (names := changed[path]) is not None:
+                    names.add(event.name)
             if event.mask & self._ignored:  # the directory went away: no more events from it
                 gone = self._wd.pop(event.wd, None)
                 if gone is not None and self._live.get(gone) == event.wd:
                     del self._live[gone]
 
-    def take_changed(self) -> set[Path] | None:
+    def take_changed(self) -> dict[Path, set[str] | None] | None:
         if self._poller.poll(0):  # events queued since the last wait count too
             self._drain()
-        changed, self._changed = self._changed, set()
+        changed, self._changed = self._changed, {}
         return changed
 
     def close(self) -> None:
@@ -281,6 +290,14 @@ class Watch:
         """The armed paths that had events in the waits since the last call (kernel events
         only); ``None`` when that is not known -- polling, or events lost to a full queue --
         and any path may have changed."""
+        changed = self.take_changed_names()
+        return None if changed is None else set(changed)
+
+    def take_changed_names(self) -> dict[Path, set[str] | None] | None:
+        """``take_changed`` with the names each path's events carried: for a directory, the
+        names in it that were created, written, renamed, removed or changed in their
+        attributes; ``None`` for a path whose event was about itself (moved, removed, its own
+        attributes, its watch dropped), where anything in it may differ."""
         if self._poll is not None or self._kernel is None:
             return None
         return self._kernel.take_changed()

@@ -38,13 +38,16 @@ __all__ = [
     "ENTRY_RE",
     "HALF_ARCHIVED",
     "LIVE",
+    "STRAY",
     "EntryName",
     "TopicDir",
     "arrivals",
     "linked",
     "list_dir",
+    "name_kind",
     "placement",
     "real_dir",
+    "relisted",
     "side_dirs",
     "topic_entries",
     "topic_names",
@@ -159,12 +162,31 @@ class TopicDir:
         return self.entries[-1] if self.entries else None
 
 
+# What a name in a topic directory is, besides an entry (``name_kind``)
+STRAY = "stray"
+
+
+def name_kind(name: str, regular: bool) -> tuple[int, str, str] | str | None:
+    """What ``name`` in a topic directory is: ``None`` for a dot-name (an in-flight temp,
+    ignored), ``(number, from, name)`` for an entry, ``HELD_NAME`` or ``STATE_NAME`` for those
+    files, ``STRAY`` for anything else. Anything not a ``regular`` file is a stray, never
+    opened, and so never a hold or a STATE either."""
+    if name[0] == ".":
+        return None
+    if not regular:
+        return STRAY
+    if name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
+        return (int(name[:4]), m.group(2), name)
+    if name in (HELD_NAME, STATE_NAME):
+        return name
+    return STRAY
+
+
 def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
     """The names in one topic directory (no stat, no read); a missing one is empty.
 
-    One pass over ``scandir`` (its file type comes free from the directory): dot-names are
-    in-flight temps and ignored; anything not a regular file is a stray, never opened, and so
-    never a hold or a STATE either.
+    One pass over ``scandir``, each name told by ``name_kind`` (its file type comes free from
+    the directory).
     """
     entries = []
     strays = []
@@ -172,19 +194,17 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
     try:
         with os.scandir(path) as it:
             for e in it:
-                name = e.name
-                if name[0] == ".":
+                kind = name_kind(e.name, e.is_file(follow_symlinks=False))
+                if kind is None:
                     continue
-                if not e.is_file(follow_symlinks=False):
-                    strays.append(name)
-                elif name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
-                    entries.append((int(name[:4]), m.group(2), name))
-                elif name == HELD_NAME:
+                if isinstance(kind, tuple):
+                    entries.append(kind)
+                elif kind == HELD_NAME:
                     held = True
-                elif name == STATE_NAME:
+                elif kind == STATE_NAME:
                     has_state = True
                 else:
-                    strays.append(name)
+                    strays.append(e.name)
     except (FileNotFoundError, NotADirectoryError):
         pass
     if len(entries) > 1:
@@ -197,6 +217,44 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
         held,
         has_state,
         tuple(sorted(strays)) if strays else (),
+    )
+
+
+def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
+    """``d`` with ``names`` looked at again (one ``lstat`` each, told by ``name_kind``): what
+    ``list_dir`` would now say, when only ``names`` changed since ``d`` was listed (a watcher
+    knows which from its file events). Anything but a missing name that does not ``lstat``
+    lists the directory again in full."""
+    entries = {e[2]: e for e in d.entries}
+    strays = set(d.strays)
+    held, has_state = d.held, d.has_state
+    for name in names:
+        if name[:1] in ("", "."):
+            continue
+        entries.pop(name, None)
+        strays.discard(name)
+        if name == HELD_NAME:
+            held = False
+        elif name == STATE_NAME:
+            has_state = False
+        try:
+            st = os.lstat(d.file(name))
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return list_dir(d.dir, d.topic, d.archived)
+        kind = name_kind(name, stat.S_ISREG(st.st_mode))
+        if isinstance(kind, tuple):
+            entries[name] = kind
+        elif kind == HELD_NAME:
+            held = True
+        elif kind == STATE_NAME:
+            has_state = True
+        elif kind is not None:
+            strays.add(name)
+    listed = sorted(entries.values()) if len(entries) > 1 else list(entries.values())
+    return TopicDir(
+        d.topic, d.dir, d.archived, tuple(listed), held, has_state, tuple(sorted(strays))
     )
 
 

@@ -41,7 +41,7 @@ from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
-from mailslot.exchange.listing import TopicDir, list_dir, topic_entries, topic_names
+from mailslot.exchange.listing import TopicDir, list_dir, relisted, topic_entries, topic_names
 from mailslot.exchange.safeio import read_regular
 
 __all__ = [
@@ -176,8 +176,8 @@ class Watcher:
         self._log = self.store.seen_log(self.key)
         self.seen = self._load_seen()
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
-        # live topic directory -> (what it was when armed, its listing), kept while no event
-        # for it arrives: a wake re-lists only the directories that changed
+        # live topic directory -> (what it was when armed, its listing), kept up to date from
+        # the names its events carry: a wake looks again only at the names that changed
         self._listings: dict[str, tuple[tuple[int, int], TopicDir]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
         self._watch: Watch | None = None
@@ -232,8 +232,9 @@ class Watcher:
         return entry
 
     def _list_live(self, path: str, topic: str, archived: bool) -> TopicDir:
-        """A live topic's listing, reused when its directory had no event since it was made
-        (armed before it was listed, as the same directory, and not re-armed since)."""
+        """A live topic's listing, reused while it is known to be current: armed before it was
+        listed, as the same directory, not re-armed since, and updated by ``pending`` with
+        every name its events carried since."""
         armed = self._watch.armed_as(path) if self._watch is not None else None
         hit = self._listings.get(path)
         if armed is not None and hit is not None and hit[0] == armed:
@@ -248,12 +249,18 @@ class Watcher:
         seen = seen if seen is not None else self.seen
         self.defer_until = None
         out = []
-        changed = self._watch.take_changed() if self._watch is not None else None
-        if changed is None:
+        changed = self._watch.take_changed_names() if self._watch is not None else None
+        if changed is None:  # not known which (events lost): every directory is listed anew
             self._listings.clear()
         else:
-            for p in changed:
-                self._listings.pop(str(p), None)
+            for p, names in changed.items():
+                hit = self._listings.get(str(p))
+                if hit is None:
+                    continue
+                if names is None:  # the directory itself changed
+                    del self._listings[str(p)]
+                else:  # only these names in it did: look at them again, not at all of it
+                    self._listings[str(p)] = (hit[0], relisted(hit[1], names))
         items, live = inbox_items(self.ex, self.side, seen.keys, list_live=self._list_live)
         for item in items:
             entry = self._entry(item.path, item.topic)
