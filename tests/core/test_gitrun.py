@@ -8,6 +8,7 @@ and git runs with the same environment whatever the caller's git settings are.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -192,3 +193,37 @@ def test_a_git_that_overruns_is_stopped_with_its_children(tmp_path: Path) -> Non
         run_git(repo, "nap", config=[nap], timeout=1)
     assert e.value.timed_out
     assert _gone(int(pidfile.read_text()))
+
+
+_STRUCK = """
+import sys
+from pathlib import Path
+from mailslot.core.command import run_command
+Path(sys.argv[1] + ".go").touch()
+try:
+    run_command(["sh", "-c", f"echo $$ > {sys.argv[1]}; sleep 0.3; echo done >> {sys.argv[1]}"],
+                timeout=60)
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def test_an_interrupt_at_any_instant_of_the_spawn_never_leaves_the_program_running(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(16)
+    for i in range(15):
+        log, go = tmp_path / f"run-{i}", tmp_path / f"run-{i}.go"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _STRUCK, str(log)],
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+            stderr=subprocess.DEVNULL,
+        )
+        end = time.monotonic() + 30
+        while not go.exists() and time.monotonic() < end:
+            time.sleep(0.0005)
+        time.sleep(rng.uniform(0, 0.004))  # around the spawn
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        if log.exists():  # it was started: mailslot waited for it to end before exiting
+            assert log.read_text().split()[-1] == "done", i
