@@ -13,7 +13,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bridge_helpers import Host, Proxy
 
-pytestmark = pytest.mark.slow
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every bridge test runs real servers and processes: all are ``slow``."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.slow)
 
 
 def _need_nats() -> None:
