@@ -30,13 +30,15 @@ import stat
 import time
 import zlib
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from mailslot.core.clock import format_time
+from mailslot.core.clock import format_time, parse_time
 from mailslot.core.errors import FormatError, LimitExceeded, MailslotError, NotFound
 from mailslot.core.fsio import read_from
 from mailslot.search.hit import Doc
+from mailslot.search.quick import quick_entry
 from mailslot.search.store import Index, SourceState
 
 if TYPE_CHECKING:
@@ -130,22 +132,45 @@ def _chat_files(root: Path) -> list[str]:
 def _entry_doc(
     ex: Exchange, directory: Path, writer: str, topic: str, rel: str, name: str, fsig: str
 ) -> Doc:
-    """The entry file ``name`` in a topic directory, read and named by transport."""
-    from mailslot.exchange.entries import check_sender, parse_entry
+    """The entry file ``name`` in a topic directory, read and named by transport: the quick
+    reading for the plainest shape, else the exchange's own strict parser."""
+    from mailslot.exchange.entries import ENTRY_RE, check_sender, members, parse_entry
+    from mailslot.exchange.safeio import read_regular
 
-    e = check_sender(ex, parse_entry(directory / name, writer, topic))
+    path = directory / name
+    quick = None
+    try:
+        quick = quick_entry(read_regular(path))
+    except OSError:
+        pass  # the strict reader says why, as an entry with an error
+    if quick is not None:
+        at_value, body = quick
+        m = ENTRY_RE.match(name)
+        sender = m.group(2) if m else writer
+        shown = sender if sender in members(ex, writer) else writer  # Entry.shown_sender's rule
+        at = _parsed_time(at_value)
+    else:
+        e = check_sender(ex, parse_entry(path, writer, topic))
+        shown, at, body = e.shown_sender, e.at, e.body
     return Doc(
         name=name,
         channel=EXCHANGE,
         thread=topic,
-        sender=e.shown_sender,
-        at=format_time(e.at) if e.at else None,
+        sender=shown,
+        at=format_time(at) if at else None,
         title=topic,
-        body=e.body,
+        body=body,
         path=f"{rel}/{name}",
         anchor=name.removesuffix(".md"),
         fsig=fsig,
     )
+
+
+def _parsed_time(value: str | None) -> datetime | None:
+    try:
+        return parse_time(value, field="at")
+    except FormatError:
+        return None
 
 
 class _Run:
