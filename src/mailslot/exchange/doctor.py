@@ -295,6 +295,12 @@ def _judge(
 # -- heartbeat, git, numbering, archive --------------------------------------------------------
 def check_heartbeat(ex: Exchange, report: DoctorReport, max_age: timedelta) -> None:
     """The tick's heartbeat exists and is fresh (a dead timer is an error, not silence)."""
+    from mailslot.exchange.arrivals import bridged
+
+    mark = bridged(ex.meta)
+    if mark is not None and not mark.is_home:  # bridged: only the home host ticks
+        report.add("heartbeat", "ok", f"bridged; the tick runs on host {mark.home!r}, not here")
+        return
     beat = heartbeat_age(ex)
     fix = "systemctl status 'mailslot-exchange-*'; or install: mailslot exchange install"
     if beat is None:
