@@ -80,6 +80,7 @@ def test_a_human_sets_their_sides_state_and_starts_a_topic(page_url: str, world:
     ex = load_exchange(world.exchange)
     with httpx.Client() as client:
         csrf = login(client, page_url, world.tokens["ops"])
+        assert "-budget" not in client.get(f"{page_url}/x/exchange").text  # the view is built
         r = client.post(
             f"{page_url}/x/exchange/t/{world.topics[1]}/state",
             data={"csrf": csrf, "status": "blocked"},
@@ -92,6 +93,8 @@ def test_a_human_sets_their_sides_state_and_starts_a_topic(page_url: str, world:
             headers={"Origin": page_url},
         )
         assert r.status_code == 303, r.text
+        # the table a human goes back to already shows their write (no waiting on an event)
+        assert "-budget" in client.get(f"{page_url}/x/exchange").text
     state = read_state(ex, world.topics[1], "claude")
     assert state.status == "blocked" and state.updated_by == "ops"
     new = r.headers["location"].rsplit("/", 1)[1]

@@ -272,7 +272,7 @@ class Handlers:
             return self.refused(request, 404, str(e))
         topic = request.path_params["topic"]
         back = f"/x/{source.id}/t/{topic}"
-        return await self.attempt(
+        done = await self.attempt(
             request,
             send,
             ex,
@@ -282,6 +282,8 @@ class Handlers:
             form.get("body", ""),
             back=back,
         )
+        self.cache.invalidate(ex)
+        return done
 
     async def exchange_send(self, request: Request) -> Response:
         from mailslot.exchange.entries import send
@@ -305,6 +307,7 @@ class Handlers:
             )
         except MailslotError as e:
             return self.refused(request, status_of(e), str(e))
+        self.cache.invalidate(ex)
         return RedirectResponse(f"/x/{source.id}/t/{result.topic}", status_code=303)
 
     async def topic_state(self, request: Request) -> Response:
@@ -319,7 +322,7 @@ class Handlers:
         except NotFound as e:
             return self.refused(request, 404, str(e))
         topic = request.path_params["topic"]
-        return await self.attempt(
+        done = await self.attempt(
             request,
             set_state,
             ex,
@@ -328,6 +331,8 @@ class Handlers:
             form.get("status", ""),
             back=f"/x/{source.id}/t/{topic}",
         )
+        self.cache.invalidate(ex)
+        return done
 
     # -- chat ----------------------------------------------------------------------------
     def _chat_path(self, request: Request) -> tuple[Source, Path]:

@@ -319,6 +319,11 @@ class ViewCache:
                 kept = self._kept[ex.root] = _Kept(ex)
         return kept
 
+    def invalidate(self, ex: Exchange) -> None:
+        """Mark ``ex``'s view stale now: after a write made through the page, the next request
+        must not beat the file event to the watcher."""
+        self._of(ex).dirty.set()
+
     def exchange(self, ex: Exchange) -> ExchangeView:
         """The current view of ``ex`` (see ``as_of`` for one being rebuilt). Never raises."""
         view, _ = self._of(ex).current()
