@@ -12,9 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from mailslot.core import clock
 from shared_helpers import CHROMIUM_ARGS, chromium
+
+# Property tests judge behaviour, never speed: on a loaded machine an example may take long,
+# and that is not a failure (timings belong in bench/).
+settings.register_profile("mailslot", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mailslot")
 
 
 @pytest.fixture(autouse=True)

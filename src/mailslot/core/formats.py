@@ -144,6 +144,9 @@ _FLOW_LIST = re.compile(rf"\[(?:{_WORD_TEXT}(?:, {_WORD_TEXT})*)?\]")
 _FLOW_MAP = re.compile(rf"\{{(?:{_WORD_TEXT}: {_WORD_TEXT}(?:, {_WORD_TEXT}: {_WORD_TEXT})*)?\}}")
 _SMALL_INT = re.compile(r"0|[1-9][0-9]{0,17}")
 _CONSTANTS: dict[str, Any] = {"null": None, "true": True, "false": False}
+# YAML refuses an implicit key of 1024 characters or more; longer keys than this go to the
+# strict loader, which says what is wrong.
+_PLAIN_KEY_MAX = 128
 
 
 def _word(text: str) -> bool:
@@ -176,7 +179,7 @@ def _plain_mapping(text: str) -> dict[str, Any] | None:
         if not line:
             continue
         m = _PLAIN_LINE.fullmatch(line)
-        if m is None or not _word(m[1]) or m[1] in out:
+        if m is None or len(m[1]) > _PLAIN_KEY_MAX or not _word(m[1]) or m[1] in out:
             return None
         ok, value = _plain_value(m[2])
         if not ok:
