@@ -108,11 +108,12 @@ def inbox_items(
     live = [list_live(f"{inbox}/{t}", t, False) for t in topic_names(inbox)]
     done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(f"{inbox}/{DONE}")]
     out = []
-    taken = set(skip)
+    taken: set[str] = set()  # beside ``skip``, not a copy of it: a seen-set holds thousands
     for d in (*live, *done):
+        prefix = d.topic + "/"
         for number, sender, name in d.entries:
-            key = f"{d.topic}/{number:04d}-{sender}"
-            if key not in taken:
+            key = prefix + name[:-3]  # the name is NNNN-<from>.md: the key's own spelling
+            if key not in skip and key not in taken:
                 taken.add(key)
                 out.append(InboxItem(d.topic, number, sender, Path(d.file(name)), d.archived))
     return out, live

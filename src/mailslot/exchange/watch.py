@@ -181,6 +181,12 @@ class Watcher:
         self._listings: dict[str, tuple[tuple[int, int], TopicDir]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
         self._watch: Watch | None = None
+        # Whether the next round arms every path again: after an event on anything but a listed
+        # topic (the inbox, done/, a topic directory itself), or when events are not known
+        self._rearm = True
+        # Whether the last check consumed such an event: a topic made since the paths were
+        # armed is not armed yet, so the next round arms and checks before it waits
+        self._again = False
 
     def close(self) -> None:
         """Release the kernel watches (slow: inotify's close waits for an RCU grace period)."""
@@ -205,10 +211,16 @@ class Watcher:
         """The Watcher's one ``Watch``, with every current path armed before the next check.
 
         ``Watch.add`` re-arms a path that now names a different directory (a topic moved away
-        and another put in its place), so re-adding every path each round keeps it hearing.
+        and another put in its place), so re-adding every path keeps it hearing. That is done
+        whenever the inbox, ``done/`` or a topic directory itself had an event (a topic made,
+        moved or removed) or events were lost; a round after events only inside listed topic
+        directories keeps the watches as they are, since nothing can have been made or replaced.
         """
         if self._watch is None:
             self._watch = Watch()
+        elif not self._rearm:
+            return self._watch
+        self._rearm = False
         for p in self.paths():
             self._watch.add(p)
         return self._watch
@@ -252,15 +264,16 @@ class Watcher:
         changed = self._watch.take_changed_names() if self._watch is not None else None
         if changed is None:  # not known which (events lost): every directory is listed anew
             self._listings.clear()
+            self._rearm = True
         else:
             for p, names in changed.items():
                 hit = self._listings.get(str(p))
-                if hit is None:
-                    continue
-                if names is None:  # the directory itself changed
-                    del self._listings[str(p)]
-                else:  # only these names in it did: look at them again, not at all of it
+                if hit is not None and names is not None:
+                    # only these names in a listed topic changed: look at them, not at all of it
                     self._listings[str(p)] = (hit[0], relisted(hit[1], names))
+                else:  # the inbox, done/, a topic directory itself: list and arm anew
+                    self._listings.pop(str(p), None)
+                    self._rearm = self._again = True
         items, live = inbox_items(self.ex, self.side, seen.keys, list_live=self._list_live)
         for item in items:
             entry = self._entry(item.path, item.topic)
@@ -426,6 +439,9 @@ class Watcher:
                         self.agent, self.side, [], peek, list(self.warnings)
                     ).to_json(self.ex.root),
                 )
+            if self._again:  # events were taken that the paths armed then may not cover
+                self._again = False
+                continue
             if self.defer_until is not None:
                 grace = max(0.0, self.defer_until - time.monotonic())
                 left = grace if left is None else min(left, grace)
