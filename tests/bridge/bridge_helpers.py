@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 EX = "ex"
 
 
@@ -277,3 +279,49 @@ def chat_messages(host: Host) -> list[tuple[str, str, str]]:
 
     messages, _ = parse_messages(host.chat.read_bytes())
     return [(m.sender, m.time_raw, m.body) for m in messages]
+
+
+def need_nats() -> None:
+    from mailslot.bridge.server import find_nats_server
+    from mailslot.core.errors import NotFound
+
+    pytest.importorskip("nats", reason="the bridge extra (nats-py) is not installed")
+    try:
+        find_nats_server()
+    except NotFound as e:
+        pytest.skip(str(e))
+
+
+class Pair:
+    """Host a (side a, home) and host b (side b), b's leafnode reaching a through ``proxy``."""
+
+    def __init__(
+        self,
+        base: Path,
+        a_extra: tuple[str, ...] = (),
+        b_extra: tuple[str, ...] = (),
+        remote: str | None = None,
+    ) -> None:
+        self.a = Host(base, "a")
+        self.b = Host(base, "b")
+        self.proxy = Proxy(self.a.leaf_port)
+        hosts = {"a": "a", "b": "b"}
+        for h in (self.a, self.b):  # each host's copy of one bridged chat, empty at first
+            h.base.mkdir(parents=True, exist_ok=True)
+            h.chat.touch()
+        chat_a = ("--chat", f"room={self.a.chat}")
+        chat_b = ("--chat", f"room={self.b.chat}")
+        advertise = ("--leaf-advertise", f"127.0.0.1:{self.proxy.port}")
+        self.a.init(["b"], hosts, "a", *advertise, *chat_a, *a_extra)
+        leaf = remote or f"nats-leaf://127.0.0.1:{self.proxy.port}"
+        self.b.init(["a"], hosts, "a", "--leaf-remote", leaf, *chat_b, *b_extra)
+
+    def start(self) -> None:
+        self.proxy.start()
+        self.a.start()
+        self.b.start()
+
+    def stop(self) -> None:
+        for h in (self.b, self.a):
+            h.stop()
+        self.proxy.cut()

@@ -8,9 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from bridge_helpers import wait_for
-
-from conftest import Pair, _need_nats
+from bridge_helpers import Pair, need_nats, wait_for
 
 
 def _certs(d: Path) -> tuple[Path, Path, Path]:
@@ -33,7 +31,7 @@ def _certs(d: Path) -> tuple[Path, Path, Path]:
 
 
 def _pair(tmp_path: Path, password: str) -> Pair:
-    _need_nats()
+    need_nats()
     ca, cert, key = _certs(tmp_path / "pki")
     tls_a = ("--tls-cert", str(cert), "--tls-key", str(key), "--tls-ca", str(ca))
     creds = ("--leaf-user", "b=right-horse-battery")

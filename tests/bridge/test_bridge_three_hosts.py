@@ -7,14 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from bridge_helpers import Host, Proxy, cli, converged, send_many, wait_for
-
-from conftest import _need_nats
+from bridge_helpers import Host, Proxy, cli, converged, need_nats, send_many, wait_for
 
 
 @pytest.fixture
 def trio(tmp_path: Path):
-    _need_nats()
+    need_nats()
     a, b, c = Host(tmp_path, "a"), Host(tmp_path, "b"), Host(tmp_path, "c")
     proxy = Proxy(a.leaf_port)  # b's link to the hub can be cut
     hosts = {"x": "b", "y": "c"}  # side x on b, side y on c; a is the hub and home
