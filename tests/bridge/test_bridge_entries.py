@@ -108,3 +108,29 @@ def test_a_hand_writer_still_writing_is_never_sent_half(pair) -> None:
     wait_for(lambda: (pair.b.root / rel).exists(), what="the hand-written entry on b")
     assert (pair.b.root / rel).read_bytes() == (pair.a.root / rel).read_bytes()
     assert (pair.b.root / rel).read_bytes().endswith(b"written later\n")
+
+
+def test_a_waiting_watch_on_b_wakes_on_an_entry_written_on_a(pair) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    first = pair.a.send("a", "wake", "so the topic exists on b")
+    wait_for(lambda: (pair.b.root / first).exists(), what="the first entry on b")
+    cli_base = [sys.executable, "-m", "mailslot", "--root", str(pair.b.root), "--as", "b"]
+    subprocess.run([*cli_base, "exchange", "watch", "--mark-all-seen"], check=True,
+                   capture_output=True, env=os.environ.copy())  # fmt: skip
+    watcher = subprocess.Popen(
+        [*cli_base, "exchange", "watch", "--timeout", "30", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    time.sleep(1.0)  # the watcher is armed and blocked
+    rel = pair.a.send("a", "wake", "wake up, b")
+    out, err = watcher.communicate(timeout=40)
+    assert watcher.returncode == 0, err
+    assert rel.split("/")[-1] in out and "wake up, b" in json.dumps(json.loads(out))
