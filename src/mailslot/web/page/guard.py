@@ -51,8 +51,9 @@ SESSION_COOKIE = "mailslot_session"
 LOGIN_COOKIE = "mailslot_login"
 # A working day: a person who leaves the page open overnight logs in again in the morning.
 SESSION_SECONDS = 12 * 3600
-# The largest form: an exchange entry (64 KiB of UTF-8, percent-encoded up to 3x) plus fields.
-FORM_MAX_BYTES = 256 * 1024
+# The largest form: an exchange entry at its cap (256 KiB of UTF-8, which percent-encoding makes
+# up to three times larger) plus the other fields.
+FORM_MAX_BYTES = 1024 * 1024
 # Sessions one server keeps at most: a handful of people, each with a few browsers.
 SESSIONS_MAX = 1024
 
