@@ -28,6 +28,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,7 @@ def _sha256_hex(data: bytes) -> str:
     return str(sha256(data).hexdigest())
 
 
+@lru_cache(maxsize=256)  # asked again on every save and load of a waiter's cursor
 def _slug(key: str) -> str:
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[-60:].strip("._") or "key"
     return f"{readable}.{_sha256_hex(key.encode())[:16]}"
