@@ -95,3 +95,18 @@ def test_a_refused_keep_leaves_the_message_for_the_next_wait(tmp_path: Path) -> 
     assert [m.body for m in again.messages] == ["are you there?"]  # not skipped
     with pytest.raises(WaitTimeout):
         wait(path, "kiran", timeout=0)  # now it moved
+
+
+@pytest.mark.parametrize("raw", [b'{"offset": "abc"}\n', b'{"offset": -50}\n', b"[" * 100_000])
+def test_a_damaged_stored_cursor_is_refused_naming_its_file(chat_file: Path, raw: bytes) -> None:
+    from mailslot.core.cursor import CursorStore
+    from mailslot.core.errors import FormatError
+
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "theirs", "alice")
+    chat.wait(chat_file, "bob", timeout=5)
+    (cursor_file,) = CursorStore("chat").dir.glob("*bob*")
+    cursor_file.write_bytes(raw)
+    with pytest.raises(FormatError, match="corrupt cursor") as e:
+        chat.wait(chat_file, "bob", timeout=0.05)
+    assert e.value.path == cursor_file

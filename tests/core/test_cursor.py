@@ -128,3 +128,45 @@ def test_a_seen_mark_as_a_single_json_document_still_reads(tmp_path: Path) -> No
     assert log.load().keys == {"t/0001-a"}
     log.add(["t/0002-a"])
     assert store.load_seen("olu").keys == {"t/0001-a", "t/0002-a"}
+
+
+# Cursor files are read back from a state directory anything running as the user can write.
+_DAMAGED_BYTE_CURSORS = [
+    b'{"offset": "abc"}\n',
+    b'{"offset": -50}\n',
+    b'{"offset": 1e999}\n',
+    b'{"offset": [1]}\n',
+    b'{"offset": true}\n',
+    b'{"offset": 3, "inode": "x"}\n',
+    b"[" * 200_000 + b"\n",
+]
+
+
+@pytest.mark.parametrize("raw", _DAMAGED_BYTE_CURSORS, ids=lambda r: repr(r[:20]))
+def test_a_damaged_byte_cursor_is_a_format_error_naming_its_file(
+    tmp_path: Path, raw: bytes
+) -> None:
+    store = CursorStore("chat", tmp_path)
+    store.save_bytes("k", ByteCursor(1, 2))
+    store.path_for("k").write_bytes(raw)
+    with pytest.raises(FormatError, match="corrupt cursor") as e:
+        store.load_bytes("k")
+    assert e.value.path == store.path_for("k")
+
+
+def test_a_seen_mark_nested_past_the_stack_is_a_format_error_and_the_next_take_rewrites_it(
+    tmp_path: Path,
+) -> None:
+    store = CursorStore("w", tmp_path)
+    log = store.seen_log("olu")
+    log.load()
+    log.add(["t/0001-a"])
+    with open(store.path_for("olu"), "ab") as f:
+        f.write(b'{"add": ' + b"[" * 200_000 + b"\n" + b'{"add": "t/0002-a"}\n')
+    with pytest.raises(FormatError, match="corrupt cursor"):
+        log.load()  # the same reader, reading only what was appended
+    with pytest.raises(FormatError, match="corrupt cursor"):
+        store.load_seen("olu")  # a new reader, reading it whole
+    log.seen.keys.clear()  # what the exchange watch does: a fresh reader
+    log.add(["t/0003-a"])
+    assert store.load_seen("olu").keys == {"t/0003-a"}

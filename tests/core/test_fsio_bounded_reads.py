@@ -15,6 +15,7 @@ import pytest
 from mailslot.core.errors import FormatError, LimitExceeded
 from mailslot.core.fsio import (
     READ_FROM_MAX,
+    append_unsynced,
     locked_append,
     read_from,
 )
@@ -55,6 +56,16 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     assert isinstance(e, FormatError) and "not a regular file" in str(e)
     e = _refused_at_once(lambda: locked_append(fifo, "line\n"))
     assert isinstance(e, OSError | FormatError)
+    # a cursor's unsynced append, whether or not anyone holds the FIFO open for reading
+    e = _refused_at_once(lambda: append_unsynced(fifo, b"{}\n"))
+    assert isinstance(e, OSError)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        e = _refused_at_once(lambda: append_unsynced(fifo, b"{}\n"))
+        assert isinstance(e, OSError) and "not a regular file" in str(e)
+        assert os.read(reader, 10) == b""  # nothing was written into it
+    finally:
+        os.close(reader)
 
 
 def test_a_huge_file_is_refused_naming_the_limit(tmp_path: Path) -> None:

@@ -326,9 +326,10 @@ def _cursor_key(path: Path, name: str) -> str:
 def _load_cursor(store: CursorStore, chat: ChatRef, name: str) -> ByteCursor | None:
     """The cursor stored for ``name`` in ``chat`` under its real path, else its spelling."""
     for path in chat.keys:
-        value = store.load(_cursor_key(path, name))
+        key = _cursor_key(path, name)
+        value = store.load(key)
         if value is not None:
-            return ByteCursor(int(value.get("offset", 0)), value.get("inode"))
+            return ByteCursor.from_value(value, store.path_for(key))
     return None
 
 

@@ -66,6 +66,17 @@ class ByteCursor:
         return st.st_size >= self.offset
 
     @classmethod
+    def from_value(cls, value: dict[str, Any], path: Path) -> ByteCursor:
+        """The cursor a stored value holds; ``FormatError`` naming ``path`` when its offset is
+        not a whole number of bytes from 0 or its inode not a whole number."""
+        offset, inode = value.get("offset", 0), value.get("inode")
+        if type(offset) is not int or offset < 0:
+            raise FormatError("corrupt cursor: 'offset' is not a byte count", path=path)
+        if inode is not None and type(inode) is not int:
+            raise FormatError("corrupt cursor: 'inode' is not a number", path=path)
+        return cls(offset, inode)
+
+    @classmethod
     def at_end(cls, path: Path) -> ByteCursor:
         """A cursor past everything currently in ``path``."""
         st = path.stat()
@@ -119,7 +130,7 @@ def _lines(raw: bytes, path: Path) -> list[bytes]:
 def _record(line: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(line)
-    except ValueError:  # not JSON, or not UTF-8
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         return None
     return value if isinstance(value, dict) else None
 
@@ -198,6 +209,9 @@ class SeenLog:
                     self._append(_pread(fd, st.st_size - at[1], at[1]), st)
             else:
                 self._whole(_pread(fd, st.st_size, 0), st)
+        except FormatError:
+            self._at = None  # the next add rewrites the file whole, without the damage
+            raise
         finally:
             os.close(fd)
         return self.seen
@@ -320,7 +334,7 @@ class CursorStore:
         value = self.load(key)
         if value is None:
             return ByteCursor()
-        return ByteCursor(int(value.get("offset", 0)), value.get("inode"))
+        return ByteCursor.from_value(value, self.path_for(key))
 
     def save_bytes(self, key: str, cursor: ByteCursor, *, durable: bool = True) -> None:
         """Store a byte cursor."""

@@ -150,9 +150,13 @@ def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666) -> int:
     For records whose loss only repeats work (reader cursors): no new name, no rename, so it
     costs a few microseconds where a temp + rename costs a journal commit under load. A crash
     may leave the last record cut short; readers take only lines that end in a newline.
+    ``OSError`` for a symlink, a FIFO or anything else not a regular file.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, mode)  # O_NONBLOCK: a FIFO under the name cannot block the open
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         write_all(fd, data)
         return os.fstat(fd).st_size
     finally:
