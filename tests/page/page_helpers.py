@@ -5,7 +5,8 @@ logging in."""
 from __future__ import annotations
 
 import re
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,10 @@ def make_world(base: Path) -> World:
     return World(base / "exchange", bus, chats, opened.path, humans, tokens, topics)
 
 
-def serve_page(settings: Any, listen: str = "127.0.0.1") -> AbstractContextManager[str]:
+@contextmanager
+def serve_page(settings: Any, listen: str = "127.0.0.1") -> Iterator[str]:
     """The page for ``settings`` on ``listen``:<free port>; yields its base URL (on ``listen``).
+    Its file watchers are stopped when it stops.
 
     ``settings.bind_host`` may differ from ``listen``: a page configured for a private address
     is then reached over loopback with that address in ``Host``, as a browser there would."""
@@ -110,9 +113,18 @@ def serve_page(settings: Any, listen: str = "127.0.0.1") -> AbstractContextManag
 
     from mailslot.web.page.app import create_app
 
-    return loopback_server(
-        lambda port: create_app(dataclasses.replace(settings, port=port)), settings.server, listen
-    )
+    made: list[Any] = []
+
+    def build(port: int) -> Any:
+        made.append(create_app(dataclasses.replace(settings, port=port)))
+        return made[-1]
+
+    try:
+        with loopback_server(build, settings.server, listen) as url:
+            yield url
+    finally:
+        for app in made:
+            app.close()
 
 
 def login(client: httpx.Client, url: str, token: str) -> str:

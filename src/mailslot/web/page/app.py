@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ def _templates() -> Any:
     return env
 
 
-def create_app(settings: PageSettings) -> Starlette:
+def create_app(settings: PageSettings) -> GuardedApp:
     """The page app for ``settings``; ``NotFound`` for a root that holds nothing to show."""
     from mailslot.web.page import routes
 
@@ -121,7 +122,8 @@ def create_app(settings: PageSettings) -> Starlette:
         ],
     )
     app.state.ctx = ctx
-    return GuardedApp(app, ctx, env)  # type: ignore[return-value]
+    threading.Thread(target=handlers.warm, name="page-warm", daemon=True).start()
+    return GuardedApp(app, ctx, env, handlers.cache.close)
 
 
 async def static(request: Request) -> Response:
@@ -142,12 +144,17 @@ ASGI = Callable[[Scope, Any, Any], Awaitable[None]]
 class GuardedApp:
     """The guard around the routes: Host (421), login for reading off loopback, the headers."""
 
-    def __init__(self, app: Starlette, ctx: Context, env: Any) -> None:
+    def __init__(self, app: Starlette, ctx: Context, env: Any, close: Callable[[], None]) -> None:
         self.app = app
+        self._close = close
         self.ctx = ctx
         self.env = env
         self.state = app.state
         self.session_cookie = guard.cookie_name(guard.SESSION_COOKIE, ctx.settings.port)
+
+    def close(self) -> None:
+        """Stop the views' file watchers (the server has stopped)."""
+        self._close()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -3,6 +3,7 @@ template, or checks a write's session and CSRF token and hands it to a channel f
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from mailslot.web.page.sources import Source
 from mailslot.web.page.views import FILTERS, ViewCache, filter_rows, minutes_ago
 
 __all__ = ["Handlers"]
+
+log = logging.getLogger(__name__)
 
 # Chats the overview lists per root, newest first: the live ones are among the newest.
 OVERVIEW_CHATS = 20
@@ -46,6 +49,16 @@ class Handlers:
         self.login_cookie = guard.cookie_name(guard.LOGIN_COOKIE, ctx.settings.port)
         # Each open event stream waits in a worker thread; these bound how many at once.
         self.sse_limiter = anyio.CapacityLimiter(ctx.settings.sse_streams)
+
+    def warm(self) -> None:
+        """Build every exchange's view ahead of the first request (a 10,000-topic exchange
+        takes seconds); a failure here is logged and left to the first request."""
+        for source in self.ctx.sources.all:
+            if source.exchange is not None:
+                try:
+                    self.cache.exchange(source.exchange)
+                except Exception:
+                    log.exception("could not build the view of %s", source.root)
 
     # -- helpers ---------------------------------------------------------------------------
     def session(self, request: Request) -> guard.Session | None:

@@ -36,4 +36,7 @@ def serve(settings: PageSettings, bind: str, announce: Callable[[str], None] | N
         raise
     if announce is not None:
         announce(where.url(port) + "/")
-    run_server(app, sock, settings.server, graceful_s=STOP_GRACE_S)
+    try:
+        run_server(app, sock, settings.server, graceful_s=STOP_GRACE_S)
+    finally:
+        app.close()

@@ -223,8 +223,9 @@ WATCH_IDLE_S = 600.0
 class _Kept:
     """One exchange's view, the file events that say it is stale, and its rebuilds."""
 
-    def __init__(self, ex: Exchange) -> None:
+    def __init__(self, ex: Exchange, stop: threading.Event) -> None:
         self.ex = ex
+        self.stop = stop
         self.dirty = threading.Event()
         self.dirty.set()
         self.build_lock = threading.Lock()
@@ -252,7 +253,7 @@ class _Kept:
     def _follow(self) -> None:
         watch = self.watch
         try:
-            while time.monotonic() - self.asked < WATCH_IDLE_S:
+            while time.monotonic() - self.asked < WATCH_IDLE_S and not self.stop.is_set():
                 if watch.wait(1.0):
                     self.dirty.set()
         finally:
@@ -311,12 +312,17 @@ class ViewCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kept: dict[Path, _Kept] = {}
+        self._stop = threading.Event()
+
+    def close(self) -> None:
+        """Stop following file events (each watcher ends within a second)."""
+        self._stop.set()
 
     def _of(self, ex: Exchange) -> _Kept:
         with self._lock:
             kept = self._kept.get(ex.root)
             if kept is None:
-                kept = self._kept[ex.root] = _Kept(ex)
+                kept = self._kept[ex.root] = _Kept(ex, self._stop)
         return kept
 
     def invalidate(self, ex: Exchange) -> None:
