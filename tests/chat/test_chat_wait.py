@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chat_helpers import bash_write
 
 from mailslot import chat
 from mailslot.chat import join, new_chat, say, wait
@@ -110,3 +111,39 @@ def test_a_damaged_stored_cursor_is_refused_naming_its_file(chat_file: Path, raw
     with pytest.raises(FormatError, match="corrupt cursor") as e:
         chat.wait(chat_file, "bob", timeout=0.05)
     assert e.value.path == cursor_file
+
+
+def test_a_file_cut_short_under_a_blocked_waiter_is_read_again_from_its_start(
+    chat_file: Path,
+) -> None:
+    """A hand agent's `cat >` where `>>` was meant: what is written after the cut reaches the
+    waiter, and its next wait does not skip it either."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "a long enough message to put bob's cursor far into the file", "alice")
+    assert chat.wait(chat_file, "bob", timeout=5).messages
+    t, box = in_thread(chat.wait, chat_file, "bob", timeout=30)
+    t.join(0.2)
+    chat_file.write_bytes(b"")
+    bash_write(chat_file, "zara", "after the cut")
+    t.join(30)
+    assert [m.body for m in box["result"].messages] == ["after the cut"], box
+    bash_write(chat_file, "zara", "and one more")
+    assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["and one more"]
+
+
+def test_a_file_replaced_under_a_blocked_waiter_is_read_again_from_its_start(
+    chat_file: Path,
+) -> None:
+    """An editor saves by writing a new file and renaming it over the chat: the waiter reads
+    the new file from its start (seen messages again, the safe direction), never from an offset
+    into a file it has not read."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "read before the edit", "alice")
+    assert chat.wait(chat_file, "bob", timeout=5).messages
+    t, box = in_thread(chat.wait, chat_file, "bob", timeout=30)
+    t.join(0.2)
+    saved = chat_file.with_name(".edit.txt")
+    saved.write_bytes(b"\n---MSG---\nFROM: zara\nTIME: 2026-12-02T01:00:00Z\n---\nthe new file\n")
+    saved.replace(chat_file)
+    t.join(30)
+    assert [m.body for m in box["result"].messages] == ["the new file"], box

@@ -562,12 +562,22 @@ def wait(
     except NotFound:
         raise Gone("the chat file was removed: the conversation is over", path=path) from None
     shown_end = pos  # past only the caller's own messages until a batch was shown
+    try:
+        inode = path.stat().st_ino
+    except FileNotFoundError:
+        raise Gone("the chat file was removed: the conversation is over", path=path) from None
 
     def check() -> list[ChatMessage] | None:
-        nonlocal pos, shown_end
+        nonlocal pos, shown_end, inode
         try:
+            st = path.stat()
+            if st.st_ino != inode or st.st_size < pos:
+                # Replaced (an editor's save) or cut shorter than the cursor (a `>` meant as
+                # `>>`): what it holds now is read from its start, as for a stored cursor
+                # that no longer fits; a message written after the cut is never skipped.
+                inode, pos, shown_end = st.st_ino, 0, 0
             data = read_from(path, pos)
-        except NotFound:
+        except (FileNotFoundError, NotFound):
             raise Gone("the chat file was removed: the conversation is over", path=path) from None
         messages, pos = parse_messages(data, pos)
         others = [m for m in messages if m.sender != who]
