@@ -170,3 +170,11 @@ def test_a_seen_mark_nested_past_the_stack_is_a_format_error_and_the_next_take_r
     log.seen.keys.clear()  # what the exchange watch does: a fresh reader
     log.add(["t/0003-a"])
     assert store.load_seen("olu").keys == {"t/0003-a"}
+
+
+def test_a_cursor_saved_after_a_line_cut_short_stands_on_its_own_line(tmp_path: Path) -> None:
+    store = CursorStore("chat", tmp_path)
+    store.dir.mkdir(parents=True)
+    store.path_for("k").write_bytes(b'{"inode": 7, "off')  # the only line, cut by a kill
+    store.save_bytes("k", ByteCursor(12, 7), durable=False)
+    assert store.load_bytes("k") == ByteCursor(12, 7)

@@ -175,6 +175,27 @@ def test_an_unreadable_reply_is_reported_to_the_waiting_asker(mb: Path, run_cli)
     assert r.returncode == 3 and "to-w1.md line 2: signed (w1), but only manager" in r.stderr
 
 
+@pytest.mark.parametrize("mark", ['{"inode": 0, "through": "x"}', "[[[", ""])
+def test_a_damaged_report_mark_repeats_the_report_and_is_not_a_crash(mb: Path, mark: str) -> None:
+    from mailslot.core.cursor import CursorStore
+
+    def manager_garbles(ask_id: str) -> None:
+        with (mb / "to-w1.md").open("a") as f:
+            f.write("- [14:02] (manager) R01 T1=1722868961456 say=Friday.\n")  # no id=
+
+    store = CursorStore("relay")
+    path = store.path_for(f"{mb.resolve()}\0w1\0unreadable")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    inode = os.stat(mb / "to-w1.md").st_ino if (mb / "to-w1.md").exists() else 0
+    path.write_text(mark.replace('"inode": 0', f'"inode": {inode}'))
+    calls: list[str] = []
+    with pytest.raises(WaitTimeout):
+        relay.ask(
+            mb, "w1", "when?", timeout=0.5, on_sent=manager_garbles, on_unreadable=calls.append
+        )
+    assert len(calls) == 1
+
+
 @pytest.mark.parametrize("stamp", ["\u00b2", "\u0661\u0662\u0663", "9" * 5000])
 def test_a_stamp_that_is_not_ascii_epoch_ms_is_unreadable_not_a_crash(
     mb: Path, run_cli, stamp: str

@@ -107,3 +107,24 @@ def test_a_reply_never_shown_is_recovered_before_the_next_ask(mb: Path) -> None:
     assert not any("ack=R01" in line for line in lines(mb / "to-manager.md"))
     assert relay.recover(mb, "w1").say == "late but here"
     assert relay.ask(mb, "w1", "the next question", wait=False).id == "C02"
+
+
+@pytest.mark.parametrize("offset", ['"abc"', "-3", "[1]", None])
+def test_a_damaged_pending_cursor_is_refused_naming_its_file_or_read_from_the_start(
+    mb: Path, offset: str | None
+) -> None:
+    from mailslot.core.errors import FormatError
+
+    with pytest.raises(WaitTimeout):
+        relay.ask(mb, "w1", "slow question", timeout=0.1)
+    relay.reply(mb, "manager", "C01", "late but here")
+    store = CursorStore("relay")
+    path = store.path_for(f"{mb.resolve()}\0w1")
+    field = "" if offset is None else f', "offset": {offset}'
+    path.write_text(f'{{"pending": "C01"{field}}}\n')
+    if offset is None:  # no offset kept: the inbox is read from its start, the reply found
+        assert relay.recover(mb, "w1").say == "late but here"
+        return
+    with pytest.raises(FormatError, match="corrupt cursor") as e:
+        relay.recover(mb, "w1")
+    assert e.value.path == path

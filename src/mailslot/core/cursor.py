@@ -322,7 +322,7 @@ class CursorStore:
         path = self.path_for(key)
         if durable:
             atomic_write(path, line)
-        elif append_unsynced(path, line) > COMPACT_BYTES:
+        elif append_unsynced(path, line, fresh_line=True) > COMPACT_BYTES:
             atomic_write(path, line, durable=False)
 
     def forget(self, key: str) -> None:

@@ -143,20 +143,26 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666) -> int:
+def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666, fresh_line: bool = False) -> int:
     """Append ``data`` to ``path`` (created if missing) in one ``O_APPEND`` write, without fsync
     and without a lock (the caller serialises writers if it must); returns the file's size after.
 
     For records whose loss only repeats work (reader cursors): no new name, no rename, so it
     costs a few microseconds where a temp + rename costs a journal commit under load. A crash
     may leave the last record cut short; readers take only lines that end in a newline.
-    ``OSError`` for a symlink, a FIFO or anything else not a regular file.
+    ``OSError`` for a symlink, a FIFO or anything else not a regular file. ``fresh_line``: a
+    file that does not end in a newline (its last record cut short) gets one first, so ``data``
+    is not read as the tail of the cut record.
     """
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags = os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags |= os.O_RDWR if fresh_line else os.O_WRONLY  # reading the last byte needs read access
     fd = os.open(path, flags, mode)  # O_NONBLOCK: a FIFO under the name cannot block the open
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if fresh_line and st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            data = b"\n" + data
         write_all(fd, data)
         return os.fstat(fd).st_size
     finally:

@@ -543,6 +543,12 @@ def _key(relay: Relay, name: str) -> str:
     return f"{relay.root}\0{name}"
 
 
+def _count(mark: dict[str, Any], field: str) -> int:
+    """A byte offset or count kept in a mark; 0 when the mark holds no such number."""
+    value = mark.get(field, 0)
+    return value if type(value) is int and value >= 0 else 0
+
+
 def _note_line(relay: Relay, name: str, line: str) -> None:
     """Append ``line`` to ``name``'s notes under relay.lock; ``LimitExceeded`` (nothing written)
     when the file would grow past ``NOTES_MAX_BYTES``."""
@@ -580,15 +586,18 @@ class _Reporter:
             inode = os.stat(self.inbox).st_ino
         except FileNotFoundError:
             return
-        mark = self.store.load(self.key) or {}
+        try:
+            mark = self.store.load(self.key) or {}
+        except FormatError:
+            mark = {}  # a damaged mark only repeats a report
         same = mark.get("inode") == inode
-        through = int(mark.get("through", 0)) if same else 0
+        through = _count(mark, "through") if same else 0
         fresh = sorted((u for u in mine if u.offset >= through), key=lambda u: u.offset)
         if not fresh:
             return
         # Only the latest unreadable lines are kept in detail; say how many more are new.
         total = conv.unreadable_counts.get(self.inbox.name, len(mine))
-        unlisted = total - (int(mark.get("count", 0)) if same else 0) - len(fresh)
+        unlisted = total - (_count(mark, "count") if same else 0) - len(fresh)
         if unlisted > 0:
             first = fresh[0]
             self.report(
@@ -629,7 +638,7 @@ def _await(
     want = _reply_id(ask_id)
     other = relay.other(name)
     inbox = relay.inbox(name)
-    offset = int(pending["offset"])
+    offset = int(pending.get("offset", 0))
     deadline = None if timeout is None else time.monotonic() + timeout
     report = _Reporter(relay, name, on_unreadable, state)
     scanner = Scanner(relay)
@@ -807,6 +816,7 @@ def recover(
     pending = _store(state).load(_key(relay, name))
     if not pending or not pending.get("pending"):
         raise NotFound(f"{name} has no pending turn to recover", path=relay.root)
+    ByteCursor.from_value(pending, _store(state).path_for(_key(relay, name)))  # FormatError
     with Watch([relay.inbox(name), relay.inbox(relay.other(name))]) as watch:
         return _await(
             relay,
