@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME
@@ -38,17 +38,18 @@ __all__ = [
     "ENTRY_RE",
     "HALF_ARCHIVED",
     "LIVE",
-    "STRAY",
     "EntryName",
+    "Looked",
+    "Named",
     "TopicDir",
     "arrivals",
     "linked",
     "list_dir",
-    "name_kind",
     "placement",
     "real_dir",
     "relisted",
     "side_dirs",
+    "tell_names",
     "topic_entries",
     "topic_names",
     "topic_pairs",
@@ -162,49 +163,63 @@ class TopicDir:
         return self.entries[-1] if self.entries else None
 
 
-# What a name in a topic directory is, besides an entry (``name_kind``)
-STRAY = "stray"
+class Named(Protocol):
+    """A name found in a directory and whether it is a regular file: an ``os.DirEntry``, or a
+    ``Looked`` made from an ``lstat``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool: ...
 
 
-def name_kind(name: str, regular: bool) -> tuple[int, str, str] | str | None:
-    """What ``name`` in a topic directory is: ``None`` for a dot-name (an in-flight temp,
-    ignored), ``(number, from, name)`` for an entry, ``HELD_NAME`` or ``STATE_NAME`` for those
-    files, ``STRAY`` for anything else. Anything not a ``regular`` file is a stray, never
-    opened, and so never a hold or a STATE either."""
-    if name[0] == ".":
-        return None
-    if not regular:
-        return STRAY
-    if name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
-        return (int(name[:4]), m.group(2), name)
-    if name in (HELD_NAME, STATE_NAME):
-        return name
-    return STRAY
+class Looked(NamedTuple):
+    """A name looked at with ``lstat`` (``Named``, like a ``scandir`` entry)."""
+
+    name: str
+    regular: bool
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        """Whether it is a regular file (never a symlink: it was ``lstat``'d)."""
+        return self.regular
 
 
-def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
-    """The names in one topic directory (no stat, no read); a missing one is empty.
-
-    One pass over ``scandir``, each name told by ``name_kind`` (its file type comes free from
-    the directory).
-    """
+def tell_names(
+    found: Iterable[Named],
+) -> tuple[list[tuple[int, str, str]], list[str], bool, bool]:
+    """The names of a topic directory told apart, in one pass: ``(entries, strays, held,
+    has_state)``. Dot-names are in-flight temps and ignored; anything not a regular file is a
+    stray, never opened, and so never a hold or a STATE either; entries are ``(number, from,
+    name)``, unsorted."""
     entries = []
     strays = []
     held = has_state = False
+    for e in found:
+        name = e.name
+        if name[0] == ".":
+            continue
+        if not e.is_file(follow_symlinks=False):
+            strays.append(name)
+        elif name[4:5] == "-" and name[:1].isdigit() and (m := ENTRY_RE.match(name)):
+            entries.append((int(name[:4]), m.group(2), name))
+        elif name == HELD_NAME:
+            held = True
+        elif name == STATE_NAME:
+            has_state = True
+        else:
+            strays.append(name)
+    return entries, strays, held, has_state
+
+
+def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
+    """The names in one topic directory (no stat, no read), told by ``tell_names`` (the file
+    type comes free from ``scandir``); a missing one is empty."""
+    entries: list[tuple[int, str, str]] = []
+    strays: list[str] = []
+    held = has_state = False
     try:
         with os.scandir(path) as it:
-            for e in it:
-                kind = name_kind(e.name, e.is_file(follow_symlinks=False))
-                if kind is None:
-                    continue
-                if isinstance(kind, tuple):
-                    entries.append(kind)
-                elif kind == HELD_NAME:
-                    held = True
-                elif kind == STATE_NAME:
-                    has_state = True
-                else:
-                    strays.append(e.name)
+            entries, strays, held, has_state = tell_names(it)
     except (FileNotFoundError, NotADirectoryError):
         pass
     if len(entries) > 1:
@@ -221,13 +236,14 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
 
 
 def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
-    """``d`` with ``names`` looked at again (one ``lstat`` each, told by ``name_kind``): what
+    """``d`` with ``names`` looked at again (one ``lstat`` each, told by ``tell_names``): what
     ``list_dir`` would now say, when only ``names`` changed since ``d`` was listed (a watcher
     knows which from its file events). Anything but a missing name that does not ``lstat``
     lists the directory again in full."""
     entries = {e[2]: e for e in d.entries}
     strays = set(d.strays)
     held, has_state = d.held, d.has_state
+    looked = []
     for name in names:
         if name[:1] in ("", "."):
             continue
@@ -243,18 +259,19 @@ def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
             continue
         except OSError:
             return list_dir(d.dir, d.topic, d.archived)
-        kind = name_kind(name, stat.S_ISREG(st.st_mode))
-        if isinstance(kind, tuple):
-            entries[name] = kind
-        elif kind == HELD_NAME:
-            held = True
-        elif kind == STATE_NAME:
-            has_state = True
-        elif kind is not None:
-            strays.add(name)
+        looked.append(Looked(name, stat.S_ISREG(st.st_mode)))
+    new, new_strays, new_held, new_state = tell_names(looked)
+    entries.update((e[2], e) for e in new)
+    strays.update(new_strays)
     listed = sorted(entries.values()) if len(entries) > 1 else list(entries.values())
     return TopicDir(
-        d.topic, d.dir, d.archived, tuple(listed), held, has_state, tuple(sorted(strays))
+        d.topic,
+        d.dir,
+        d.archived,
+        tuple(listed),
+        held or new_held,
+        has_state or new_state,
+        tuple(sorted(strays)),
     )
 
 
