@@ -233,3 +233,27 @@ def test_a_missing_as_is_one_line_and_exit_2_everywhere(tmp_path) -> None:
         assert r.exit_code == 2, (args, r.output)
         assert r.stderr.startswith("mailslot: error: ") and r.stderr.count("\n") == 1, (args, r)
         assert "--as" in r.stderr and "Usage:" not in r.output, args
+
+
+_WAITS = ("--timeout", "--wait", "--lock-wait")
+
+
+def test_every_wait_refuses_nan_infinity_negative_and_huge_as_usage(tmp_path) -> None:
+    """A wait given `nan`, `inf`, `-1` or `1e300` seconds is a usage error naming the option
+    (exit 2), never a traceback from the kernel's poll or a silent zero-second wait."""
+    waits = [
+        (path, opt)
+        for path, cmd in _leaves(cli, [])
+        for p in cmd.params
+        for opt in getattr(p, "opts", [])
+        if opt in _WAITS and getattr(p, "type", None) is not click.BOOL
+    ]
+    assert ["exchange", "watch"] in [w[0] for w in waits]  # the walk found the waits
+    for path, opt in waits:
+        for bad in ("nan", "inf", "-1", "1e300"):
+            args = ["--root", str(tmp_path), "--as", "x", *path, f"{opt}={bad}"]
+            r = CliRunner().invoke(cli, args)
+            assert r.exit_code == 2, (args, r.output)
+            assert f"Invalid value for '{opt}'" in r.stderr and "Traceback" not in r.output, args
+        ok = CliRunner().invoke(cli, ["--root", str(tmp_path), *path, f"{opt}=0.5", "--help"])
+        assert ok.exit_code == 0, (path, opt, ok.output)

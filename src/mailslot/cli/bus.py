@@ -16,7 +16,7 @@ from mailslot.bus import log as buslog
 from mailslot.bus import outbox as busoutbox
 from mailslot.bus import owners as busowners
 from mailslot.bus import tasks as bustasks
-from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env, read_body
+from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
 
 __all__ = ["bus", "log", "outbox", "owners", "tasks"]
 
@@ -206,7 +206,9 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
 
 
 @outbox.command("take")
-@click.option("--wait", "wait", type=float, default=0.0, metavar="S", help="Wait up to S seconds.")
+@click.option(
+    "--wait", "wait", type=SECONDS, default=0.0, metavar="S", help="Wait up to S seconds."
+)
 @json_option
 @pass_env
 def outbox_take(env: Env, wait: float, as_json: bool) -> None:

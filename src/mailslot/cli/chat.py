@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env
+from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env
 from mailslot.cli.shown import quoted, read_text, shown_line
 
 __all__ = ["chat"]
@@ -195,7 +195,7 @@ def read_cmd(file: str, since: int, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--timeout",
-    type=float,
+    type=SECONDS,
     default=300.0,
     show_default=True,
     help="Seconds to wait (0: just check). Exit 3 when nothing came.",

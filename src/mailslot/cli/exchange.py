@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import (
+    SECONDS,
     Env,
     emit,
     exit_promptly,
@@ -288,7 +289,7 @@ def reopen_cmd(env: Env, topic: str, why: str, action: str, as_json: bool) -> No
 @click.option("--notify", "notify", multiple=True, metavar="URL", help="Apprise URL (repeatable).")
 @click.option(
     "--lock-wait",
-    type=float,
+    type=SECONDS,
     default=30.0,
     show_default=True,
     envvar="MAILSLOT_TICK_LOCK_WAIT",

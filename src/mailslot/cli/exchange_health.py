@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env, read_body
+from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
 from mailslot.cli.shown import shown_line
 from mailslot.core.errors import MissingAgent
 
@@ -54,7 +54,7 @@ def _watch_text(d: dict[str, Any]) -> str:
 
 
 @click.command("watch")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Give up (exit 3).")
+@click.option("--timeout", type=SECONDS, default=None, metavar="SECONDS", help="Give up (exit 3).")
 @click.option("--peek", is_flag=True, help="Show what is new without marking it seen.")
 @click.option(
     "--action", "scope", default="any", show_default=True, metavar="required|any", help=SCOPE_HELP

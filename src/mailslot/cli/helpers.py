@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "SECONDS",
+    "WAIT_MAX_SECONDS",
     "Env",
     "Stopped",
     "common_options",
@@ -177,6 +179,25 @@ def pass_env(f: F) -> F:
     wrapper.__name__ = f.__name__
     wrapper.__doc__ = f.__doc__
     return common_options(wrapper)  # type: ignore[return-value]
+
+
+# The longest wait a command accepts: a week. Longer means "until something comes", which is
+# what leaving the option out asks for; past about 24 days the kernel's poll cannot be told.
+WAIT_MAX_SECONDS = 7 * 86400
+
+
+class _Seconds(click.types.FloatParamType):
+    """How long a command may wait: a finite number of seconds, 0 to ``WAIT_MAX_SECONDS``.
+    ``nan``, ``inf`` and negatives are usage errors (exit 2), never a crash or a silent 0."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not 0 <= rv <= WAIT_MAX_SECONDS:  # False for nan too
+            self.fail(f"{value!r} is not 0 to {WAIT_MAX_SECONDS} seconds.", param, ctx)
+        return rv
+
+
+SECONDS = _Seconds()
 
 
 def json_option(f: F) -> F:

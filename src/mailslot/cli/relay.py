@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, exit_promptly, json_option, pass_env
+from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env
 from mailslot.cli.shown import read_text, shown_line
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def _read_cap(chars: int) -> int:
 
 _timeout = click.option(
     "--timeout",
-    type=float,
+    type=SECONDS,
     default=120.0,
     show_default=True,
     help="Seconds to hold the wait; exit 3 when nothing came.",
@@ -213,7 +213,7 @@ relay.add_command(serve_cmd, "watch")  # the same command under the name a hand-
 
 
 @relay.command("recover")
-@click.option("--timeout", type=float, default=0.0, show_default=True, help="Seconds to wait.")
+@click.option("--timeout", type=SECONDS, default=0.0, show_default=True, help="Seconds to wait.")
 @json_option
 @pass_env
 def recover_cmd(env: Env, timeout: float, as_json: bool) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import (
+    SECONDS,
     Env,
     emit,
     json_option,
@@ -261,7 +262,7 @@ def peer_add(
 @click.argument("body")
 @click.argument("subject", required=False)
 @keys_opt
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option("--timeout", type=SECONDS, default=30.0, show_default=True, help="Seconds.")
 @json_option
 @pass_env
 def peer_send(
