@@ -1,55 +1,7 @@
-"""Public alias of :mod:`mailslot.core.errors` (the tree is drawn there): every class in it."""
+"""Public alias of :mod:`mailslot.core.errors` (the tree is drawn there): every class in it.
 
-from mailslot.core.errors import (
-    AlreadyWritten,
-    CannotOpen,
-    CommandFailed,
-    Conflict,
-    DirectoryFull,
-    FormatError,
-    Gone,
-    Incomplete,
-    InvalidName,
-    InvalidPath,
-    InvalidValue,
-    LimitExceeded,
-    LockBusy,
-    MailslotError,
-    MissingAgent,
-    MissingExtra,
-    NoSpace,
-    NotFound,
-    PeerRefused,
-    PeerUnreachable,
-    ServerFailed,
-    SymlinkRefused,
-    Unresolved,
-    WaitTimeout,
-)
+The names come from that module's ``__all__``, so a class added there is exported here too.
+"""
 
-__all__ = [
-    "AlreadyWritten",
-    "CannotOpen",
-    "CommandFailed",
-    "Conflict",
-    "DirectoryFull",
-    "FormatError",
-    "Gone",
-    "Incomplete",
-    "InvalidName",
-    "InvalidPath",
-    "InvalidValue",
-    "LimitExceeded",
-    "LockBusy",
-    "MailslotError",
-    "MissingAgent",
-    "MissingExtra",
-    "NoSpace",
-    "NotFound",
-    "PeerRefused",
-    "PeerUnreachable",
-    "ServerFailed",
-    "SymlinkRefused",
-    "Unresolved",
-    "WaitTimeout",
-]
+from mailslot.core.errors import *  # noqa: F403 (its ``__all__`` is the list of classes)
+from mailslot.core.errors import __all__ as __all__
