@@ -98,14 +98,17 @@ def inbox_items(
     skip: set[str] | frozenset[str] = frozenset(),
     *,
     list_live: Callable[[str, str, bool], TopicDir] = list_dir,
+    live_names: list[str] | None = None,
 ) -> tuple[list[InboxItem], list[TopicDir]]:
     """Entries in ``to-<side>/`` (live, then archived) whose key is not in ``skip``, and the
     live topic directories. A topic both live and in ``done/`` (damage) yields both copies' entries,
     each key once. ``list_live`` lists a live topic (a watcher passes one that reuses the
-    listing of a directory that had no event since).
+    listing of a directory that had no event since), and ``live_names`` the live topics' names
+    when it knows them (the inbox had no event since it listed them).
     """
     inbox = str(ex.inbox(side))
-    live = [list_live(f"{inbox}/{t}", t, False) for t in topic_names(inbox)]
+    names = topic_names(inbox) if live_names is None else live_names
+    live = [list_live(f"{inbox}/{t}", t, False) for t in names]
     done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(f"{inbox}/{DONE}")]
     out = []
     taken: set[str] = set()  # beside ``skip``, not a copy of it: a seen-set holds thousands

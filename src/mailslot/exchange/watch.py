@@ -187,6 +187,9 @@ class Watcher:
         # Whether the last check consumed such an event: a topic made since the paths were
         # armed is not armed yet, so the next round arms and checks before it waits
         self._again = False
+        # the live topics' names, kept while no event on anything but a listed topic arrives
+        self._names: list[str] | None = None
+        self._state_dir_made = False
 
     def close(self) -> None:
         """Release the kernel watches (slow: inotify's close waits for an RCU grace period)."""
@@ -265,6 +268,7 @@ class Watcher:
         if changed is None:  # not known which (events lost): every directory is listed anew
             self._listings.clear()
             self._rearm = True
+            self._names = None
         else:
             for p, names in changed.items():
                 hit = self._listings.get(str(p))
@@ -274,7 +278,12 @@ class Watcher:
                 else:  # the inbox, done/, a topic directory itself: list and arm anew
                     self._listings.pop(str(p), None)
                     self._rearm = self._again = True
-        items, live = inbox_items(self.ex, self.side, seen.keys, list_live=self._list_live)
+                    self._names = None
+        if self._names is None and changed is not None:
+            self._names = topic_names(self.inbox)  # listed after the inbox was armed
+        items, live = inbox_items(
+            self.ex, self.side, seen.keys, list_live=self._list_live, live_names=self._names
+        )
         for item in items:
             entry = self._entry(item.path, item.topic)
             if entry is None:
@@ -382,7 +391,9 @@ class Watcher:
         With ``show``, what is fresh is shown first (``show`` writes and flushes it) and marked
         only once ``show`` returned; if it raises, nothing is marked.
         """
-        self.store.dir.mkdir(parents=True, exist_ok=True)
+        if not self._state_dir_made:
+            self.store.dir.mkdir(parents=True, exist_ok=True)
+            self._state_dir_made = True
         with file_lock(Path(str(self.store.path_for(self.key)) + ".lock")):
             current = self._load_seen()
             fresh = [d for d in found if d.key not in current.keys]
