@@ -10,10 +10,11 @@ us: plaintext, 0600), ``peer/inbox/`` and ``board/agora.db``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +29,9 @@ from mailslot.cli.helpers import (
     stopping_on_term,
 )
 from mailslot.cli.shown import shown
+
+if TYPE_CHECKING:
+    from mailslot.web.settings import ServerLimits
 
 __all__ = ["board", "peer"]
 
@@ -86,24 +90,38 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
 
 
 def limits_opts(f: Any) -> Any:
-    """``--header-timeout``, ``--body-timeout``, ``--max-connections``: what one client may hold."""
+    """``--header-timeout``, ``--body-timeout``, ``--max-connections``: what one client may hold.
+
+    The command receives them as one ``server`` argument, a ``ServerLimits``.
+    """
     from mailslot.web import settings as d  # constants only: no web stack imported
 
-    f = click.option(
+    @functools.wraps(f)
+    def with_server(
+        *args: Any, header_timeout: float, body_timeout: float, max_connections: int, **kw: Any
+    ) -> Any:
+        server = d.ServerLimits(
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            max_connections=max_connections,
+        )
+        return f(*args, server=server, **kw)
+
+    wrapped = click.option(
         "--max-connections",
         type=click.IntRange(min=1),
         default=d.SERVER_MAX_CONNECTIONS,
         show_default=True,
         help="Open connections at most; over it, the one idle longest is closed.",
-    )(f)
-    f = click.option(
+    )(with_server)
+    wrapped = click.option(
         "--body-timeout",
         type=click.FloatRange(min=0, min_open=True),
         default=d.SERVER_BODY_TIMEOUT_S,
         show_default=True,
         callback=_finite,
         help="Seconds a client has to send the body after its headers, and to take an answer.",
-    )(f)
+    )(wrapped)
     return click.option(
         "--header-timeout",
         type=click.FloatRange(min=0, min_open=True),
@@ -111,15 +129,16 @@ def limits_opts(f: Any) -> Any:
         show_default=True,
         callback=_finite,
         help="Seconds a client has to send its request line and headers (408 after).",
+    )(wrapped)
+
+
+def install_opts(f: Any) -> Any:
+    """``--user``, ``--unit-dir``, ``--dry-run``: whom a systemd unit runs as and where it goes."""
+    f = click.option("--dry-run", is_flag=True, help="Print the unit instead of writing it.")(f)
+    f = click.option("--unit-dir", type=_DIR, default="/etc/systemd/system", show_default=True)(f)
+    return click.option(
+        "--user", default="mailslot", show_default=True, help="Dedicated service user."
     )(f)
-
-
-def _limits(header_timeout: float, body_timeout: float, max_connections: int) -> Any:
-    from mailslot.web.settings import ServerLimits
-
-    return ServerLimits(
-        header_timeout=header_timeout, body_timeout=body_timeout, max_connections=max_connections
-    )
 
 
 @click.group()
@@ -360,9 +379,7 @@ def peer_serve(
     peers_file: Path | None,
     inbox: Path | None,
     per_hour: int | None,
-    header_timeout: float,
-    body_timeout: float,
-    max_connections: int,
+    server: ServerLimits,
 ) -> None:
     """Serve POST /inbox on a private address (loopback, RFC 1918, 100.64/10, ULA) until stopped.
 
@@ -379,7 +396,7 @@ def peer_serve(
         _peers(env, peers_file),
         _inbox(env, inbox),
         override_per_hour=per_hour,
-        server=_limits(header_timeout, body_timeout, max_connections),
+        server=server,
     )
     with stopping_on_term():  # systemd's stop: finish in-flight requests, exit 0
         serve(settings, bind, _announce)
@@ -389,9 +406,7 @@ def peer_serve(
 @bind_opt
 @peers_opt
 @inbox_opt
-@click.option("--user", default="mailslot", show_default=True, help="Dedicated service user.")
-@click.option("--unit-dir", type=_DIR, default="/etc/systemd/system", show_default=True)
-@click.option("--dry-run", is_flag=True, help="Print the unit instead of writing it.")
+@install_opts
 @limits_opts
 @pass_env
 def peer_install(
@@ -402,9 +417,7 @@ def peer_install(
     user: str,
     unit_dir: Path,
     dry_run: bool,
-    header_timeout: float,
-    body_timeout: float,
-    max_connections: int,
+    server: ServerLimits,
 ) -> None:
     """Write a hardened systemd unit, mailslot-peer.service, for 'peer serve'.
 
@@ -424,7 +437,7 @@ def peer_install(
         user=user,
         unit_dir=unit_dir,
         dry_run=dry_run,
-        server=_limits(header_timeout, body_timeout, max_connections),
+        server=server,
     )
     _installed(text, path, "mailslot-peer")
 
@@ -485,9 +498,7 @@ def board_serve(
     card_file: Path | None,
     peers_file: Path | None,
     public_url: str | None,
-    header_timeout: float,
-    body_timeout: float,
-    max_connections: int,
+    server: ServerLimits,
 ) -> None:
     """Serve the board, its page and /.well-known/agent-card.json until stopped.
 
@@ -506,7 +517,7 @@ def board_serve(
         card_file=card_file,
         peers_file=peers_file,
         public_url=public_url,
-        server=_limits(header_timeout, body_timeout, max_connections),
+        server=server,
     )
     with stopping_on_term():  # systemd's stop: finish in-flight requests, exit 0
         serve(settings, bind, _announce)
@@ -633,9 +644,7 @@ def moderate_ban(env: Env, source: str, db: Path | None, reason: str | None, und
 @click.option("--trust-proxy", multiple=True, metavar="ADDR")
 @click.option("--card", "card_file", type=_PATH)
 @click.option("--public-url")
-@click.option("--user", default="mailslot", show_default=True, help="Dedicated service user.")
-@click.option("--unit-dir", type=_DIR, default="/etc/systemd/system", show_default=True)
-@click.option("--dry-run", is_flag=True, help="Print the unit instead of writing it.")
+@install_opts
 @limits_opts
 @pass_env
 def board_install(
@@ -648,9 +657,7 @@ def board_install(
     user: str,
     unit_dir: Path,
     dry_run: bool,
-    header_timeout: float,
-    body_timeout: float,
-    max_connections: int,
+    server: ServerLimits,
 ) -> None:
     """Write a hardened systemd unit, mailslot-board.service, for 'board serve'.
 
@@ -671,6 +678,6 @@ def board_install(
         trust_proxy=trust_proxy,
         card_file=card_file,
         public_url=public_url,
-        server=_limits(header_timeout, body_timeout, max_connections),
+        server=server,
     )
     _installed(text, path, "mailslot-board")
