@@ -6,6 +6,7 @@ Each command parses, makes one call into :mod:`mailslot.bus` and prints text or 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,17 @@ def outbox_put(
     emit(item.to_json(), as_json, item.path)
 
 
+def _emit_rows(
+    key: str,
+    rows: list[dict[str, Any]],
+    as_json: bool,
+    line: Callable[[dict[str, Any]], str],
+    empty: str,
+) -> None:
+    """Print ``{key: rows}`` as JSON, or one ``line`` a row (``empty`` when there is none)."""
+    emit({key: rows}, as_json, lambda r: "\n".join(line(row) for row in r[key]) or empty)
+
+
 def _item_line(i: dict[str, Any]) -> str:
     who = f"from {i['from']}" if i["from"] else "dropped by hand"
     note = f"  {i['note']}" if i["note"] else ""
@@ -198,11 +210,7 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
     """
     items = [i.to_json() for i in busoutbox.list_items(env.need_root(), taken=taken)]
     empty = "nothing taken yet (outbox/taken/ is empty)" if taken else "outbox/ is empty"
-    emit(
-        {"items": items},
-        as_json,
-        lambda r: "\n".join(_item_line(i) for i in r["items"]) or empty,
-    )
+    _emit_rows("items", items, as_json, _item_line, empty)
 
 
 @outbox.command("take")
@@ -279,11 +287,7 @@ def tasks_list(env: Env, owner: str | None, only_open: bool, as_json: bool) -> N
     if only_open:
         found = [t for t in found if not t["done"]]
     empty = "no open tasks" if only_open else "no tasks"
-    emit(
-        {"tasks": found},
-        as_json,
-        lambda r: "\n".join(_task_line(t) for t in r["tasks"]) or empty,
-    )
+    _emit_rows("tasks", found, as_json, _task_line, empty)
 
 
 @tasks.command("done")
