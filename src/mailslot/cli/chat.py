@@ -19,6 +19,9 @@ from mailslot.cli.shown import quoted, read_text, shown_line
 
 __all__ = ["chat"]
 
+# FILE, the chat file every command acts on.
+file_arg = click.argument("file", type=click.Path(dir_okay=False))
+
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -130,7 +133,7 @@ def new(env: Env, topic: str, text: str | None, directory: str | None, as_json: 
 
 
 @chat.command("join")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("text", required=False)
 @json_option
 @pass_env
@@ -154,7 +157,7 @@ def join_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
 
 
 @chat.command("say")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("text", required=False)
 @json_option
 @pass_env
@@ -175,7 +178,7 @@ def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
 
 
 @chat.command("read")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.option("--since", type=int, default=0, show_default=True, help="Start at this byte cursor.")
 @json_option
 def read_cmd(file: str, since: int, as_json: bool) -> None:
@@ -192,7 +195,7 @@ def read_cmd(file: str, since: int, as_json: bool) -> None:
 
 
 @chat.command("wait")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.option(
     "--timeout",
     type=SECONDS,
@@ -227,7 +230,7 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
 
 
 @chat.command("end")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("action", type=click.Choice(["request", "accept", "reject"]))
 @click.argument("reason", required=False)
 @json_option
@@ -247,7 +250,7 @@ def end_cmd(env: Env, file: str, action: str, reason: str | None, as_json: bool)
 
 
 @chat.command("leave")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("reason", required=False)
 @json_option
 @pass_env
@@ -266,7 +269,7 @@ def leave_cmd(env: Env, file: str, reason: str | None, as_json: bool) -> None:
 
 
 @chat.command("gone")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("name")
 @click.argument("reason", required=False)
 @click.option(
@@ -308,7 +311,7 @@ def gone_cmd(
 
 
 @chat.command("status")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @json_option
 def status_cmd(file: str, as_json: bool) -> None:
     """Participants, the pending end request, whether it ended, open human checks.
@@ -323,7 +326,7 @@ def status_cmd(file: str, as_json: bool) -> None:
 
 
 @chat.command("check")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("text")
 @json_option
 @pass_env
@@ -342,7 +345,7 @@ def check_cmd(env: Env, file: str, text: str, as_json: bool) -> None:
 
 
 @chat.command("approve")
-@click.argument("file", type=click.Path(dir_okay=False))
+@file_arg
 @click.argument("text")
 @json_option
 @pass_env
