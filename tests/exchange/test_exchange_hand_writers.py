@@ -420,3 +420,28 @@ def test_a_status_in_the_wrong_case_is_reported_and_never_archives(ex) -> None:
     assert check["status"] == "warn" and where in check["detail"]
     out = tick(ex.root)
     assert topic not in out["archived"]  # unknown never archives
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: watch delivers an entry written in place (no rename) once its frontmatter "
+    "parses, while its writer still holds it open; core.dirwatch.being_written can tell",
+)
+def test_an_entry_still_being_written_in_place_is_never_delivered_half(ex) -> None:
+    """A hand writer's `cat > 0002-olu.md` that has written the frontmatter and half the body:
+    the reader gets the whole entry once it is closed, never the half marked seen."""
+    from mailslot.exchange.watch import watch
+    from shared_helpers import in_thread
+
+    topic = send(ex, "olu", "inplace", "fyi", "first").topic
+    assert [d.entry.body for d in watch(ex, "claude", timeout=5).items if d.entry] == ["first\n"]
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    with open(ex.inbox("claude") / topic / "0002-olu.md", "w") as f:
+        f.write(f"---\nfrom: olu\nat: {stamp}\naction: fyi\n---\nthe first half, ")
+        f.flush()
+        t, box = in_thread(watch, ex, "claude", timeout=30)
+        t.join(1.0)
+        f.write("then the second half\n")
+    t.join(30)
+    bodies = [d.entry.body for d in box["result"].items if d.entry]
+    assert bodies == ["the first half, then the second half\n"], box
