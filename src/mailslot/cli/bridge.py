@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mailslot.cli.helpers import emit, json_option
+from mailslot.cli.helpers import emit, json_option, unit_dir_option
 
 __all__ = ["bridge"]
 
@@ -229,12 +229,7 @@ def doctor_cmd(directory: Path | None, as_json: bool) -> None:
 @bridge.command("install")
 @_DIR
 @click.option("--user", "user", default="mailslot", show_default=True, help="Run as this user.")
-@click.option(
-    "--unit-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="/etc/systemd/system",
-    show_default=True,
-)
+@unit_dir_option
 @click.option("--dry-run", is_flag=True, help="Print the unit; write nothing.")
 @json_option
 def install_cmd(

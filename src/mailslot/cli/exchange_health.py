@@ -12,7 +12,16 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
+from mailslot.cli.helpers import (
+    SECONDS,
+    Env,
+    emit,
+    exit_promptly,
+    json_option,
+    pass_env,
+    read_body,
+    unit_dir_option,
+)
 from mailslot.cli.shown import shown_line
 from mailslot.core.errors import MissingAgent
 
@@ -272,12 +281,7 @@ def _install_text(d: dict[str, Any]) -> str:
 @click.option("--every", default="2min", show_default=True, help="Tick interval (90s, 2min, 1h).")
 @click.option("--dry-run", is_flag=True, help="Print the units and lines; write nothing.")
 @click.option("--name", help="Unit name suffix (default: the root directory's name).")
-@click.option(
-    "--unit-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="/etc/systemd/system",
-    show_default=True,
-)
+@unit_dir_option
 @click.option("--enable", is_flag=True, help="Also run systemctl daemon-reload + enable --now.")
 @click.option("--no-verify", is_flag=True, help="Write even if systemd-analyze verify objects.")
 @json_option

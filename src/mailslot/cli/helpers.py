@@ -51,6 +51,7 @@ __all__ = [
     "read_small_input",
     "stop_on_sigterm",
     "stopping_on_term",
+    "unit_dir_option",
     "write_out",
 ]
 
@@ -203,6 +204,19 @@ SECONDS = _Seconds()
 def json_option(f: F) -> F:
     """Add ``--json`` (machine-readable output)."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
+
+
+def unit_dir_option(f: F) -> F:
+    """Add ``--unit-dir``: where an ``install`` command writes its systemd units (the default is
+    ``core.units.UNIT_DIR``, not imported here so that ``--help`` stays light)."""
+    from pathlib import Path
+
+    return click.option(
+        "--unit-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default="/etc/systemd/system",
+        show_default=True,
+    )(f)
 
 
 def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = None) -> None:

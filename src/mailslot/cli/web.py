@@ -27,6 +27,7 @@ from mailslot.cli.helpers import (
     read_body,
     read_small_input,
     stopping_on_term,
+    unit_dir_option,
 )
 from mailslot.cli.shown import shown
 
@@ -135,7 +136,7 @@ def limits_opts(f: Any) -> Any:
 def install_opts(f: Any) -> Any:
     """``--user``, ``--unit-dir``, ``--dry-run``: whom a systemd unit runs as and where it goes."""
     f = click.option("--dry-run", is_flag=True, help="Print the unit instead of writing it.")(f)
-    f = click.option("--unit-dir", type=_DIR, default="/etc/systemd/system", show_default=True)(f)
+    f = unit_dir_option(f)
     return click.option(
         "--user", default="mailslot", show_default=True, help="Dedicated service user."
     )(f)
