@@ -20,7 +20,8 @@ Invariants and why:
   or is interrupted leaves them to the next wait.
   The cursor lives in the caller's state dir per (file, name); ``say`` never moves it, so a
   message that lands while the caller composes is never skipped (a hand-run loop's
-  ``CUR=$(wc -c)`` after writing could skip one).
+  ``CUR=$(wc -c)`` after writing could skip one). A file cut shorter than the cursor, or
+  replaced by another file, is read again from its start (re-delivery, never a skip).
 * Durable before return, visible at once: the block is fsync'd after both locks are released,
   so a waiting reader sees it the moment it is whole and the sender returns only once it is on
   disk.
