@@ -13,6 +13,11 @@ wraps uvicorn's httptools protocol with:
   buffers full) for ``body_timeout`` aborts the connection, which otherwise holds a request
   "busy in the app" for ever;
 * a header cap: more than ``header_bytes`` before the headers end is 431 (httptools has none);
+* an early answer (the app answered before reading the whole body, as a refusal on the headers
+  does): the rest of the body is drained and discarded, then the connection serves its next
+  request, when its declared length leaves at most ``DRAIN_MAX`` bytes; otherwise (more, a
+  chunked body, a client waiting for ``100 Continue``) the answer says ``connection: close``
+  and the connection closes. What is left of a body is never parsed as the next request;
 * a pipeline cap: at most ``PIPELINE_MAX`` requests queued behind the one being answered, else
   the connection closes (uvicorn queues them without bound: one client, hundreds of MB);
 * a connection bound: at most ``max_connections`` open at once. A connection over the bound
@@ -37,15 +42,21 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from mailslot.web.settings import ServerLimits
 
-__all__ = ["guarded_protocol"]
+__all__ = ["DRAIN_MAX", "PIPELINE_MAX", "guarded_protocol"]
 
 log = logging.getLogger(__name__)
 
-_HEAD, _BODY, _APP = "head", "body", "app"
+# _DRAIN: answered early; what is left of the body is read and dropped.
+_HEAD, _BODY, _APP, _DRAIN = "head", "body", "app", "drain"
 
 # Requests a client may queue behind the one being answered. No common client pipelines (httpx,
 # curl and browsers do not); a client that sends more is flooding, not batching.
 PIPELINE_MAX = 16
+
+# The most of an unread body drained after an early answer to keep the connection: a client that
+# sent a form over a cap can send its next request on the same connection; a bigger rest is not
+# worth reading, and the connection closes.
+DRAIN_MAX = 64 * 1024
 
 
 class _Flood(Exception):
@@ -79,6 +90,7 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._running: Any = None  # the request the app is answering
             self._head_bytes = 0  # bytes received since the last end of headers
             self._head_parsed = 0  # bytes of this request's line and headers, as parsed
+            self._body_seen = 0  # bytes of this request's body received so far
 
         # -- the connection bound ------------------------------------------------------------
 
@@ -167,6 +179,8 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             elif self._phase == _BODY:  # the app is waiting on it: it sees a disconnect
                 log.info("closing a connection whose body did not arrive in time")
                 self._refuse(None)
+            elif self._phase == _DRAIN:  # answered already: nothing waits on the rest
+                self._refuse(None)
 
         # -- parser events -------------------------------------------------------------------
 
@@ -191,12 +205,12 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             self._refuse(None)
 
         def data_received(self, data: bytes) -> None:
-            if self._phase != _BODY:
+            if self._phase not in (_BODY, _DRAIN):
                 self._head_bytes += len(data)
             if self._phase != _APP and self in live:
                 live[self] = time.monotonic()
             super().data_received(data)
-            if self._phase != _BODY and self._head_bytes > limits.header_bytes:
+            if self._phase not in (_BODY, _DRAIN) and self._head_bytes > limits.header_bytes:
                 # Still no end of headers (it resets the count): refuse before buffering more.
                 if self._phase == _HEAD:
                     message = f"request headers over {limits.header_bytes} bytes"
@@ -242,12 +256,53 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
                 raise _Flood  # stop parsing what is left of this read
             self._phase = _BODY
             self._head_bytes = 0
+            self._body_seen = 0
             if self in live:
                 live[self] = time.monotonic()
             self._arm(limits.body_timeout)
             super().on_headers_complete()
+            self._watch_early_answer(self.cycle)
+
+        def _watch_early_answer(self, cycle: Any) -> None:
+            """Have ``cycle``'s answer close the connection if it starts before the body was
+            read and more than ``DRAIN_MAX`` of it (or an unknown amount) is still to come."""
+            send = cycle.send
+
+            async def send_watched(message: Any) -> None:
+                early = message["type"] == "http.response.start" and cycle.more_body
+                if early and self._rest_of_body(cycle) is None:
+                    cycle.keep_alive = False  # uvicorn says connection: close, then closes
+                await send(message)
+
+            cycle.send = send_watched
+
+        def _rest_of_body(self, cycle: Any) -> int | None:
+            """Bytes of ``cycle``'s body still to come, if at most ``DRAIN_MAX`` and known."""
+            if getattr(cycle, "waiting_for_100_continue", False):
+                return None  # the client waits for a go-ahead before sending any of it
+            declared = None
+            for name, value in cycle.scope["headers"]:
+                if name == b"transfer-encoding":
+                    return None
+                if name == b"content-length":
+                    try:
+                        declared = int(value)
+                    except ValueError:
+                        return None
+            if declared is None:
+                return None
+            rest = declared - self._body_seen
+            return rest if rest <= DRAIN_MAX else None
+
+        def on_body(self, body: bytes) -> None:
+            self._body_seen += len(body)
+            super().on_body(body)
 
         def on_message_complete(self) -> None:
+            if self._phase == _DRAIN:  # the rest of an early-answered body is read
+                super().on_message_complete()
+                self._await_head()
+                return
             self._cancel()
             self._phase = _APP
             if self in live:
@@ -258,7 +313,14 @@ def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
             super().on_response_complete()
             if self.transport.is_closing():
                 return
-            if self.cycle is None or self.cycle.response_complete:
+            answered = self.cycle is None or self.cycle.response_complete
+            if answered and self._phase == _BODY:  # answered early: drain the rest first
+                self._phase = _DRAIN
+                if self in live:
+                    live[self] = time.monotonic()
+                self._arm(limits.body_timeout)
+                return
+            if answered:
                 self._await_head()
 
     return Guarded
