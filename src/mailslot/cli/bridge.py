@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mailslot.cli.helpers import emit, json_option, unit_dir_option
+from mailslot.cli.helpers import emit, json_option, unit_dir_option, unit_written
 
 __all__ = ["bridge"]
 
@@ -250,9 +250,4 @@ def install_cmd(
     if dry_run:
         emit(data, as_json, unit.text.rstrip("\n"))
     else:
-        emit(
-            data,
-            as_json,
-            f"wrote {unit.path}; then: systemctl daemon-reload && systemctl enable --now "
-            f"{unit.name}",
-        )
+        emit(data, as_json, unit_written(unit.path, unit.name))

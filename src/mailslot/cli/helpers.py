@@ -52,6 +52,7 @@ __all__ = [
     "stop_on_sigterm",
     "stopping_on_term",
     "unit_dir_option",
+    "unit_written",
     "write_out",
 ]
 
@@ -217,6 +218,11 @@ def unit_dir_option(f: F) -> F:
         default="/etc/systemd/system",
         show_default=True,
     )(f)
+
+
+def unit_written(path: Path | str | None, unit: str) -> str:
+    """What an ``install`` command says after writing ``unit`` at ``path``: the next step."""
+    return f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now {unit}"
 
 
 def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = None) -> None:

@@ -28,6 +28,7 @@ from mailslot.cli.helpers import (
     read_small_input,
     stopping_on_term,
     unit_dir_option,
+    unit_written,
 )
 from mailslot.cli.shown import shown
 
@@ -448,7 +449,7 @@ def _installed(text: str, path: Path | None, unit: str) -> None:
     if path is None:
         click.echo(text, nl=False)
     else:
-        click.echo(f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now {unit}")
+        click.echo(unit_written(path, unit))
 
 
 @peer.command("openapi")
