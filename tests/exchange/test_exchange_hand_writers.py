@@ -440,7 +440,7 @@ def test_an_entry_still_being_written_in_place_is_never_delivered_half(ex) -> No
         f.write(f"---\nfrom: olu\nat: {stamp}\naction: fyi\n---\nthe first half, ")
         f.flush()
         t, box = in_thread(watch, ex, "claude", timeout=30)
-        t.join(1.0)
+        t.join(5)  # a watcher that takes half an entry has returned by now
         f.write("then the second half\n")
     t.join(30)
     bodies = [d.entry.body for d in box["result"].items if d.entry]
