@@ -178,3 +178,11 @@ def test_a_cursor_saved_after_a_line_cut_short_stands_on_its_own_line(tmp_path: 
     store.path_for("k").write_bytes(b'{"inode": 7, "off')  # the only line, cut by a kill
     store.save_bytes("k", ByteCursor(12, 7), durable=False)
     assert store.load_bytes("k") == ByteCursor(12, 7)
+
+
+def test_a_save_without_fsync_makes_a_state_dir_that_is_not_there(tmp_path: Path) -> None:
+    store = CursorStore("chat", tmp_path / "state" / "not-made-yet")
+    store.save_bytes("room@/x", ByteCursor(7, 42), durable=False)
+    assert store.load_bytes("room@/x") == ByteCursor(7, 42)
+    store.save_bytes("room@/x", ByteCursor(9, 42), durable=False)
+    assert store.load_bytes("room@/x") == ByteCursor(9, 42)

@@ -317,12 +317,18 @@ class CursorStore:
     def save(self, key: str, value: dict[str, Any], *, durable: bool = True) -> None:
         """Store ``value`` for ``key``: durable, the file is replaced atomically and fsync'd;
         ``durable=False``, a line is appended (the file is rewritten when it grows long)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"key": key, **value}, sort_keys=True).encode() + b"\n"
         path = self.path_for(key)
         if durable:
+            self.dir.mkdir(parents=True, exist_ok=True)
             atomic_write(path, line)
-        elif append_unsynced(path, line, fresh_line=True) > COMPACT_BYTES:
+            return
+        try:  # the directory is made when the append finds it missing, not before every save
+            size = append_unsynced(path, line, fresh_line=True)
+        except FileNotFoundError:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            size = append_unsynced(path, line, fresh_line=True)
+        if size > COMPACT_BYTES:
             atomic_write(path, line, durable=False)
 
     def forget(self, key: str) -> None:
