@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mailslot.core.errors import FormatError
@@ -328,14 +328,8 @@ class Unreadable:
         return f"{self.file} line {self.line}: {self.reason}{shown}"
 
     def to_json(self) -> dict[str, Any]:
-        """``file, line, offset, reason, text``."""
-        return {
-            "file": self.file,
-            "line": self.line,
-            "offset": self.offset,
-            "reason": self.reason,
-            "text": self.text,
-        }
+        """``file, line, offset, reason, text``: the fields under their own names."""
+        return asdict(self)
 
 
 @dataclass
