@@ -186,3 +186,16 @@ def test_a_save_without_fsync_makes_a_state_dir_that_is_not_there(tmp_path: Path
     assert store.load_bytes("room@/x") == ByteCursor(7, 42)
     store.save_bytes("room@/x", ByteCursor(9, 42), durable=False)
     assert store.load_bytes("room@/x") == ByteCursor(9, 42)
+
+
+def test_a_seen_mark_whose_directory_was_removed_makes_it_again(tmp_path: Path) -> None:
+    import shutil
+
+    store = CursorStore("exchange-watch", tmp_path / "state")
+    log = store.seen_log("olu@/ex")
+    log.load()
+    log.add(["t/0001-claude"])
+    log.load()
+    shutil.rmtree(tmp_path / "state")
+    log.add(["t/0002-claude"])  # no error: the directory is made again and the mark written
+    assert store.path_for("olu@/ex").read_bytes().endswith(b'{"add": ["t/0002-claude"]}\n')

@@ -268,8 +268,11 @@ class SeenLog:
         line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
         if self._end > self._at[1]:  # end the line a crash cut short, so this one stands alone
             line = b"\n" + line
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        size = append_unsynced(self.path, line)
+        try:  # the directory is there: the set was read from it
+            size = append_unsynced(self.path, line)
+        except FileNotFoundError:  # removed since: made again
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            size = append_unsynced(self.path, line)
         if size != self._end + len(line):  # someone else wrote too: read it all next time
             self._at = None
             return
