@@ -3,15 +3,16 @@ to its message in its thread, snippets shown as text with the match marked."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from page_helpers import World
-
-from mailslot.exchange.entries import send
-from mailslot.exchange.layout import load_exchange
+from page_helpers import World, login, serve_page
 
 
 def test_hits_from_every_channel_link_to_their_thread(page_url: str, world: World) -> None:
@@ -24,10 +25,46 @@ def test_hits_from_every_channel_link_to_their_thread(page_url: str, world: Worl
     assert f'href="/c/chats/{world.chat.name}#m' in chat
 
 
-def test_a_new_entry_is_found_at_once(page_url: str, world: World) -> None:
-    send(load_exchange(world.exchange), "olu", world.topics[0], "fyi", "zanzibar checkpoint")
-    html = httpx.get(f"{page_url}/search", params={"q": "zanzibar"}).text
-    assert "1 hit" in html and "olu" in html
+def _found_within(url: str, word: str, seconds: float) -> str | None:
+    """The search page for ``word`` once it shows a hit, polled until ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        html = httpx.get(f"{url}/search", params={"q": word}).text
+        if "1 hit" in html:
+            return html
+        time.sleep(0.02)
+    return None
+
+
+def test_an_entry_another_process_writes_is_found_without_a_reindex(
+    page_url: str, world: World
+) -> None:
+    assert "1 hit" not in httpx.get(f"{page_url}/search", params={"q": "quokka"}).text
+    writer = (
+        "import sys\n"
+        "from mailslot.exchange.entries import send\n"
+        "from mailslot.exchange.layout import load_exchange\n"
+        "send(load_exchange(sys.argv[1]), 'olu', sys.argv[2], 'fyi', 'a quokka at the gate')\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(world.exchange), world.topics[0]], check=True)
+    html = _found_within(page_url, "quokka", 30)
+    assert html is not None, "the entry never showed in the page's search"
+    assert "olu" in html and f'href="/x/exchange/t/{world.topics[0]}#e' in html
+
+
+def test_an_entry_written_on_the_page_is_found_at_once(page_url: str, world: World) -> None:
+    topic = world.topics[0]
+    assert "1 hit" not in httpx.get(f"{page_url}/search", params={"q": "wombat"}).text
+    with httpx.Client() as client:
+        csrf = login(client, page_url, world.tokens["ops"])
+        r = client.post(
+            f"{page_url}/x/exchange/t/{topic}/send",
+            data={"csrf": csrf, "action": "fyi", "body": "a wombat in the build"},
+            headers={"Origin": page_url},
+        )
+        assert r.status_code == 303, r.text
+        html = client.get(f"{page_url}/search", params={"q": "wombat"}).text
+    assert "1 hit" in html and "ops" in html
 
 
 @pytest.mark.browser
@@ -53,3 +90,12 @@ def test_a_hostile_snippet_is_text_and_its_link_lands_on_the_message(
 def test_a_query_outside_the_language_is_refused_plainly(page_url: str) -> None:
     r = httpx.get(f"{page_url}/search", params={"q": "x" * 5000})
     assert r.status_code == 422 and 'class="refused"' in r.text
+
+
+def test_the_search_follower_stops_with_the_page(world: World) -> None:
+    from mailslot.web.page.settings import PageSettings
+
+    with serve_page(PageSettings(world.roots, world.humans_file)) as url:
+        assert "hit" in httpx.get(f"{url}/search", params={"q": "gate"}).text
+        assert any(t.name == "page-search" for t in threading.enumerate())
+    assert not [t for t in threading.enumerate() if t.name == "page-search"]

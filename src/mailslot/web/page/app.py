@@ -123,7 +123,7 @@ def create_app(settings: PageSettings) -> GuardedApp:
     )
     app.state.ctx = ctx
     threading.Thread(target=handlers.warm, name="page-warm", daemon=True).start()
-    return GuardedApp(app, ctx, env, handlers.cache.close)
+    return GuardedApp(app, ctx, env, handlers.close)
 
 
 async def static(request: Request) -> Response:
@@ -153,7 +153,7 @@ class GuardedApp:
         self.session_cookie = guard.cookie_name(guard.SESSION_COOKIE, ctx.settings.port)
 
     def close(self) -> None:
-        """Stop the views' file watchers (the server has stopped)."""
+        """Stop the views' file watchers and the search's follower (the server has stopped)."""
         self._close()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:

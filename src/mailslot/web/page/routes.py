@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from mailslot.core.errors import MailslotError, NotFound
 from mailslot.web.page import guard
 from mailslot.web.page.app import Context, in_thread, qs, sse_lines, status_of
+from mailslot.web.page.finder import PageSearch
 from mailslot.web.page.humans import match
 from mailslot.web.page.sources import Source
 from mailslot.web.page.views import FILTERS, ViewCache, filter_rows, minutes_ago
@@ -45,10 +46,16 @@ class Handlers:
         self.ctx = ctx
         self.env = env
         self.cache = ViewCache()
+        self.finder = PageSearch([s.root for s in ctx.sources.all])
         self.session_cookie = guard.cookie_name(guard.SESSION_COOKIE, ctx.settings.port)
         self.login_cookie = guard.cookie_name(guard.LOGIN_COOKIE, ctx.settings.port)
         # Each open event stream waits in a worker thread; these bound how many at once.
         self.sse_limiter = anyio.CapacityLimiter(ctx.settings.sse_streams)
+
+    def close(self) -> None:
+        """Stop the views' watchers and the search's follower (the server has stopped)."""
+        self.cache.close()
+        self.finder.close()
 
     def warm(self) -> None:
         """Build every exchange's view ahead of the first request (a 10,000-topic exchange
@@ -116,6 +123,7 @@ class Handlers:
             await in_thread(fn, *args)
         except MailslotError as e:
             return self.refused(request, status_of(e), str(e))
+        self.finder.written()
         return RedirectResponse(back, status_code=303)
 
     # -- login -----------------------------------------------------------------------------
@@ -470,10 +478,7 @@ class Handlers:
         )
 
     def _search(self, query: str) -> list[Any]:
-        from mailslot.search import search
-
-        roots = [s.root for s in self.ctx.sources.all]
-        return search(roots, query, limit=SEARCH_HITS, fresh=True, skip_empty=True)
+        return self.finder.find(query, SEARCH_HITS)
 
     def _hit(self, hit: Any) -> dict[str, Any]:
         """A search hit as the page shows it: where it links, its snippet in marked pieces."""
