@@ -134,3 +134,17 @@ def test_a_waiting_watch_on_b_wakes_on_an_entry_written_on_a(pair) -> None:
     out, err = watcher.communicate(timeout=40)
     assert watcher.returncode == 0, err
     assert rel.split("/")[-1] in out and "wake up, b" in json.dumps(json.loads(out))
+
+
+def test_serve_stopped_by_ctrl_c_exits_130_and_stops_its_server(pair) -> None:
+    import signal
+
+    from bridge_helpers import _alive
+
+    proc, server = pair.a.proc, pair.a.server_pid()
+    assert proc is not None and server and _alive(server)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(15) == 130
+    pair.a.proc = None
+    assert "mailslot: interrupted" in (pair.a.base / "serve.log").read_text()
+    wait_for(lambda: not _alive(server), 10, "the nats-server child stopped")
