@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from mailslot.web.guard import DRAIN_MAX
-from mailslot.web.settings import SERVER_HEADER_BYTES
+from mailslot.web.settings import SERVER_HEADER_BYTES, ServerLimits
 
 
 async def _refuses_before_reading(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
@@ -103,3 +103,37 @@ def test_the_rest_of_a_refused_body_is_never_taken_for_the_next_request(
                 else:
                     assert second is not None, "kept alive, yet the next request went unanswered"
                     assert second[0].startswith(b"http/1.1 200 "), second
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /form HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n",
+    ],
+    ids=["chunked", "expect-continue"],
+)
+def test_an_early_answer_to_a_body_of_unknown_rest_closes_the_connection(
+    serve, head: bytes
+) -> None:
+    with serve(_refuses_before_reading) as url, socket.create_connection(_address(url)) as s:
+        reader = _Reader(s)
+        _send(s, head)
+        first = reader.answer()
+        assert first is not None and first[0].startswith(b"http/1.1 413 "), first
+        assert b"\r\nconnection: close" in first[0]
+        _send(s, b"5\r\nhello\r\n0\r\n\r\n" if b"chunked" in head else b"x" * 100)
+        _send(s, b"GET /form HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert reader.answer() is None
+
+
+def test_a_rest_that_never_comes_is_cut_off_after_the_body_timeout(serve) -> None:
+    quick = ServerLimits(header_timeout=1.0, body_timeout=1.0)
+    with serve(_refuses_before_reading, quick) as url:
+        with socket.create_connection(_address(url)) as s:
+            reader = _Reader(s)
+            _send(s, b"POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")
+            first = reader.answer()
+            assert first is not None and first[0].startswith(b"http/1.1 413 "), first
+            assert b"connection: close" not in first[0]  # a small rest: drained, kept alive
+            assert reader.answer() is None  # ... until the body deadline passes without it
