@@ -99,24 +99,30 @@ def inbox_items(
     *,
     list_live: Callable[[str, str, bool], TopicDir] = list_dir,
     live_names: list[str] | None = None,
+    done_names: list[str] | None = None,
 ) -> tuple[list[InboxItem], list[TopicDir]]:
     """Entries in ``to-<side>/`` (live, then archived) whose key is not in ``skip``, and the
     live topic directories. A topic both live and in ``done/`` (damage) yields both copies' entries,
     each key once. ``list_live`` lists a live topic (a watcher passes one that reuses the
-    listing of a directory that had no event since), and ``live_names`` the live topics' names
-    when it knows them (the inbox had no event since it listed them).
+    listing of a directory that had no event since), and ``live_names`` and ``done_names`` the
+    live and archived topics' names when it knows them (the inbox and ``done/`` had no event
+    since it listed them).
     """
     inbox = str(ex.inbox(side))
     names = topic_names(inbox) if live_names is None else live_names
     live = [list_live(f"{inbox}/{t}", t, False) for t in names]
-    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in topic_names(f"{inbox}/{DONE}")]
+    archived = topic_names(f"{inbox}/{DONE}") if done_names is None else done_names
+    done = [list_dir(f"{inbox}/{DONE}/{t}", t, True) for t in archived]
     out = []
     taken: set[str] = set()  # beside ``skip``, not a copy of it: a seen-set holds thousands
     for d in (*live, *done):
         prefix = d.topic + "/"
-        for number, sender, name in d.entries:
-            key = prefix + name[:-3]  # the name is NNNN-<from>.md: the key's own spelling
-            if key not in skip and key not in taken:
+        # the name is NNNN-<from>.md: the key's own spelling; most are seen, so those are
+        # dropped in one comprehension before anything is built for the rest
+        fresh = [e for e in d.entries if prefix + e[2][:-3] not in skip]
+        for number, sender, name in fresh:
+            key = prefix + name[:-3]
+            if key not in taken:
                 taken.add(key)
                 out.append(InboxItem(d.topic, number, sender, Path(d.file(name)), d.archived))
     return out, live

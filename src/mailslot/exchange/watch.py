@@ -187,8 +187,9 @@ class Watcher:
         # Whether the last check consumed such an event: a topic made since the paths were
         # armed is not armed yet, so the next round arms and checks before it waits
         self._again = False
-        # the live topics' names, kept while no event on anything but a listed topic arrives
-        self._names: list[str] | None = None
+        # the live and the archived topics' names, kept while no event on anything but a
+        # listed topic arrives
+        self._names: tuple[list[str], list[str]] | None = None
         self._state_dir_made = False
 
     def close(self) -> None:
@@ -279,10 +280,16 @@ class Watcher:
                     self._listings.pop(str(p), None)
                     self._rearm = self._again = True
                     self._names = None
-        if self._names is None and changed is not None:
-            self._names = topic_names(self.inbox)  # listed after the inbox was armed
+        if self._names is None and changed is not None:  # listed after both were armed
+            self._names = (topic_names(self.inbox), topic_names(self.inbox / DONE))
+        live_names, done_names = self._names if self._names is not None else (None, None)
         items, live = inbox_items(
-            self.ex, self.side, seen.keys, list_live=self._list_live, live_names=self._names
+            self.ex,
+            self.side,
+            seen.keys,
+            list_live=self._list_live,
+            live_names=live_names,
+            done_names=done_names,
         )
         for item in items:
             entry = self._entry(item.path, item.topic)
