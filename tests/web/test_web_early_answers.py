@@ -129,11 +129,10 @@ def test_an_early_answer_to_a_body_of_unknown_rest_closes_the_connection(
 
 def test_a_rest_that_never_comes_is_cut_off_after_the_body_timeout(serve) -> None:
     quick = ServerLimits(header_timeout=1.0, body_timeout=1.0)
-    with serve(_refuses_before_reading, quick) as url:
-        with socket.create_connection(_address(url)) as s:
-            reader = _Reader(s)
-            _send(s, b"POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")
-            first = reader.answer()
-            assert first is not None and first[0].startswith(b"http/1.1 413 "), first
-            assert b"connection: close" not in first[0]  # a small rest: drained, kept alive
-            assert reader.answer() is None  # ... until the body deadline passes without it
+    with serve(_refuses_before_reading, quick) as url, socket.create_connection(_address(url)) as s:
+        reader = _Reader(s)
+        _send(s, b"POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")
+        first = reader.answer()
+        assert first is not None and first[0].startswith(b"http/1.1 413 "), first
+        assert b"connection: close" not in first[0]  # a small rest: drained, kept alive
+        assert reader.answer() is None  # ... until the body deadline passes without it
