@@ -494,3 +494,17 @@ def test_a_state_written_just_now_acknowledges_its_own_time_despite_a_coarse_cti
     assert acknowledged_by(taken, lagging_ctime) == taken
     ahead = taken + timedelta(seconds=50)
     assert acknowledged_by(ahead, lagging_ctime) < taken + CTIME_GRANULARITY + timedelta(seconds=1)
+
+
+def test_a_topic_both_live_and_archived_on_one_side_is_reported_once_as_a_conflict(ex) -> None:
+    root = ex.root
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
+    assert tick(root)["archived"] == [T]
+    hand_entry(root, "olu", T, 3, "claude", "2098-11-01T11:00:00Z")  # a live copy beside done/
+    r = run(root, "exchange", "tick", "--json", ok=False)
+    out = json.loads(r.stdout)
+    assert r.exit_code == 1 and "settle it by hand" in r.stderr
+    assert [e for e in out["errors"] if T in e] == [
+        f"topic {T}: to-olu/ has both {T}/ and done/{T}/; settle it by hand"
+    ]
+    assert out["reopened"] == [] and out["new_topics"] == []

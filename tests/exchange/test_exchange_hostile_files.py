@@ -408,3 +408,25 @@ def test_index_cells_escape_values_from_the_other_side(ex: Exchange) -> None:
     assert md_cell("<img> | [a](b)\n# h") == "&lt;img&gt; \\| \\[a\\]\\(b\\) \\# h"
     assert len(md_cell("x" * 1000)) == 160
     assert "waiting: " in row and row.count(" | ") == 4  # no extra cells
+
+
+def test_what_cannot_be_read_is_said_once_and_for_what_it_is(ex: Exchange) -> None:
+    import os
+
+    root = ex.root
+    topic = send_cli(root, "olu", "t", "hello").split("/")[1]
+    here = root / "to-claude" / topic
+    (here / "0002-olu.md").write_bytes(b"x" * 400_000)  # over the entry size limit
+    (here / "0003-olu.md").symlink_to(here / "0001-olu.md")
+    os.mkfifo(here / "0004-olu.md")
+    text = run(root, "exchange", "read", topic).stdout
+    assert "(unreadable: larger than 327680 bytes)" in text and "unreadable: unreadable" not in text
+    out = json.loads(
+        run(root, "exchange", "watch", "--timeout", "1", "--peek", "--json", agent="claude").stdout
+    )
+    why = {Path(i["path"]).name: i.get("why") for i in out["items"] if i["kind"] == "stray"}
+    assert why["0003-olu.md"].startswith("a symlink, not followed")
+    assert why["0004-olu.md"].startswith("not a regular file")
+    read = json.loads(run(root, "exchange", "read", topic, "--json").stdout)
+    errors = {e["number"]: e["error"] for e in read["entries"]}
+    assert errors[2] == "larger than 327680 bytes"  # the faces say "unreadable: " before it

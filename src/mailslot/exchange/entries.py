@@ -159,7 +159,7 @@ def parse_entry(path: Path, side: str, topic: str) -> Entry:
         arrived = os.lstat(path).st_ctime_ns
         raw = read_regular(path)
     except OSError as e:
-        return Entry(number, sender, side, topic, path, error=f"unreadable: {e.strerror}")
+        return Entry(number, sender, side, topic, path, error=e.strerror or str(e))
     meta, body, error = parse_entry_text(raw, path)
     at: datetime | None
     try:

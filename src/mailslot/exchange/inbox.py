@@ -305,7 +305,7 @@ def peek_entry(path: Path | str) -> EntryPeek:
         if not whole:
             raw = read_regular(path)
     except OSError as e:
-        return EntryPeek(None, None, f"unreadable: {e.strerror}")
+        return EntryPeek(None, None, e.strerror or str(e))
     meta, _, error = parse_entry_text(raw, Path(path))
     raw_action, raw_at = meta.get("action"), meta.get("at")
     return EntryPeek(

@@ -352,7 +352,7 @@ class _Tick:
                 r.state_changes.append(
                     {"topic": name, "side": writer, "from": before, "to": now_is}
                 )
-        if name not in self.prev_topics:
+        if name not in self.prev_topics and not scan.conflict:  # a conflict is its error only
             (r.reopened if reopened else r.new_topics).append(name)
         if done:
             r.archived.append(name)

@@ -41,7 +41,7 @@ def stray_kind(name: str, mode: int) -> str | None:
     if not known:
         return "not an entry (NNNN-<from>.md), STATE.md or HELD.md"
     if stat.S_ISLNK(mode):
-        return "a symlink, not a file"
+        return "a symlink, not followed"
     if not stat.S_ISREG(mode):
         return "not a regular file"
     return None

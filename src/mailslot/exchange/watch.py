@@ -25,6 +25,7 @@ may re-deliver, never lose. Each mark drops the keys of topics that are neither 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from mailslot.exchange.inbox import inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 from mailslot.exchange.listing import TopicDir, list_dir, relisted, topic_entries, topic_names
 from mailslot.exchange.safeio import read_regular
+from mailslot.exchange.tree import stray_kind
 
 __all__ = [
     "SCOPES",
@@ -145,6 +147,15 @@ Show = Callable[[WatchResult], None]
 
 def _plain(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+
+
+def _stray_why(path: str) -> str:
+    """What a stray in a topic directory is, told by ``tree.stray_kind`` from its ``lstat``."""
+    try:
+        why = stray_kind(os.path.basename(path), os.lstat(path).st_mode)
+    except OSError as e:
+        why = e.strerror
+    return why or "not a regular file"
 
 
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
@@ -302,7 +313,7 @@ class Watcher:
             for name in d.strays:  # shown once, marked: never silently invisible
                 key = f"{d.topic}/{name}:stray"
                 if key not in seen.keys:
-                    why = "not an entry (NNNN-<from>.md), STATE.md or HELD.md; not parsed"
+                    why = f"{_stray_why(d.file(name))}; not parsed"
                     out.append(Delivered("stray", key, d.topic, Path(d.file(name)), why=why))
         holds = load_holds(self.ex) if any(d.held for d in live) else {}
         for d in live:
