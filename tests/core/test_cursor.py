@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from mailslot.core.cursor import COMPACT_BYTES, ByteCursor, CursorStore, SeenSet, state_dir
-from mailslot.core.errors import FormatError
+from mailslot.core.errors import FormatError, NoSpace
 
 
 def test_state_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,3 +199,17 @@ def test_a_seen_mark_whose_directory_was_removed_makes_it_again(tmp_path: Path) 
     shutil.rmtree(tmp_path / "state")
     log.add(["t/0002-claude"])  # no error: the directory is made again and the mark written
     assert store.path_for("olu@/ex").read_bytes().endswith(b'{"add": ["t/0002-claude"]}\n')
+
+
+def test_a_full_state_disk_is_no_space_naming_the_state_dir_and_a_saved_cursor_stands(
+    small_disk: Path, fill_disk
+) -> None:
+    store = CursorStore("chat", small_disk)
+    store.save_bytes("k", ByteCursor(1, 2))
+    fill_disk(small_disk)
+    with pytest.raises(NoSpace) as e:
+        for offset in range(2, 1000):  # appends fill the file's page, then the disk refuses
+            store.save_bytes("k", ByteCursor(offset, 2), durable=False)
+    assert e.value.path == store.dir
+    saved = store.load_bytes("k")
+    assert saved.inode == 2 and 1 <= saved.offset < offset  # an older position: re-delivers

@@ -150,7 +150,8 @@ def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666, fresh_line: b
     For records whose loss only repeats work (reader cursors): no new name, no rename, so it
     costs a few microseconds where a temp + rename costs a journal commit under load. A crash
     may leave the last record cut short; readers take only lines that end in a newline.
-    ``OSError`` for a symlink, a FIFO or anything else not a regular file. ``fresh_line``: a
+    ``OSError`` for a symlink, a FIFO or anything else not a regular file; ``NoSpace`` for a
+    full disk (a record may be left cut short). ``fresh_line``: a
     file that does not end in a newline (its last record cut short) gets one first, so ``data``
     is not read as the tail of the cut record.
     """
@@ -163,7 +164,8 @@ def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666, fresh_line: b
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         if fresh_line and st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             data = b"\n" + data
-        write_all(fd, data)
+        with _no_space(path):
+            write_all(fd, data)
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
