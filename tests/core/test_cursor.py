@@ -1,4 +1,6 @@
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,19 @@ def test_a_full_state_disk_is_no_space_naming_the_state_dir_and_a_saved_cursor_s
     assert e.value.path == store.dir
     saved = store.load_bytes("k")
     assert saved.inode == 2 and 1 <= saved.offset < offset  # an older position: re-delivers
+
+
+def test_a_rewrite_removes_what_a_writer_killed_mid_rewrite_left(tmp_path: Path) -> None:
+    store = CursorStore("w", tmp_path)
+    store.save_seen("olu", SeenSet({"t/0001-a"}))
+    final = store.path_for("olu").name
+    left = store.dir / f".{final}.4242.0badf00d.tmp"  # a killed rewrite's temp, hours old
+    fresh = store.dir / f".{final}.4243.0badf00e.tmp"  # a rewrite that may still be running
+    left.write_text('{"seen": []}\n')
+    fresh.write_text('{"seen": []}\n')
+    os.utime(left, (time.time() - 2 * 3600,) * 2)
+    store.save_seen("olu", SeenSet({"t/0001-a", "t/0002-a"}))
+    assert not left.exists() and fresh.exists()
+    for offset in range(200):  # a cursor's appended lines folded back: the same sweep
+        store.save_bytes("k", ByteCursor(offset, 7), durable=False)
+    assert fresh.exists() and store.load_seen("olu").keys == {"t/0001-a", "t/0002-a"}

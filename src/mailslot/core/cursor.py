@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.errors import FormatError
-from mailslot.core.fsio import append_unsynced, atomic_write, read_regular
+from mailslot.core.fsio import append_unsynced, atomic_write, read_regular, sweep_temps
 
 __all__ = ["ByteCursor", "CursorStore", "SeenLog", "SeenSet", "state_dir"]
 
@@ -152,6 +152,15 @@ def _read(path: Path) -> bytes | None:
         return read_regular(path, CURSOR_MAX_BYTES)
     except FileNotFoundError:
         return None
+
+
+def _sweep(directory: Path) -> None:
+    """Remove the temps of rewrites whose writer was killed before the rename (each as large as
+    the set it held): a rewrite is rare enough to pay for the listing."""
+    try:
+        sweep_temps(directory)
+    except OSError:
+        pass  # a later rewrite tries again
 
 
 def _seen_keys(record: dict[str, Any], field: str, path: Path) -> list[str]:
@@ -289,6 +298,7 @@ class SeenLog:
         line = data.encode() + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, line, durable=False)
+        _sweep(self.path.parent)
         self._at = os.stat(self.path).st_ino, len(line)
         self._end = len(line)
         self._first, self._added = len(self.seen.keys), 0
@@ -333,6 +343,7 @@ class CursorStore:
             size = append_unsynced(path, line, fresh_line=True)
         if size > COMPACT_BYTES:
             atomic_write(path, line, durable=False)
+            _sweep(self.dir)
 
     def forget(self, key: str) -> None:
         """Drop the value stored for ``key`` (nothing if there is none)."""
