@@ -46,6 +46,7 @@ from mailslot.core.clock import format_time
 from mailslot.core.errors import (
     CannotOpen,
     Conflict,
+    Gone,
     InvalidValue,
     LimitExceeded,
     MailslotError,
@@ -428,6 +429,13 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
     return True
 
 
+def _claim_here(layout: Layout, agent: str) -> _Claim | None:
+    """``_claim``, or ``Gone`` (exit 4) once ``outbox/`` was removed under the wait."""
+    if not layout.outbox.is_dir():
+        raise Gone("outbox/ was removed while waiting", path=layout.outbox)
+    return _claim(layout, agent)
+
+
 def take(
     root: Path, agent: str, *, wait: float = 0, show: Callable[[Item], None] | None = None
 ) -> Item:
@@ -438,7 +446,8 @@ def take(
     next take. A taker killed after the move and before its output leaves the item in
     ``outbox/taken/`` with its ``taken_by`` (``outbox list --taken`` finds it).
     Raises ``Conflict`` unless the charter names ``agent`` as the writer of ``outbox/taken/``,
-    ``OutboxEmpty`` (exit 3) when there is nothing to take, ``WaitTimeout`` after a wait.
+    ``OutboxEmpty`` (exit 3) when there is nothing to take, ``WaitTimeout`` after a wait, ``Gone``
+    (exit 4) when ``outbox/`` is removed during it.
     """
     validate_agent(agent)
     layout = Layout.at(root)
@@ -457,7 +466,10 @@ def take(
     if wait > 0:
         try:
             claim = wait_until(
-                lambda: _claim(layout, agent), [layout.outbox], wait, what="outbox item to take"
+                lambda: _claim_here(layout, agent),
+                [layout.outbox],
+                wait,
+                what="outbox item to take",
             )
         except WaitTimeout as e:
             e.payload = {"taken": None}

@@ -222,6 +222,8 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
 def outbox_take(env: Env, wait: float, as_json: bool) -> None:
     """Claim the oldest item into outbox/taken/ and print its absolute path; exit 3 if none.
 
+    With --wait, exit 4 when outbox/ is removed while waiting.
+
     Only the writer of outbox/taken/ in DIVISION-OF-WORK.md may take. Two takers racing never
     get the same item. If the path cannot be printed (a closed pipe, Ctrl-C) the item goes
     back to outbox/; a taker killed in between leaves it in outbox/taken/ (list --taken).

@@ -90,7 +90,8 @@ def watch_cmd(
     Prints each new entry's path and frontmatter (--json: body too), then marks it
     seen in YOUR state dir: output that fails (a closed pipe) or is interrupted
     marks nothing; --peek marks nothing. Entries archived before you read
-    them are delivered too, and a HELD.md placed for you once. Exit 3 on timeout.
+    them are delivered too, and a HELD.md placed for you once. Exit 3 on timeout;
+    exit 4 when your inbox is removed while waiting.
     A reader that never watched has seen nothing: all pending is delivered
     (use --mark-all-seen once to start from now). To survive a run that fails
     half-way: --peek --json, do the work, then --ack KEY for each item's key.

@@ -117,7 +117,8 @@ def ask_cmd(
     """Open the next turn (C<N>, or Q<N> for the manager) and print the matching reply's say=.
 
     Arms and saves the cursor before appending, selects the reply by id. On timeout (exit 3)
-    the turn stays open; `relay recover` finishes it.
+    the turn stays open; `relay recover` finishes it. Exit 4 when the relay is stopped or
+    its mailbox removed while waiting.
 
     \b
     Example:
@@ -196,7 +197,8 @@ def answer_cmd(env: Env, ask_id: str, text: str | None, as_json: bool) -> None:
 def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     """Block until a turn you owe a reply to is open; print its id and say= text.
 
-    The manager waits for C turns, the worker (in an interview) for Q turns.
+    The manager waits for C turns, the worker (in an interview) for Q turns. Exit 3 on
+    timeout; exit 4 when the relay is stopped or its mailbox removed while waiting.
 
     \b
     Example:

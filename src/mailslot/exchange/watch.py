@@ -34,7 +34,7 @@ from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore, SeenSet
-from mailslot.core.errors import FormatError, InvalidName, NotFound, WaitTimeout
+from mailslot.core.errors import FormatError, Gone, InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
 from mailslot.core.handover import show_then_record
 from mailslot.core.wait import Watch
@@ -459,6 +459,8 @@ class Watcher:
                 show(WatchResult(self.agent, self.side, found, peek, list(self.warnings)))
             if found:
                 return WatchResult(self.agent, self.side, found, peek, list(self.warnings))
+            if not self.ex.inbox(self.side).is_dir():  # removed under the wait: nothing can come
+                raise Gone(f"to-{self.side}/ was removed while waiting", path=self.ex.root)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 scope = "entry" if self.action == "any" else "action: required entry"
@@ -488,7 +490,8 @@ def watch(
     show: Show | None = None,
 ) -> WatchResult:
     """Block until an unseen entry (or hold) for ``agent`` exists; deliver it and advance the
-    cursor unless ``peek``. ``WaitTimeout`` (exit 3) at the deadline; ``Conflict`` for a stranger.
+    cursor unless ``peek``. ``WaitTimeout`` (exit 3) at the deadline; ``Conflict`` for a stranger;
+    ``Gone`` (exit 4) when the inbox is removed while waiting.
     ``show`` writes the result out before the cursor moves (``Watcher.take``); without it, what
     is returned is marked seen as it returns.
     """

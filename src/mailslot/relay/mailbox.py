@@ -272,6 +272,12 @@ def open_relay(root: Path | str) -> Relay:
     return Relay(root, validate_agent(config["worker"]), validate_agent(config["manager"]))
 
 
+def _still_there(relay: Relay) -> None:
+    """``Gone`` (exit 4) when the mailbox was removed under a wait: nothing can arrive now."""
+    if not (relay.root / CONFIG).is_file():
+        raise Gone("the relay mailbox was removed while waiting", path=relay.root)
+
+
 def _read(path: Path, offset: int = 0) -> bytes:
     """The inbox from ``offset``, bounded (``LimitExceeded``, ``FormatError`` for a non-file)."""
     try:
@@ -651,6 +657,7 @@ def _await(
         )
         if found is not None:
             break
+        _still_there(relay)
         if conv.stopped is not None:
             s = conv.stopped
             raise Gone(
@@ -729,7 +736,8 @@ def ask(
     ``show`` writes the reply out before its delivery is recorded: if it raises, the turn
     stays pending and ``recover`` delivers it.
     Raises ``RelayStopped``/``Conflict`` (stopped; a turn still open; wrong kind or recipient),
-    ``LimitExceeded``, ``WaitTimeout`` (exit 3; recover later), ``Gone`` (stopped while waiting).
+    ``LimitExceeded``, ``WaitTimeout`` (exit 3; recover later), ``Gone`` (stopped, or the mailbox
+    removed, while waiting).
     """
     relay = open_relay(root)
     role = relay.role(name)
@@ -874,7 +882,8 @@ def serve(
 
     The first time a turn is served, a ``seen=<id> at=<ms>`` line goes to the caller's notes
     (for ``stats``). ``on_unreadable`` hears of each line in the caller's inbox that is not a
-    turn (once). Raises ``WaitTimeout`` (exit 3), ``Gone`` (exit 4) when stopped.
+    turn (once). Raises ``WaitTimeout`` (exit 3), ``Gone`` (exit 4) when stopped or the
+    mailbox is removed.
     """
     relay = open_relay(root)
     owed = "C" if relay.role(name) == "manager" else "Q"
@@ -898,6 +907,7 @@ def serve(
                     _note_line(relay, name, format_line(_hhmm(), name, f"seen={t.id}", seen))
                     store.save(key, {"last": t.id}, durable=False)  # loss: one repeated note
                 return t
+            _still_there(relay)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise WaitTimeout(
