@@ -163,6 +163,22 @@ def test_read_only_lock_file_still_locks(tmp_path: Path) -> None:
         assert lock.exists()
 
 
+def test_a_symlink_or_fifo_planted_as_a_lock_file_is_refused_and_nothing_is_created(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lock = tmp_path / "send.lock"
+    lock.symlink_to(elsewhere / "made-by-the-lock")  # a name that does not exist yet
+    with pytest.raises(OSError), file_lock(lock):
+        pass
+    assert not (elsewhere / "made-by-the-lock").exists()
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(OSError, match="not a regular file"), file_lock(lock):
+        pass
+
+
 KILL_CHILD = textwrap.dedent(
     """
     import os, sys, time

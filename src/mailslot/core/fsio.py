@@ -483,7 +483,8 @@ def file_lock(
     timeout: float | None = None,
     busy: str | None = None,
 ) -> Iterator[int]:
-    """Hold ``flock`` on ``path`` (created if it can be; a read-only file locks too).
+    """Hold ``flock`` on ``path`` (created if it can be; a read-only file locks too; ``OSError``
+    for a symlink, a FIFO or anything else that is not a regular file).
 
     ``flock`` works on a descriptor opened read-only, so two sides that may each write only their
     own folder can still serialise on a lock file both can read. Raises ``LockBusy`` when
@@ -491,11 +492,17 @@ def file_lock(
     someone else holds it (a lock another party can take must not hang this one forever; the
     wait is ``lockwait.wait_for``'s, and ``busy`` is what the error says then).
     """
+    # O_NOFOLLOW: a symlink planted under the lock's name must not make this create or lock a
+    # file elsewhere; O_NONBLOCK: a FIFO under it must not block the open (read-only, it waits
+    # for a writer that never comes). Neither is a lock file: refused.
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o666)
     except PermissionError:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | flags)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file, so not a lock file", str(path))
         op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         if blocking and timeout is None:
             fcntl.flock(fd, op)
