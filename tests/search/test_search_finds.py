@@ -103,6 +103,21 @@ def test_hits_are_named_records_and_json_ready(roots: Roots) -> None:
     data = json.loads(json.dumps(hit.to_json()))
     assert data["link"] == hit.link and data["marks"] == [list(m) for m in hit.marks]
     assert set(data) >= {"channel", "root", "thread", "name", "sender", "at", "snippet", "link"}
+    assert data["location"] == f"{hit.root}/{hit.link}"  # an added field; the others keep theirs
+
+
+def test_with_one_root_the_printed_links_open_from_any_directory(
+    roots: Roots, run_cli, tmp_path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for root in roots.all:
+        out = run_cli("search", "gate", "--root", str(root), cwd=elsewhere)
+        assert out.returncode == 0, out.stderr
+        printed = [line.strip() for line in out.stdout.splitlines() if line.startswith("  /")]
+        assert printed and len(printed) == out.stdout.count("\n  | "), out.stdout
+        for where in printed:
+            assert (elsewhere / where.partition("#")[0]).is_file(), where
 
 
 def test_cli_prints_hits_and_json(roots: Roots, run_cli) -> None:

@@ -36,14 +36,13 @@ def _text(data: dict[str, Any]) -> str:
     hits = data["hits"]
     if not hits:
         return "no match"
-    many_roots = len(data["roots"]) > 1
     blocks = []
     for h in hits:
         head = "  ".join(
             shown_line(x)
             for x in (h["channel"], h["thread"], h["name"], h["sender"] or "?", h["at"] or "-")
         )
-        where = shown_line(f"{h['root']}/{h['link']}" if many_roots else h["link"])
+        where = shown_line(h["location"])  # absolute: it opens from any directory
         blocks.append(f"{head}\n  {where}\n  | {_marked(h['snippet'], h['marks'])}")
     return "\n".join(blocks)
 

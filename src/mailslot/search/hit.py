@@ -51,12 +51,19 @@ class Hit(NamedTuple):
         return self.link.partition("#")[0]
 
     @property
+    def location(self) -> str:
+        """``link`` under ``root``: the message's absolute address, usable from any directory."""
+        return f"{self.root.rstrip('/')}/{self.link}"
+
+    @property
     def anchor(self) -> str:
         """The message's place in its file or thread (entry name, offset, line, id)."""
         return self.link.partition("#")[2]
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: every field, ``marks`` as ``[[start, end], ...]``."""
+        """A JSON-ready dict: every field, ``marks`` as ``[[start, end], ...]``, and
+        ``location``."""
         out = self._asdict()
         out["marks"] = [list(m) for m in self.marks]
+        out["location"] = self.location
         return out
