@@ -157,3 +157,41 @@ def test_a_new_participant_joining_is_shown_live_in_the_status(page_url: str, wo
     join(world.chat, "lena-3", "hi", state=state)
     html = httpx.get(_chat_url(page_url, world)).text
     assert "lena-3" in html and "HUMAN-CHECK open by kiran-1" in html
+
+
+@pytest.mark.parametrize("how", ["cut in place", "replaced"])
+def test_the_event_stream_reads_a_chat_cut_shorter_or_replaced_from_its_start(
+    page_url: str, world: World, how: str
+) -> None:
+    import os
+
+    data = world.chat.read_bytes()
+    start = read(world.chat).cursor
+    first = data[: data.index(b"\n---MSG---", 1)]  # the opening message alone: shorter
+    url = f"{_chat_url(page_url, world)}/events?since={start}"
+    state = world.chat.parent.parent / "chat-state"
+    with httpx.stream("GET", url, timeout=30) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        _say_from_another_process(world.chat, "dave-2", "before the cut", state)
+        assert any("before the cut" in line for line in lines)  # the stream has read the file
+        if how == "cut in place":
+            with open(world.chat, "r+b") as f:
+                f.truncate(len(first))
+        else:
+            fresh = world.chat.with_name(".fresh")
+            fresh.write_bytes(first)
+            os.replace(fresh, world.chat)
+        _say_from_another_process(world.chat, "kiran-1", "after the cut", state)
+        events: list[tuple[str, str]] = []
+        event = ""
+        for line in lines:
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((event, line))
+                if event == "gone" or "after the cut" in line:
+                    break
+    assert "gone" not in [e for e, _ in events], events
+    sent = "".join(d for _, d in events)
+    assert "Let us plan the release." in sent and "after the cut" in sent

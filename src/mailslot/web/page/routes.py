@@ -15,6 +15,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
+from mailslot.core.cursor import ByteCursor
 from mailslot.core.errors import MailslotError, NotFound
 from mailslot.web.page import guard
 from mailslot.web.page.app import Context, in_thread, qs, sse_lines, status_of
@@ -523,21 +524,33 @@ def _status(path: Path) -> Any:
     return status(path)
 
 
-def _next_batch(path: Path, since: int, timeout: float) -> Any:
+def _next_batch(path: Path, since: ByteCursor, timeout: float) -> tuple[Any, ByteCursor]:
     """The messages after ``since`` once there are some (armed before it looks), or None after
-    ``timeout`` seconds."""
+    ``timeout`` seconds; and the cursor past them. Once the stream has read the file (the cursor
+    knows its inode), a file replaced or cut shorter than the cursor (``ByteCursor.valid_for``,
+    the rule ``chat wait`` keeps) is read from its start; a cursor the client gave that is past
+    the end is refused by ``read``."""
     from mailslot.chat import read
     from mailslot.core.errors import WaitTimeout
     from mailslot.core.wait import wait_until
 
+    at = since
+
     def check() -> Any:
-        batch = read(path, since)
+        nonlocal at
+        try:
+            inode: int | None = path.stat().st_ino  # before the read: a swap re-reads, never skips
+        except OSError:
+            inode = None  # removed: ``read`` says so
+        start = at.offset if at.inode is None or at.valid_for(path) else 0
+        batch = read(path, start)
+        at = ByteCursor(batch.cursor, inode)
         return batch if batch.messages else None
 
     try:
-        return wait_until(check, [path], timeout, what="message")
+        return wait_until(check, [path], timeout, what="message"), at
     except WaitTimeout:
-        return None
+        return None, at
 
 
 def chat_summary(st: Any) -> str:
@@ -558,14 +571,15 @@ async def chat_stream(
     request: Request, path: Path, since: int, ping: float, limiter: Any
 ) -> AsyncIterator[dict[str, Any]]:
     """Each batch appended to the chat after ``since``, as events, until the client goes, the
-    chat ends, or its file is removed. A worker thread waits at most ``STREAM_STEP_S`` at a
+    chat ends, or its file is removed (one replaced or cut shorter than the cursor is sent again
+    from its start, as ``chat wait`` reads it). A worker thread waits at most ``STREAM_STEP_S`` at a
     time, so a stopping server (and a closed tab) is noticed within it."""
-    cursor = since
+    at = ByteCursor(since)
     idle = 0.0
     while not await request.is_disconnected():
         try:
-            batch = await anyio.to_thread.run_sync(
-                _next_batch, path, cursor, STREAM_STEP_S, limiter=limiter, abandon_on_cancel=True
+            batch, at = await anyio.to_thread.run_sync(
+                _next_batch, path, at, STREAM_STEP_S, limiter=limiter, abandon_on_cancel=True
             )
         except MailslotError as e:
             yield {"event": "gone", "data": {"error": str(e)}}
