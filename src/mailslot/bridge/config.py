@@ -39,6 +39,9 @@ CONFIG_NAME = "bridge.yaml"
 DEFAULT_CLIENT_LISTEN = "127.0.0.1:4222"
 # A bridge config is a few dozen lines; anything near this is not one.
 MAX_CONFIG_BYTES = 256 * 1024
+# The most each of this host's streams holds (what it sends, and each peer's in transit); a
+# full stream refuses new messages (nothing unsent is dropped) and status says so.
+DEFAULT_STREAM_MAX_BYTES = 1 << 30
 
 
 class NatsSettings(NamedTuple):
@@ -58,6 +61,7 @@ class NatsSettings(NamedTuple):
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
+    stream_max_bytes: int = DEFAULT_STREAM_MAX_BYTES
 
     def client_url(self) -> str:
         """The URL the bridge connects to."""
@@ -137,6 +141,7 @@ class BridgeConfig(NamedTuple):
                 "tls_key": n.tls_key,
                 "tls_ca": n.tls_ca,
                 "leaf_users": dict(n.leaf_users),
+                "stream_max_bytes": n.stream_max_bytes,
             },
             "peers": list(self.peers),
             "exchanges": [
@@ -181,7 +186,11 @@ def _nats(data: Any, path: Path) -> NatsSettings:
         leaf_users = tuple(sorted((validate_host(str(k)), v) for k, v in users.items()))
     except InvalidName as e:
         raise FormatError(str(e), path=path, field="leaf_users") from None
+    max_bytes = data.get("stream_max_bytes", DEFAULT_STREAM_MAX_BYTES)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 4096:
+        raise FormatError("expected a byte count >= 4096", path=path, field="stream_max_bytes")
     return NatsSettings(
+        stream_max_bytes=max_bytes,
         leaf_users=leaf_users,
         url=_opt_str(data, "url", path),
         listen=_opt_str(data, "listen", path) or DEFAULT_CLIENT_LISTEN,

@@ -18,6 +18,8 @@ __all__ = ["Finding", "doctor"]
 
 # More than this many messages waiting for a peer whose link is up is worth a look.
 PENDING_WARN = 1000
+# A stream fuller than this is worth a look before it refuses messages.
+STREAM_WARN_FRACTION = 0.8
 
 
 class Finding(NamedTuple):
@@ -64,6 +66,34 @@ def _peers(config: BridgeConfig, status: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _streams(status: dict[str, Any]) -> list[Finding]:
+    out = []
+    for name, info in sorted((status.get("streams") or {}).items()):
+        if "error" in info:
+            out.append(Finding(f"stream:{name}", "warn", f"unreadable: {info['error']}"))
+            continue
+        used, limit = int(info.get("bytes") or 0), int(info.get("max_bytes") or -1)
+        detail = f"{info.get('messages')} messages, {used} of {limit} bytes"
+        if info.get("full"):
+            since = info.get("full_since")
+            out.append(
+                Finding(
+                    f"stream:{name}",
+                    "fail",
+                    "full: it refuses new messages (none dropped)"
+                    + (f" since {since}" if since else "")
+                    + f"; {detail}",
+                    "raise nats.stream_max_bytes in bridge.yaml, or bring the peer back so "
+                    "what it holds drains",
+                )
+            )
+        elif limit > 0 and used > limit * STREAM_WARN_FRACTION:
+            out.append(Finding(f"stream:{name}", "warn", detail, "nearly full"))
+        else:
+            out.append(Finding(f"stream:{name}", "ok", detail))
+    return out
+
+
 def doctor(config: BridgeConfig) -> list[Finding]:
     """Every check for this host's bridge, in order."""
     from mailslot.exchange.arrivals import bridged
@@ -73,6 +103,7 @@ def doctor(config: BridgeConfig) -> list[Finding]:
     if status.get("running"):
         findings.append(Finding("bridge", "ok", f"running (pid {status.get('pid')}), status fresh"))
         findings += _peers(config, status)
+        findings += _streams(status)
     else:
         age = status.get("age_seconds")
         findings.append(

@@ -5,6 +5,15 @@ Streams on this host's JetStream (its own domain, named after the host)::
     MS_OUT_<host>    subjects ms.<host>.>   one message per subject, a second one refused
     MS_IN_<peer>     no subjects; sources MS_OUT_<peer> through $JS.<peer>.API
 
+Retention never drops what a peer has not received: both streams are bounded in bytes
+(``stream_max_bytes``) with the discard policy ``new``, so a full stream refuses what comes
+next (the publish is retried, ``status`` and ``doctor`` say the stream is full) and a full
+``MS_IN`` holds its source back. Neither is trimmed by the bridge: a purge of ``MS_OUT`` on
+2.9.10 makes a peer's source skip messages when it resumes after a partition (measured), and
+``MS_IN`` must keep its newest sourced message, from which a restarted server finds where its
+source resumes (an emptied work queue falls back to resuming by time, which clock skew between
+hosts turns into a loss).
+
 Sources are store-and-forward: a host cut off from its peers keeps publishing into its own
 ``MS_OUT`` and a peer's ``MS_IN`` catches up when the link heals, in order per origin. A durable
 pull consumer on each ``MS_IN`` hands messages to ``check_incoming`` and ``materialise``; a
@@ -80,8 +89,12 @@ FETCH_BATCH = 256
 ACK_WAIT_SECONDS = 30.0
 # The retry pause after the local server failed a publish or a fetch.
 RETRY_SECONDS = 0.5
-# NATS error code: the subject holds its one message already (an entry sent before).
-ERR_SUBJECT_FULL = 10077
+# NATS error code of a publish refused by a stream limit: the subject holds its one message
+# already (an entry sent before: stored), or the stream is full (not stored: retried).
+ERR_STREAM_LIMIT = 10077
+PER_SUBJECT_LIMIT = "per subject"
+# A stream with less room left than the largest message it may carry is full.
+FULL_MARGIN_BYTES = MAX_PAYLOAD_BYTES + 1024
 # How long entries wait in a stream: far beyond any partition worth riding out.
 STREAM_MAX_AGE_SECONDS = 365 * 24 * 3600
 
@@ -160,6 +173,7 @@ class Bridge:
         self.last_heard: dict[str, str] = {}
         self.started_at = format_time()
         self.connected = False
+        self.full_since: str | None = None  # when the out stream last refused a publish as full
         self._js: Any = None
         self._nc: Any = None
 
@@ -198,7 +212,10 @@ class Bridge:
         except BadRequestError as e:
             if getattr(e, "err_code", None) != 10058:  # in use with another config
                 raise
-            await self._js.update_stream(cfg)
+            try:
+                await self._js.update_stream(cfg)
+            except BadRequestError as e:  # a change the server cannot make in place
+                log.warning("stream %s keeps its old settings: %s", cfg.name, e)
 
     async def _ensure_streams(self) -> None:
         from nats.js.api import (
@@ -211,11 +228,13 @@ class Bridge:
         )
 
         host = self.config.host
+        max_bytes = self.config.nats.stream_max_bytes
         await self._put_stream(
             StreamConfig(
                 name=out_stream(host),
                 subjects=[f"ms.{host}.>"],
                 max_msgs_per_subject=1,
+                max_bytes=max_bytes,
                 discard=DiscardPolicy.NEW,
                 discard_new_per_subject=True,
                 max_age=STREAM_MAX_AGE_SECONDS,
@@ -229,7 +248,13 @@ class Bridge:
                 external=ExternalStream(api=f"$JS.{peer}.API"),
             )
             await self._put_stream(
-                StreamConfig(name=in_stream(peer), sources=[source], max_age=STREAM_MAX_AGE_SECONDS)
+                StreamConfig(
+                    name=in_stream(peer),
+                    sources=[source],
+                    max_bytes=max_bytes,
+                    discard=DiscardPolicy.NEW,
+                    max_age=STREAM_MAX_AGE_SECONDS,
+                )
             )
             await self._js.add_consumer(
                 in_stream(peer),
@@ -262,12 +287,18 @@ class Bridge:
                 headers=headers_for(subject, data, delete=delete),
             )
         except APIError as e:
-            if getattr(e, "err_code", None) != ERR_SUBJECT_FULL:
+            stored = getattr(e, "err_code", None) == ERR_STREAM_LIMIT and PER_SUBJECT_LIMIT in str(
+                getattr(e, "description", "")
+            )
+            if not stored:
+                if getattr(e, "err_code", None) == ERR_STREAM_LIMIT and self.full_since is None:
+                    self.full_since = format_time()
                 log.warning("publishing %s failed: %s", subject, e)
                 return False
         except Exception as e:  # a timeout, or the local server restarting
             log.warning("publishing %s failed: %s", subject, e)
             return False
+        self.full_since = None
         self.counts["published"] += 1
         return True
 
@@ -651,10 +682,35 @@ class Bridge:
             info["link"] = "down"
         return info
 
+    async def _stream_status(self) -> dict[str, dict[str, Any]]:
+        """Each of this host's streams: messages, bytes, its byte limit, and ``full`` (it
+        refuses what comes next: a publish here, the peer's source there)."""
+        out: dict[str, dict[str, Any]] = {}
+        names = [out_stream(self.config.host), *(in_stream(p) for p in self.config.peers)]
+        for name in names:
+            try:
+                si = await self._js.stream_info(name)
+            except Exception as e:
+                out[name] = {"error": str(e)}
+                continue
+            limit = si.config.max_bytes or -1
+            used = si.state.bytes
+            out[name] = {
+                "messages": si.state.messages,
+                "bytes": used,
+                "max_bytes": limit,
+                "full": limit > 0 and used + FULL_MARGIN_BYTES >= limit,
+            }
+        if self.full_since is not None:
+            out[names[0]]["full"] = True
+            out[names[0]]["full_since"] = self.full_since
+        return out
+
     async def status(self) -> dict[str, Any]:
         """What ``bridge status`` shows."""
         peers = {p: await self._peer_status(p) for p in self.config.peers}
         return {
+            "streams": await self._stream_status(),
             "host": self.config.host,
             "pid": os.getpid(),
             "started_at": self.started_at,

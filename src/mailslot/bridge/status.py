@@ -48,5 +48,8 @@ def render(data: dict[str, Any]) -> str:
             f"  peer {peer}: link {info.get('link')}, pending in {info.get('pending_in')}, "
             f"pending out {info.get('pending_out')}, last heard {info.get('last_heard') or '-'}"
         )
+    for name, info in sorted((data.get("streams") or {}).items()):
+        if info.get("full"):
+            lines.append(f"  stream {name}: FULL, refusing new messages, {info.get('bytes')} bytes")
     lines.append(f"  conflicts {data.get('conflicts', 0)}, refused {data.get('refused', 0)}")
     return "\n".join(lines)
