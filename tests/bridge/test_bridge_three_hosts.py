@@ -43,11 +43,11 @@ def test_two_leaves_talk_through_the_hub_and_the_home_tick_archives_on_all(trio)
     assert len([p for p in a.files() if p.endswith(".md") and "STATE" not in p]) == 7
     for h, side in ((b, "x"), (c, "y")):
         cli("--root", str(h.root), "--as", side, "exchange", "state", topic, "done")
-    receipts = a.root / ".mailslot" / "arrivals"
+    from mailslot.exchange.arrivals import arrivals
 
     def ready() -> bool:
         states = [(a.root / f"to-{s}" / topic / "STATE.md").exists() for s in ("x", "y")]
-        got = [json.loads(p.read_text()) for p in receipts.rglob("*.json")]
+        got = [arrivals(a.root / ".mailslot", s, topic) for s in ("x", "y")]
         return all(states) and sum(len(g) for g in got) == 7
 
     wait_for(ready, 40, "both STATEs and every receipt on the home host")

@@ -19,8 +19,9 @@ def _state(host, side: str, topic: str, status: str, *extra: str) -> None:
 
 
 def _receipt(pair, topic: str, name: str) -> bool:
-    path = pair.a.root / ".mailslot" / "arrivals" / "to-b" / f"{topic}.json"
-    return path.exists() and name in json.loads(path.read_text())
+    from mailslot.exchange.arrivals import arrivals
+
+    return name in arrivals(pair.a.root / ".mailslot", "b", topic)
 
 
 def test_the_tick_runs_on_the_home_host_only(pair) -> None:

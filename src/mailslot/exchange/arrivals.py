@@ -4,8 +4,10 @@ A bridge (``mailslot bridge``) marks an exchange it carries with ``.mailslot/bri
 the home host (the one that runs the tick) and which host hosts each side. The tick runs on the
 home host only. There, an entry's arrival for the guard is when it reached its *reader's* host,
 not the home host: the reading host's bridge sends an arrival receipt, kept here in
-``.mailslot/arrivals/to-<side>/<topic>.json`` (``{entry name: arrival ns}``, written by the bridge
-only). A side that marked ``done`` before an entry reached it is held; an entry whose receipt has
+``.mailslot/arrivals/to-<side>/<topic>.jsonl``, one line ``{"name": entry name, "ns": arrival ns}``
+appended per receipt by the bridge only (the first line for an entry stands; a last line without
+its newline is a write cut short and is not read; a file grown large with such waste is rewritten
+whole). A side that marked ``done`` before an entry reached it is held; an entry whose receipt has
 not come back yet is unresolved, so the topic is not archived (the fail-safe direction).
 """
 
@@ -17,7 +19,7 @@ from typing import NamedTuple
 
 from mailslot.core.errors import Conflict
 from mailslot.core.formats import load_yaml
-from mailslot.core.fsio import atomic_write, read_regular
+from mailslot.core.fsio import append_unsynced, atomic_write, read_regular
 from mailslot.core.names import validate_agent, validate_topic
 
 __all__ = ["ARRIVALS_DIR", "MARKER_NAME", "Bridged", "arrivals", "bridged", "record_arrival"]
@@ -27,6 +29,8 @@ ARRIVALS_DIR = "arrivals"
 _MAX_MARKER_BYTES = 64 * 1024
 # A topic with this many entries is far past any real conversation.
 _MAX_ARRIVALS_BYTES = 16 << 20
+# Past this size a file mostly of damaged or repeated lines is rewritten with its receipts only.
+_COMPACT_BYTES = 256 * 1024
 
 
 class Bridged(NamedTuple):
@@ -74,33 +78,60 @@ def bridged(meta: Path) -> Bridged | None:
 def _arrivals_path(meta: Path, inbox_side: str, topic: str) -> Path:
     validate_agent(inbox_side, "side")
     validate_topic(topic)
-    return meta / ARRIVALS_DIR / f"to-{inbox_side}" / f"{topic}.json"
+    return meta / ARRIVALS_DIR / f"to-{inbox_side}" / f"{topic}.jsonl"
+
+
+def _line(name: str, ns: int) -> bytes:
+    return json.dumps({"name": name, "ns": ns}).encode() + b"\n"
+
+
+def _parse(raw: bytes) -> dict[str, int]:
+    """The receipts in ``raw``: whole lines only, the first per entry; a damaged line skipped."""
+    known: dict[str, int] = {}
+    for line in raw.split(b"\n")[:-1]:  # the piece after the last newline is not whole
+        try:
+            item = json.loads(line)
+            name, ns = item["name"], item["ns"]
+        except (ValueError, TypeError, KeyError):
+            continue
+        if isinstance(name, str) and type(ns) is int and name not in known:
+            known[name] = ns
+    return known
 
 
 def arrivals(meta: Path, inbox_side: str, topic: str) -> dict[str, int]:
     """``{entry name: ns}``: when each entry of ``to-<inbox_side>/<topic>`` reached its reader's
-    host, per the receipts received so far (empty when none)."""
+    host, per the receipts received so far (empty when none, or the file is over its bound:
+    every entry then unresolved, the fail-safe direction)."""
     try:
-        data = json.loads(
-            read_regular(_arrivals_path(meta, inbox_side, topic), _MAX_ARRIVALS_BYTES)
-        )
-    except (OSError, ValueError):
+        raw = read_regular(_arrivals_path(meta, inbox_side, topic), _MAX_ARRIVALS_BYTES)
+    except OSError:
         return {}
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
+    return _parse(raw)
 
 
 def record_arrival(meta: Path, inbox_side: str, topic: str, name: str, ns: int) -> bool:
     """Record that entry ``name`` reached its reader's host at ``ns``; whether it was new (the
-    first receipt stands: a later one for the same entry is a redelivery)."""
+    first receipt stands: a later one for the same entry is a redelivery). One line appended; a
+    file whose damaged or repeated lines are over a quarter of it, past ``_COMPACT_BYTES``, is
+    rewritten with its receipts only. ``False`` too when the file is over its bound."""
     path = _arrivals_path(meta, inbox_side, topic)
-    known = arrivals(meta, inbox_side, topic)
+    try:
+        raw = read_regular(path, _MAX_ARRIVALS_BYTES)
+    except FileNotFoundError:
+        raw = b""
+    except OSError:
+        return False  # unreadable or over its bound: nothing read, nothing added
+    known = _parse(raw)
     if name in known:
         return False
     known[name] = ns
     path.parent.mkdir(parents=True, exist_ok=True)
     # no fsync: a receipt arrives for every entry; one lost to a power cut leaves the entry
     # unresolved (no archive, shown as waiting), the fail-safe direction
-    atomic_write(path, json.dumps(known, sort_keys=True), mode=0o644, durable=False)
+    clean = b"".join(_line(n, t) for n, t in known.items())
+    if len(raw) > _COMPACT_BYTES and len(raw) + len(_line(name, ns)) - len(clean) > len(raw) // 4:
+        atomic_write(path, clean, mode=0o644, durable=False)
+    else:
+        append_unsynced(path, _line(name, ns), mode=0o644, fresh_line=True)
     return True
