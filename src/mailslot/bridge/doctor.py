@@ -94,11 +94,46 @@ def _streams(status: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _permissions(config: BridgeConfig) -> Finding:
+    n = config.nats
+    if n.url:
+        return Finding(
+            "permissions",
+            "warn",
+            f"uses the running server at {n.url}: its leafnode permissions are its own",
+            "deny each peer's leafnode user the subjects 'mailslot bridge init' would "
+            "(ms.>, stream changes, consumers on MS_IN_*)",
+        )
+    if n.leaf_listen and n.leaf_users:
+        from mailslot.bridge.server import leaf_denied
+
+        peers = ", ".join(h for h, _ in n.leaf_users)
+        return Finding(
+            "permissions",
+            "ok",
+            f"leafnode credentials ({peers}) may not publish mailslot subjects, change this "
+            f"host's streams or read MS_IN_* ({len(leaf_denied(config))} subjects denied)",
+        )
+    if n.leaf_listen:
+        return Finding(
+            "permissions",
+            "warn",
+            f"any host that reaches {n.leaf_listen} joins without a credential and without "
+            "permissions (the receiving bridge still checks every message's origin)",
+            "mailslot bridge init --leaf-user HOST=PASSWORD for each peer",
+        )
+    return Finding(
+        "permissions",
+        "ok",
+        "this host only connects out; the host it connects to restricts its credential",
+    )
+
+
 def doctor(config: BridgeConfig) -> list[Finding]:
     """Every check for this host's bridge, in order."""
     from mailslot.exchange.arrivals import bridged
 
-    findings = [_server(config)]
+    findings = [_server(config), _permissions(config)]
     status = read_status(config)
     if status.get("running"):
         findings.append(Finding("bridge", "ok", f"running (pid {status.get('pid')}), status fresh"))

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -26,7 +27,14 @@ from mailslot.bridge.config import BridgeConfig
 from mailslot.core.errors import FormatError, NotFound, ServerFailed
 from mailslot.core.fsio import atomic_write
 
-__all__ = ["NATS_CONF", "NatsServer", "find_nats_server", "render_conf", "write_conf"]
+__all__ = [
+    "NATS_CONF",
+    "NatsServer",
+    "find_nats_server",
+    "leaf_denied",
+    "render_conf",
+    "write_conf",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +75,71 @@ def _host_port(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
+# The JetStream API calls a peer's credential may not make on this host (nor the same without
+# the domain): create, change, purge or read around this host's streams, or anything account-
+# or server-wide. It may create and read the consumers its own source of MS_OUT needs.
+_DENIED_API = (
+    "STREAM.CREATE.>",
+    "STREAM.UPDATE.>",
+    "STREAM.DELETE.>",
+    "STREAM.PURGE.>",
+    "STREAM.MSG.>",
+    "STREAM.SNAPSHOT.>",
+    "STREAM.RESTORE.>",
+    "STREAM.PEER.>",
+    "STREAM.LEADER.>",
+    "CONSUMER.DELETE.>",
+    "DIRECT.>",
+    "META.>",
+    "SERVER.>",
+    "ACCOUNT.>",
+)
+# This host's own bridge (and any local client without a credential): never over a leafnode.
+LOCAL_USER = "mailslot-local"
+
+
+def leaf_denied(config: BridgeConfig) -> list[str]:
+    """The subjects a peer's leafnode may not publish into this host: any mailslot subject
+    (data reaches here only through this host's stream sources, so a peer cannot slip a message
+    into ``MS_OUT`` as this host), the JetStream API without a domain, the API calls in
+    ``_DENIED_API``, and any consumer on an ``MS_IN`` stream (what other peers sent here is
+    not this peer's to read)."""
+    api = f"$JS.{config.host}.API"
+    denied = ["ms.>", "$JS.API.>", "$KV.>", *(f"{api}.{x}" for x in _DENIED_API)]
+    from mailslot.bridge.run import in_stream
+
+    for peer in config.peers:
+        name = in_stream(peer)
+        denied += [f"{api}.CONSUMER.*.{name}", f"{api}.CONSUMER.*.{name}.>"]
+        denied += [f"{api}.CONSUMER.*.*.{name}", f"{api}.CONSUMER.*.*.{name}.>"]
+    return denied
+
+
+def _users_with_permissions(config: BridgeConfig) -> list[str]:
+    """An ``authorization`` block with one user per peer host (a host that leaks its own
+    credential cannot be another), allowed over leafnodes only and denied ``leaf_denied``; and
+    this host's client user, allowed over client connections only (``no_auth_user`` when the
+    bridge has no credential of its own, so local clients need none and a leafnode does)."""
+    n = config.nats
+    denied = ", ".join(_q(s) for s in leaf_denied(config))
+    local_user = n.user if n.user and n.password else LOCAL_USER
+    local_pw = n.password if n.user and n.password else secrets.token_hex(24)
+    lines = [
+        "authorization { users: [",
+        f"  {{ user: {_q(local_user)}, password: {_q(local_pw)}, "
+        'allowed_connection_types: ["STANDARD"] },',
+    ]
+    for host, pw in n.leaf_users:
+        lines.append(
+            f"  {{ user: {_q(host)}, password: {_q(pw)}, allowed_connection_types: "
+            f'["LEAFNODE"], permissions: {{ publish: {{ deny: [ {denied} ] }} }} }},'
+        )
+    lines.append("] }")
+    if local_user == LOCAL_USER:
+        lines.append(f"no_auth_user: {_q(LOCAL_USER)}")
+    return lines
+
+
 def render_conf(config: BridgeConfig) -> str:
     """The ``nats.conf`` text for this host."""
     n = config.nats
@@ -79,7 +152,9 @@ def render_conf(config: BridgeConfig) -> str:
         f"port: {port}",
         f"jetstream {{ store_dir: {_q(str(store))}, domain: {_q(config.host)} }}",
     ]
-    if n.user and n.password:
+    if n.leaf_listen and n.leaf_users:
+        lines += _users_with_permissions(config)
+    elif n.user and n.password:
         lines.append(f"authorization {{ user: {_q(n.user)}, password: {_q(n.password)} }}")
     tls = ""
     if n.tls_cert and n.tls_key:
@@ -96,12 +171,6 @@ def render_conf(config: BridgeConfig) -> str:
                 lines.append(f"  advertise: {_q(n.leaf_advertise)}")
             if tls:
                 lines.append(f"  {tls}")
-            if n.leaf_users:
-                # one credential per peer host: a host that leaks its own cannot be another
-                users = ", ".join(
-                    f"{{ user: {_q(h)}, password: {_q(pw)} }}" for h, pw in n.leaf_users
-                )
-                lines.append(f"  authorization {{ users: [ {users} ] }}")
         if n.remotes:
             lines.append("  remotes: [")
             for url in n.remotes:
