@@ -3,6 +3,7 @@ human checks shown plainly, and a person who posts and answers a check as themse
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -195,3 +196,27 @@ def test_the_event_stream_reads_a_chat_cut_shorter_or_replaced_from_its_start(
     assert "gone" not in [e for e, _ in events], events
     sent = "".join(d for _, d in events)
     assert "Let us plan the release." in sent and "after the cut" in sent
+    batches = [json.loads(d[5:]) for e, d in events if e == "message-batch"]
+    assert batches[0]["restart"] and batches[0]["messages"][0]["offset"] == 0
+    assert not any(b["restart"] for b in batches[1:])
+
+
+@pytest.mark.browser
+def test_the_page_shows_a_cut_chat_anew_without_reload(
+    browser: Any, page_url: str, world: World
+) -> None:
+    page = browser.new_page()
+    page.goto(_chat_url(page_url, world), wait_until="load")
+    _until(page, "document.getElementById('live-status').textContent === 'live'")
+    state = world.chat.parent.parent / "chat-state"
+    _say_from_another_process(world.chat, "dave-2", "before the cut", state)
+    _until(page, "document.getElementById('messages').textContent.includes('before the cut')")
+    data = world.chat.read_bytes()
+    with open(world.chat, "r+b") as f:
+        f.truncate(data.index(b"\n---MSG---", 1))  # the opening message alone
+    _say_from_another_process(world.chat, "kiran-1", "after the cut", state)
+    _until(page, "document.getElementById('messages').textContent.includes('after the cut')")
+    texts = page.locator("#messages li .text").all_inner_texts()
+    assert len(texts) == 2 and texts[1] == "after the cut", texts
+    assert "before the cut" not in "".join(texts)
+    page.close()

@@ -524,33 +524,35 @@ def _status(path: Path) -> Any:
     return status(path)
 
 
-def _next_batch(path: Path, since: ByteCursor, timeout: float) -> tuple[Any, ByteCursor]:
+def _next_batch(path: Path, since: ByteCursor, timeout: float) -> tuple[Any, ByteCursor, bool]:
     """The messages after ``since`` once there are some (armed before it looks), or None after
     ``timeout`` seconds; and the cursor past them. Once the stream has read the file (the cursor
     knows its inode), a file replaced or cut shorter than the cursor (``ByteCursor.valid_for``,
     the rule ``chat wait`` keeps) is read from its start; a cursor the client gave that is past
-    the end is refused by ``read``."""
+    the end is refused by ``read``. The flag says the file was read again from its start."""
     from mailslot.chat import read
     from mailslot.core.errors import WaitTimeout
     from mailslot.core.wait import wait_until
 
     at = since
+    again = False
 
     def check() -> Any:
-        nonlocal at
+        nonlocal at, again
         try:
             inode: int | None = path.stat().st_ino  # before the read: a swap re-reads, never skips
         except OSError:
             inode = None  # removed: ``read`` says so
         start = at.offset if at.inode is None or at.valid_for(path) else 0
+        again = again or start < at.offset
         batch = read(path, start)
         at = ByteCursor(batch.cursor, inode)
         return batch if batch.messages else None
 
     try:
-        return wait_until(check, [path], timeout, what="message"), at
+        return wait_until(check, [path], timeout, what="message"), at, again
     except WaitTimeout:
-        return None, at
+        return None, at, again
 
 
 def chat_summary(st: Any) -> str:
@@ -576,11 +578,13 @@ async def chat_stream(
     time, so a stopping server (and a closed tab) is noticed within it."""
     at = ByteCursor(since)
     idle = 0.0
+    restart = False  # the file was read again from its start: the page shows it anew
     while not await request.is_disconnected():
         try:
-            batch, at = await anyio.to_thread.run_sync(
+            batch, at, again = await anyio.to_thread.run_sync(
                 _next_batch, path, at, STREAM_STEP_S, limiter=limiter, abandon_on_cancel=True
             )
+            restart = restart or again
         except MailslotError as e:
             yield {"event": "gone", "data": {"error": str(e)}}
             return
@@ -599,8 +603,10 @@ async def chat_stream(
                 "messages": [chat_message(m) for m in batch.messages],
                 "cursor": cursor,
                 "ended": batch.ended,
+                "restart": restart,
             },
         }
+        restart = False
         try:  # after the messages, so reading the status never delays them
             summary = chat_summary(await in_thread(_status, path))
         except MailslotError:

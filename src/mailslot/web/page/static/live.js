@@ -26,6 +26,7 @@
   }
   source.addEventListener("message-batch", function (ev) {
     var data = JSON.parse(ev.data);
+    if (data.restart) { list.textContent = ""; }  // the file was cut or replaced: shown anew
     data.messages.forEach(add);
     if (state) { state.textContent = data.ended ? "ended" : "live"; }
     window.__mailslotSeen = (window.__mailslotSeen || 0) + data.messages.length;
