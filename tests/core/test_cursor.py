@@ -231,3 +231,25 @@ def test_a_rewrite_removes_what_a_writer_killed_mid_rewrite_left(tmp_path: Path)
     for offset in range(200):  # a cursor's appended lines folded back: the same sweep
         store.save_bytes("k", ByteCursor(offset, 7), durable=False)
     assert fresh.exists() and store.load_seen("olu").keys == {"t/0001-a", "t/0002-a"}
+
+
+def test_a_value_file_grown_past_its_bound_is_refused_unread_and_junk_lines_are_not_all_tried(
+    tmp_path: Path,
+) -> None:
+    from mailslot.core.cursor import VALUE_LINES_TRIED, VALUE_MAX_BYTES
+
+    store = CursorStore("chat", tmp_path)
+    store.save_bytes("k", ByteCursor(5, 7))
+    path = store.path_for("k")
+    with open(path, "ab") as f:
+        f.write(b"x\n" * (VALUE_MAX_BYTES // 2 + 1))
+    with pytest.raises(OSError, match="larger than"):
+        store.load_bytes("k")
+    store.save_bytes("k", ByteCursor(5, 7))
+    with open(path, "ab") as f:
+        f.write(b"x\n" * (VALUE_LINES_TRIED - 1) + b'{"inode": 7, "off')
+    assert store.load_bytes("k") == ByteCursor(5, 7)  # among the last lines: found
+    with open(path, "ab") as f:
+        f.write(b"\n")
+    with pytest.raises(FormatError, match="no line"):
+        store.load_bytes("k")  # buried under more junk than a crash leaves: damage

@@ -18,7 +18,8 @@ line (``{"seen": [...]}``) plus every ``{"add": [...]}`` after it, so a take app
 keys, and ``SeenLog`` re-reads only what was appended since it last looked. A line cut short by a
 crash is ignored and a save without fsync may come back older after a power cut: both only
 re-deliver, never lose. A file with no whole line that reads is ``FormatError`` (a single JSON
-document without a newline is read as one line).
+document without a newline is read as one line); a value is looked for only among the last
+``VALUE_LINES_TRIED`` lines of a file of at most ``VALUE_MAX_BYTES``.
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ COMPACT_BYTES = 4096
 COMPACT_KEYS = 256
 # The most a cursor file is read: a seen-set of a million keys; anything larger is damage.
 CURSOR_MAX_BYTES = 64 << 20
+# A value's file is folded back to one line past ``COMPACT_BYTES``, and its newest whole line is
+# one of its last few: a file larger, or with no readable line among its last lines, is damage
+# (read whole and tried line by line, 64 MB of junk lines cost minutes and gigabytes).
+VALUE_MAX_BYTES = 1 << 20
+VALUE_LINES_TRIED = 16
 
 
 def _lines(raw: bytes, path: Path) -> list[bytes]:
@@ -149,9 +155,22 @@ def _pread(fd: int, length: int, offset: int) -> bytes:
 
 def _read(path: Path) -> bytes | None:
     try:
-        return read_regular(path, CURSOR_MAX_BYTES)
+        return read_regular(path, VALUE_MAX_BYTES)
     except FileNotFoundError:
         return None
+
+
+def _newest_lines(raw: bytes, path: Path) -> list[bytes]:
+    """The last ``VALUE_LINES_TRIED`` whole lines of a value's file, newest first."""
+    if not raw:
+        raise FormatError("corrupt cursor: empty", path=path)
+    end = raw.rfind(b"\n")
+    if end < 0:
+        return [raw]
+    lines = raw[:end].rsplit(b"\n", VALUE_LINES_TRIED)
+    if len(lines) > VALUE_LINES_TRIED:
+        del lines[0]  # the older lines, still joined: never split
+    return lines[::-1]
 
 
 def _sweep(directory: Path) -> None:
@@ -321,7 +340,7 @@ class CursorStore:
         raw = _read(path)
         if raw is None:
             return None
-        for line in reversed(_lines(raw, path)):
+        for line in _newest_lines(raw, path):
             value = _record(line)
             if value is not None:
                 return value
