@@ -139,6 +139,17 @@ def doctor(config: BridgeConfig) -> list[Finding]:
         findings.append(Finding("bridge", "ok", f"running (pid {status.get('pid')}), status fresh"))
         findings += _peers(config, status)
         findings += _streams(status)
+        err = status.get("write_error")
+        if err:
+            findings.append(
+                Finding(
+                    "writes",
+                    "fail",
+                    f"cannot write what {err.get('peer')} sent since {err.get('since')}: "
+                    f"{err.get('reason')} (it waits in the stream, retried)",
+                    "make room on the disk of the bridged exchange or chat",
+                )
+            )
     else:
         age = status.get("age_seconds")
         findings.append(

@@ -174,6 +174,7 @@ class Bridge:
         self.started_at = format_time()
         self.connected = False
         self.full_since: str | None = None  # when the out stream last refused a publish as full
+        self.write_error: dict[str, str] | None = None  # what arrived cannot be written here
         self._js: Any = None
         self._nc: Any = None
 
@@ -566,12 +567,21 @@ class Bridge:
             outcome = materialise(item, self.ledger.received, self.exchanges)
         except (OSError, MailslotError) as e:
             log.warning("cannot write %s from %s (will retry): %s", item.relpath, peer, e)
+            self._cannot_write(peer, e)
             await msg.nak(delay=RETRY_SECONDS)
             return
         await self._done(peer, msg, item, outcome)
 
+    def _cannot_write(self, peer: str, error: Exception) -> None:
+        """Remember that what ``peer`` sent cannot be written here (a full disk): it waits in
+        the stream, is retried, and status says so until a write succeeds."""
+        if self.write_error is None:
+            self.write_error = {"since": format_time(), "peer": peer}
+        self.write_error["reason"] = str(error)[:300]
+
     async def _done(self, peer: str, msg: Any, item: Incoming, outcome: Outcome) -> None:
         """Account for a materialised message, queue its receipt, acknowledge it."""
+        self.write_error = None
         if outcome is Outcome.CONFLICT:
             log.error("conflict: %s from %s differs from the file here", item.relpath, peer)
             self.ledger.alert(
@@ -612,6 +622,7 @@ class Bridge:
                 outcomes = materialise_entries(run, self.exchanges)
             except (OSError, MailslotError) as e:
                 log.warning("cannot write %d entries from %s (will retry): %s", len(run), peer, e)
+                self._cannot_write(peer, e)
                 for m in msgs[i:j]:
                     await m.nak(delay=RETRY_SECONDS)
             else:
@@ -625,6 +636,7 @@ class Bridge:
             appended = link.apply(peer, item.offset, item.data)
         except (LockBusy, NoSpace, OSError) as e:
             log.warning("cannot append to chat %s (will retry): %s", item.chat.name, e)
+            self._cannot_write(peer, e)
             await msg.nak(delay=RETRY_SECONDS)
             return
         except MailslotError as e:
@@ -632,6 +644,7 @@ class Bridge:
             self.ledger.alert("refused", peer=peer, subject=msg.subject[:200], reason=str(e))
             await msg.ack()
             return
+        self.write_error = None
         self.counts["materialised" if appended else "skipped_same"] += 1
         self.last_heard[peer] = format_time()
         await msg.ack()
@@ -711,6 +724,7 @@ class Bridge:
         peers = {p: await self._peer_status(p) for p in self.config.peers}
         return {
             "streams": await self._stream_status(),
+            "write_error": self.write_error,
             "host": self.config.host,
             "pid": os.getpid(),
             "started_at": self.started_at,

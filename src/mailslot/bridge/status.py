@@ -51,5 +51,8 @@ def render(data: dict[str, Any]) -> str:
     for name, info in sorted((data.get("streams") or {}).items()):
         if info.get("full"):
             lines.append(f"  stream {name}: FULL, refusing new messages, {info.get('bytes')} bytes")
+    err = data.get("write_error")
+    if err:
+        lines.append(f"  CANNOT WRITE since {err.get('since')}: {err.get('reason')}")
     lines.append(f"  conflicts {data.get('conflicts', 0)}, refused {data.get('refused', 0)}")
     return "\n".join(lines)
