@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from mailslot.core import clock
+from mailslot.exchange.create import create_exchange
+from mailslot.exchange.layout import Exchange
 from shared_helpers import CHROMIUM_ARGS, chromium
 
 # Property tests judge behaviour, never speed: on a loaded machine an example may take long,
@@ -33,6 +35,12 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     yield state
     clock.set_clock(None)
+
+
+@pytest.fixture
+def ex(tmp_path: Path) -> Exchange:
+    """An exchange with sides claude/olu and a human ``will`` on claude's side, with git."""
+    return create_exchange(tmp_path / "x", ["claude", "olu"], humans=["will:claude"])
 
 
 @pytest.fixture

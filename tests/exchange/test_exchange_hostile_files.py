@@ -21,15 +21,13 @@ from exhelp import both_done_cli, hand_entry, hand_state, run, send_cli, tick, w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcphelp import call, server_env
 
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.entries import parse_entry, send
 from mailslot.exchange.inbox import peek_entry, peek_state, read_entry
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.state import parse_state, set_state
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "mcpserver"))
-from mcphelp import call, server_env
 
 # Python, click, PyYAML and the MCP SDK fit in a fraction of this; one expanded bomb does not.
 MEMORY_CAP = 1 << 30
