@@ -1,10 +1,14 @@
-"""Helpers for exchange tests (a module, not the conftest, so it imports unambiguously)."""
+"""Helpers for the exchange tests, tests/exchange and tests/exchange_health alike (a module, not
+the conftest, so it imports unambiguously; pytest's ``pythonpath`` puts it on the path)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +18,8 @@ from typing import Any
 from click.testing import CliRunner
 
 from mailslot.cli import cli
+
+GENEROUS = 60.0  # seconds: a loaded 2-core CI machine, never a performance assertion
 
 
 def write_by_hand(path: Path, text: str, *, crlf: bool = False) -> Path:
@@ -36,15 +42,30 @@ def hand_entry(
     *,
     crlf: bool = False,
     quoted: bool = False,
+    quote_from: bool = False,
+    rename: bool = False,
 ) -> Path:
-    """An entry written by hand into ``to-<inbox>/<topic>/``; ``at=None`` leaves it out."""
+    """An entry written by hand into ``to-<inbox>/<topic>/``; ``at=None`` leaves it out.
+
+    ``quoted`` quotes every value, ``quote_from`` only ``from:``. ``rename`` writes a dot-file
+    first and renames it into place (a writer never seen half-done); without it the entry is
+    written in place."""
     q = '"' if quoted else ""
-    lines = ["---", f"from: {q}{sender}{q}"]
+    qf = '"' if quoted or quote_from else ""
+    lines = ["---", f"from: {qf}{sender}{qf}"]
     if at is not None:
         lines.append(f"at: {q}{at}{q}")
     lines += [f"action: {q}{action}{q}", "---", body]
-    name = f"{number:04d}-{sender}.md"
-    return write_by_hand(root / f"to-{inbox}" / topic / name, "\n".join(lines), crlf=crlf)
+    final = root / f"to-{inbox}" / topic / f"{number:04d}-{sender}.md"
+    if not rename:
+        return write_by_hand(final, "\n".join(lines), crlf=crlf)
+    tmp = write_by_hand(final.with_name(f".{final.name}.partial"), "\n".join(lines), crlf=crlf)
+    os.rename(tmp, final)
+    return final
+
+
+# The hand writer of the health tests: ``from:`` quoted, the entry renamed into place whole.
+RENAMED_IN: dict[str, Any] = {"body": "written by hand\n", "quote_from": True, "rename": True}
 
 
 def hand_state(
@@ -190,3 +211,56 @@ def bash_state(root: Path, me: str, other: str, topic: str, status: str) -> None
     subprocess.run(
         ["bash", "-c", HAND_STATE, "hand", str(root), me, other, topic, status], check=True
     )
+
+
+def spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start the real ``mailslot`` command in a subprocess (stdout/stderr captured)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mailslot", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def inotify_watches(pid: int) -> int:
+    """How many inotify watches process ``pid`` holds (-1 where /proc cannot tell)."""
+    fd_dir = Path(f"/proc/{pid}/fdinfo")
+    if not fd_dir.is_dir():
+        return -1
+    n = 0
+    for f in fd_dir.iterdir():
+        try:
+            n += f.read_text().count("inotify wd:")
+        except OSError:
+            continue
+    return n
+
+
+def wait_armed(proc: subprocess.Popen[str], at_least: int, timeout: float = GENEROUS) -> None:
+    """Block until ``proc`` has armed ``at_least`` inotify watches (it is blocked in wait)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"waiter exited early: {proc.communicate()}"
+        n = inotify_watches(proc.pid)
+        if n < 0:
+            time.sleep(2.0)  # no /proc: give it a generous moment instead
+            return
+        if n >= at_least:
+            time.sleep(0.05)
+            return
+        time.sleep(0.02)
+    raise AssertionError("the waiter never armed its watches")
+
+
+def snapshot(*dirs: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``dirs`` with (size, mtime_ns, mode): to assert nothing was written."""
+    out = {}
+    for d in dirs:
+        if not d.exists():
+            continue
+        for p in [d, *d.rglob("*")]:
+            st = p.lstat()
+            out[str(p)] = (st.st_size if p.is_file() else 0, st.st_mtime_ns, st.st_mode)
+    return out

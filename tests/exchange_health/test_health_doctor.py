@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from healthhelp import hand_entry, run
+from exhelp import RENAMED_IN, hand_entry, run
 
 from mailslot.core import clock
 from mailslot.exchange import boundary, send
@@ -108,7 +108,9 @@ def test_uncommitted_edit_of_an_entry_is_reported(ex) -> None:
 
 def test_old_uncommitted_change_fails_git(ex) -> None:
     _fresh(ex)
-    p = hand_entry(ex.root, "olu", "2026-11-29-x", 1, "claude", "2026-11-29T10:00:00Z")
+    p = hand_entry(
+        ex.root, "olu", "2026-11-29-x", 1, "claude", "2026-11-29T10:00:00Z", **RENAMED_IN
+    )
     assert _checks(doctor(ex))["git"] == "ok"  # recent: the next tick commits it
     old = time.time() - 3600
     os.utime(p, (old, old))
@@ -125,10 +127,13 @@ def test_half_archived_topic_is_reported(ex) -> None:
 
 def test_numbering_duplicates_gaps_and_wrong_inbox(ex) -> None:
     t = "2026-11-29-nums"
-    hand_entry(ex.root, "olu", t, 1, "claude", "2026-11-29T10:00:00Z")
-    hand_entry(ex.root, "claude", t, 1, "olu", "2026-11-29T10:00:01Z")  # same number, two sides
-    hand_entry(ex.root, "olu", t, 4, "claude", "2026-11-29T10:00:02Z")  # 2 and 3 missing
-    hand_entry(ex.root, "olu", t, 5, "olu", "2026-11-29T10:00:03Z")  # olu wrote into its inbox
+    hand_entry(ex.root, "olu", t, 1, "claude", "2026-11-29T10:00:00Z", **RENAMED_IN)
+    # the same number on two sides
+    hand_entry(ex.root, "claude", t, 1, "olu", "2026-11-29T10:00:01Z", **RENAMED_IN)
+    # 2 and 3 missing
+    hand_entry(ex.root, "olu", t, 4, "claude", "2026-11-29T10:00:02Z", **RENAMED_IN)
+    # olu wrote into its inbox
+    hand_entry(ex.root, "olu", t, 5, "olu", "2026-11-29T10:00:03Z", **RENAMED_IN)
     checks = _checks(doctor(ex))
     assert checks["numbering:duplicates"] == "warn"
     assert checks["numbering:gaps"] == "warn"
@@ -227,7 +232,16 @@ def test_live_boundary_both_ways_as_the_sides_user() -> None:
 
 
 def test_long_unanswered_required_entry_is_a_warning(ex) -> None:
-    hand_entry(ex.root, "olu", "2026-11-01-old", 1, "claude", "2026-11-01T10:00:00Z", "required")
+    hand_entry(
+        ex.root,
+        "olu",
+        "2026-11-01-old",
+        1,
+        "claude",
+        "2026-11-01T10:00:00Z",
+        "required",
+        **RENAMED_IN,
+    )
     # a debt's age counts from its arrival (ctime), not its claimed 'at': a day passes
     clock.set_clock(lambda: datetime.now(UTC) + timedelta(days=1))
     send(ex, "claude", "fresh", "required", "just asked")

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from healthhelp import run
+from exhelp import run
 
 from mailslot.core.errors import InvalidName
 from mailslot.exchange.install import parse_every, plan_install, verify_units

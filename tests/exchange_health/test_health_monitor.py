@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from healthhelp import hand_entry, hand_state, run, snapshot
+from exhelp import RENAMED_IN, hand_entry, hand_state, run, snapshot
 
 from mailslot.core.clock import format_time
 from mailslot.exchange import send, set_state
@@ -29,7 +29,9 @@ def test_same_output_twice_changed_by_a_new_topic(ex) -> None:
     send(ex, "claude", "gate-bug", "required", "question")
     first, second = _mon(ex), _mon(ex)
     assert first == second and "gate-bug: 0001-claude.md (required) awaits you" in first
-    hand_entry(ex.root, "olu", "2026-11-29-brand-new", 1, "claude", format_time(), "fyi")
+    hand_entry(
+        ex.root, "olu", "2026-11-29-brand-new", 1, "claude", format_time(), "fyi", **RENAMED_IN
+    )
     third = _mon(ex)
     assert third != second and "2026-11-29-brand-new" in third
 
@@ -103,7 +105,15 @@ def test_held_close_and_stale_tick_lines(ex) -> None:
 
 def test_hand_written_foreign_entries_and_state(ex) -> None:
     hand_entry(
-        ex.root, "olu", "2026-11-29-x", 1, "claude", "2026-11-29T10:00:00Z", "required", crlf=True
+        ex.root,
+        "olu",
+        "2026-11-29-x",
+        1,
+        "claude",
+        "2026-11-29T10:00:00Z",
+        "required",
+        crlf=True,
+        **RENAMED_IN,
     )
     assert "2026-11-29-x: 0001-claude.md (required)" in _mon(ex, scope="required")
     # a hand acknowledgement dated before the entry arrived does not cover it (ctime counts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from healthhelp import run
+from exhelp import run
 
 from mailslot.core.errors import Conflict, InvalidName
 from mailslot.core.formats import parse_frontmatter

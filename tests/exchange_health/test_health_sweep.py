@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from healthhelp import hand_entry, hand_state, run
+from exhelp import RENAMED_IN, hand_entry, hand_state, run
 
 from mailslot.exchange import send, set_state
 from mailslot.exchange.sweep import sweep
@@ -53,7 +53,16 @@ def test_sweep_agrees_with_the_tick(ex) -> None:
     c = send(ex, "olu", "c", "fyi", "x").topic
     set_state(ex, "olu", c, "done")
     send(ex, "olu", q, "fyi", "partial answer")
-    hand_entry(ex.root, "claude", "2026-11-29-hand", 1, "olu", "2026-11-29T10:00:00Z", "required")
+    hand_entry(
+        ex.root,
+        "claude",
+        "2026-11-29-hand",
+        1,
+        "olu",
+        "2026-11-29T10:00:00Z",
+        "required",
+        **RENAMED_IN,
+    )
     r = tick(ex)
     for agent, side in (("claude", "claude"), ("olu", "olu")):
         from_tick = sorted(

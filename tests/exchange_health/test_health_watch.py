@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from healthhelp import GENEROUS, hand_entry, run, spawn, wait_armed
+from exhelp import GENEROUS, RENAMED_IN, hand_entry, run, spawn, wait_armed
 
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore
@@ -53,7 +53,9 @@ def test_brand_new_topic_written_by_hand_wakes_the_waiter(ex) -> None:
     try:
         wait_armed(proc, 3)
         # a foreign agent: mkdir a new topic, write a dot-temp, rename into place
-        path = hand_entry(ex.root, "olu", "2026-11-29-weekly-review", 1, "claude", format_time())
+        path = hand_entry(
+            ex.root, "olu", "2026-11-29-weekly-review", 1, "claude", format_time(), **RENAMED_IN
+        )
         out, err = proc.communicate(timeout=GENEROUS)
     finally:
         proc.kill()
@@ -219,6 +221,7 @@ def test_crlf_hand_entry_reads_like_our_own(ex) -> None:
         "2026-11-29T18:14:00+00:00",
         "required",
         crlf=True,
+        **RENAMED_IN,
     )
     (item,) = watch(ex, "olu", timeout=5).items
     assert item.entry is not None and item.entry.action == "required" and item.entry.error is None
@@ -244,7 +247,7 @@ def test_long_lived_watcher_follows_a_topic_directory_replaced_under_its_name(ex
         t.start()
         assert armed.wait(GENEROUS)
         time.sleep(0.3)  # let it block in wait: the entry must wake it, not its first look
-        hand_entry(ex.root, "olu", topic, 2, "claude", format_time())
+        hand_entry(ex.root, "olu", topic, 2, "claude", format_time(), **RENAMED_IN)
         t.join(GENEROUS / 2)  # a watch that was never woken would still be blocked here
     (res,) = result
     assert [i.key for i in res.items] == [f"{topic}/0002-claude"]  # type: ignore[attr-defined]
@@ -370,6 +373,6 @@ def test_a_long_lived_watcher_sees_an_entry_turned_into_a_stray(ex) -> None:
         (item,) = w.watch(5).items
         assert (item.kind, item.key) == ("stray", f"{topic}/0002-claude.md:stray")
         path.rmdir()
-        hand_entry(ex.root, "olu", topic, 3, "claude", format_time())
+        hand_entry(ex.root, "olu", topic, 3, "claude", format_time(), **RENAMED_IN)
         (item,) = w.watch(5).items
         assert (item.kind, item.key) == ("entry", f"{topic}/0003-claude")

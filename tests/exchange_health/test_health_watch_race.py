@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from healthhelp import GENEROUS
+from exhelp import GENEROUS
 
 from mailslot.exchange import list_entries, list_topics, load_exchange, send
 
