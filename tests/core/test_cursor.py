@@ -253,3 +253,19 @@ def test_a_value_file_grown_past_its_bound_is_refused_unread_and_junk_lines_are_
         f.write(b"\n")
     with pytest.raises(FormatError, match="no line"):
         store.load_bytes("k")  # buried under more junk than a crash leaves: damage
+
+
+def test_a_seen_mark_buried_in_junk_lines_is_damage_and_a_few_cut_lines_are_not(
+    tmp_path: Path,
+) -> None:
+    from mailslot.core.cursor import DAMAGED_LINES_MAX
+
+    store = CursorStore("w", tmp_path)
+    store.save_seen("olu", SeenSet({"t/0001-a"}))
+    with open(store.path_for("olu"), "ab") as f:
+        f.write(b'{"add": ["t/00\n' * DAMAGED_LINES_MAX + b'{"add": ["t/0002-a"]}\n')
+    assert store.load_seen("olu").keys == {"t/0001-a", "t/0002-a"}  # one cut line per kill
+    with open(store.path_for("olu"), "ab") as f:
+        f.write(b"x\n" + b'{"add": ["t/0003-a"]}\n')
+    with pytest.raises(FormatError, match="lines do not read"):
+        store.load_seen("olu")  # more junk than kills leave: a fresh reader, re-delivered

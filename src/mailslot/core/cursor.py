@@ -28,6 +28,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -120,6 +121,8 @@ CURSOR_MAX_BYTES = 64 << 20
 # one of its last few: a file larger, or with no readable line among its last lines, is damage
 # (read whole and tried line by line, 64 MB of junk lines cost minutes and gigabytes).
 VALUE_MAX_BYTES = 1 << 20
+# Lines of a seen-set cut by kills mid-append before the file was folded back: more is damage.
+DAMAGED_LINES_MAX = 64
 VALUE_LINES_TRIED = 16
 
 
@@ -139,6 +142,23 @@ def _record(line: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         return None
     return value if isinstance(value, dict) else None
+
+
+def _records(lines: list[bytes], path: Path) -> Iterator[dict[str, Any]]:
+    """The records among appended ``lines``, skipping lines a crash cut (each kill mid-append
+    leaves one); ``FormatError`` past ``DAMAGED_LINES_MAX`` of them: that is damage, and trying
+    millions of junk lines as JSON would hold the reader for minutes."""
+    damaged = 0
+    for line in lines:
+        record = _record(line)
+        if record is not None:
+            yield record
+            continue
+        damaged += 1
+        if damaged > DAMAGED_LINES_MAX:
+            raise FormatError(
+                f"corrupt cursor: more than {DAMAGED_LINES_MAX} lines do not read", path=path
+            )
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:
@@ -255,13 +275,11 @@ class SeenLog:
         keys = set(_seen_keys(first, "seen", self.path))
         meta = _meta(first, self.path)
         self._first, self._added = len(keys), 0
-        for line in lines[1:]:
-            more = _record(line)
-            if more is not None:  # a line a crash cut and the next append completed: skipped
-                added = _seen_keys(more, "add", self.path)
-                keys.update(added)
-                meta.update(_meta(more, self.path))
-                self._added += len(added)
+        for more in _records(lines[1:], self.path):
+            added = _seen_keys(more, "add", self.path)
+            keys.update(added)
+            meta.update(_meta(more, self.path))
+            self._added += len(added)
         self.seen.keys.update(keys)
         self.meta = meta
         if raw.endswith(b"\n"):  # else a line is still being written: read whole next time
@@ -270,13 +288,11 @@ class SeenLog:
     def _append(self, tail: bytes, st: os.stat_result) -> None:
         assert self._at is not None
         cut = tail.rfind(b"\n") + 1  # a line still being written waits for the next look
-        for line in tail[:cut].split(b"\n")[:-1]:
-            more = _record(line)
-            if more is not None:
-                added = _seen_keys(more, "add", self.path)
-                self.seen.keys.update(added)
-                self.meta.update(_meta(more, self.path))
-                self._added += len(added)
+        for more in _records(tail[:cut].split(b"\n")[:-1], self.path):
+            added = _seen_keys(more, "add", self.path)
+            self.seen.keys.update(added)
+            self.meta.update(_meta(more, self.path))
+            self._added += len(added)
         self._at = (st.st_ino, self._at[1] + cut)
 
     def add(self, keys: list[str], meta: dict[str, Any] | None = None) -> None:
