@@ -269,3 +269,18 @@ def test_a_seen_mark_buried_in_junk_lines_is_damage_and_a_few_cut_lines_are_not(
         f.write(b"x\n" + b'{"add": ["t/0003-a"]}\n')
     with pytest.raises(FormatError, match="lines do not read"):
         store.load_seen("olu")  # more junk than kills leave: a fresh reader, re-delivered
+
+
+def test_a_save_whose_fold_finds_no_room_still_stored_its_value(
+    small_disk: Path, fill_disk
+) -> None:
+    store = CursorStore("chat", small_disk)
+    store.save_bytes("k", ByteCursor(0, 7))
+    path = store.path_for("k")
+    line = path.read_bytes()
+    with open(path, "ab") as f:  # one line short of the fold, on a page of its own
+        f.write(line * ((COMPACT_BYTES - len(line)) // len(line)))
+    fill_disk(small_disk, 1)  # room for the append's next page, none for the fold's temp
+    store.save_bytes("k", ByteCursor(1, 7), durable=False)
+    assert path.stat().st_size > COMPACT_BYTES  # not folded: no room
+    assert store.load_bytes("k") == ByteCursor(1, 7)

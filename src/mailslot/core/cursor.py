@@ -34,7 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.errors import FormatError
+from mailslot.core.errors import FormatError, NoSpace
 from mailslot.core.fsio import append_unsynced, atomic_write, read_regular, sweep_temps
 
 __all__ = ["ByteCursor", "CursorStore", "SeenLog", "SeenSet", "state_dir"]
@@ -377,7 +377,10 @@ class CursorStore:
             self.dir.mkdir(parents=True, exist_ok=True)
             size = append_unsynced(path, line, fresh_line=True)
         if size > COMPACT_BYTES:
-            atomic_write(path, line, durable=False)
+            try:  # the value is stored already: a fold that finds no room waits for later
+                atomic_write(path, line, durable=False)
+            except (NoSpace, OSError):
+                return
             _sweep(self.dir)
 
     def forget(self, key: str) -> None:
