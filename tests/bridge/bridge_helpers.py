@@ -165,7 +165,15 @@ class Host:
             start_new_session=True,
         )
         log.close()
-        wait_for(lambda: self.status().get("running"), 30, f"bridge {self.name} up")
+        proc = self.proc
+
+        def up() -> bool:
+            # this process's own status (a killed one's may still look fresh), its server known
+            assert proc.poll() is None, f"bridge {self.name} exited: see {self.base}/serve.log"
+            st = self.status()
+            return bool(st.get("running") and st.get("pid") == proc.pid and st.get("server_pid"))
+
+        wait_for(up, 30, f"bridge {self.name} up")
 
     def status(self) -> dict[str, Any]:
         path = self.dir / "state" / "status.json"
