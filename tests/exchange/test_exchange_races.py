@@ -106,6 +106,7 @@ root = Path(sys.argv[1])
 topics = sys.argv[2:]
 ex = load_exchange(root)
 done = root / "to-olu" / "done"
+print("ready", flush=True)  # imports done: the test starts the tick only now
 deadline = time.monotonic() + 120
 while not any(done.iterdir()):
     if time.monotonic() > deadline:
@@ -129,11 +130,11 @@ for i, topic in enumerate(reversed(topics)):
 """
 
 
-@pytest.mark.slow
-def test_an_entry_racing_the_archive_is_never_filed_unseen(ex) -> None:
+def _race_the_archive(ex, attempt: int) -> list[list[str]]:
+    """Close 120 topics, run the racer against a tick loop; what the racer wrote."""
     topics = []
     for i in range(120):
-        t = send(ex, "claude", f"closing-{i:03d}", "fyi", "that settles it").topic
+        t = send(ex, "claude", f"closing-{attempt}-{i:03d}", "fyi", "that settles it").topic
         set_state(ex, "claude", t, "done")
         set_state(ex, "olu", t, "done")
         topics.append(t)
@@ -143,6 +144,8 @@ def test_an_entry_racing_the_archive_is_never_filed_unseen(ex) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert racer.stdout is not None
+    assert racer.stdout.readline() == "ready\n"  # a racer still importing would miss the archive
     ticks = subprocess.Popen(  # a tick loop, as the timer runs it
         [
             "bash",
@@ -159,8 +162,19 @@ def test_an_entry_racing_the_archive_is_never_filed_unseen(ex) -> None:
     assert racer.returncode == 0, err
     _, terr = ticks.communicate(timeout=300)
     assert ticks.returncode == 0, terr
+    return [line.split() for line in out.splitlines()]
+
+
+@pytest.mark.slow
+def test_an_entry_racing_the_archive_is_never_filed_unseen(ex) -> None:
+    # On a loaded machine the tick can archive every topic before the racer gets the CPU: that
+    # run proves nothing, so the race is run again with fresh topics (at most three times).
+    written: list[list[str]] = []
+    for attempt in range(3):
+        written = _race_the_archive(ex, attempt)
+        if written:
+            break
     after = json.loads(run(ex.root, "exchange", "tick", "--json").stdout)
-    written = [line.split() for line in out.splitlines()]
     assert written, "the racer wrote nothing"
     unseen = {
         (d["topic"], d["entry"])
