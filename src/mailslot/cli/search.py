@@ -9,6 +9,7 @@ import click
 
 from mailslot.cli.helpers import Env, emit, json_option
 from mailslot.cli.shown import shown_line
+from mailslot.defaults import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX
 
 __all__ = ["search"]
 
@@ -58,7 +59,12 @@ def _text(data: dict[str, Any]) -> str:
     help="A root to search (repeat for several; default: the global --root, MAILSLOT_ROOT, "
     "else the current directory).",
 )
-@click.option("--limit", default=20, show_default=True, help="The most hits to show (1-500).")
+@click.option(
+    "--limit",
+    default=SEARCH_LIMIT_DEFAULT,
+    show_default=True,
+    help=f"The most hits to show (1-{SEARCH_LIMIT_MAX}).",
+)
 @click.option("--reindex", is_flag=True, help="Delete the roots' indexes and build them again.")
 @json_option
 @click.pass_context

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from mailslot import defaults as layout
 from mailslot.cli.helpers import (
     SECONDS,
     Env,
@@ -43,19 +44,19 @@ _DIR = click.Path(file_okay=False, path_type=Path)
 
 
 def _peers(env: Env, value: Path | None) -> Path:
-    return value or env.need_root() / "peer" / "peers.json"
+    return value or layout.peers_file(env.need_root())
 
 
 def _keys(env: Env, value: Path | None) -> Path:
-    return value or env.need_root() / "peer" / "keys.json"
+    return value or layout.peer_keys(env.need_root())
 
 
 def _inbox(env: Env, value: Path | None) -> Path:
-    return value or env.need_root() / "peer" / "inbox"
+    return value or layout.peer_inbox(env.need_root())
 
 
 def _db(env: Env, value: Path | None) -> Path:
-    return value or env.need_root() / "board" / "agora.db"
+    return value or layout.board_db(env.need_root())
 
 
 def _announce(url: str) -> None:

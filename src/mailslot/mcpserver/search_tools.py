@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mailslot.defaults import SEARCH_LIMIT_MAX
 from mailslot.mcpserver.config import ServerConfig
 from mailslot.mcpserver.fence import Fence, safe
 from mailslot.mcpserver.spec import Call, Reply, ToolSpec, obj, prop
@@ -20,9 +21,6 @@ __all__ = ["SEARCH_LIMIT_DEFAULT", "SEARCH_LIMIT_MAX", "search_roots", "search_t
 
 # Fewer hits than the CLI shows: each one lands in the model's context.
 SEARCH_LIMIT_DEFAULT = 10
-# The channel's own bound (``mailslot.search.LIMIT_MAX``), written out so building the tool list
-# imports no channel.
-SEARCH_LIMIT_MAX = 500
 
 
 def search_roots(cfg: ServerConfig) -> list[Path]:

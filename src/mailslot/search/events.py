@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mailslot.core.errors import MailslotError
 from mailslot.core.wait import Watch
+from mailslot.defaults import peer_inbox
 from mailslot.search.find import refresh
 from mailslot.search.sources import EXCHANGE, PEER, Refreshed, channels_at
 
@@ -62,7 +63,7 @@ def watch_paths(root: Path) -> list[Path]:
             topics += [inbox / n for n in topic_names(inbox)]
         out += sorted(topics, key=lambda p: p.name, reverse=True)[:WATCH_TOPICS_MAX]  # newest
     if PEER in found:
-        inbox = root / "peer" / "inbox"
+        inbox = peer_inbox(root)
         out += [inbox, inbox / "processed"]
     return out
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mailslot.core.errors import LimitExceeded, NotFound
+from mailslot.defaults import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX
 from mailslot.search.hit import Hit
 from mailslot.search.query import parse_query
 from mailslot.search.sources import Refreshed, channels_at, refresh_index
@@ -20,10 +21,9 @@ from mailslot.search.store import Index, index_path, sqlite_errors
 
 __all__ = ["LIMIT_DEFAULT", "LIMIT_MAX", "refresh", "reindex", "search"]
 
-# A screenful of hits; an agent asks for more when it needs them.
-LIMIT_DEFAULT = 20
-# More hits than anyone reads; the cost of snippets grows with each one.
-LIMIT_MAX = 500
+# A screenful of hits, and more than anyone reads (the cost of snippets grows with each one).
+LIMIT_DEFAULT = SEARCH_LIMIT_DEFAULT
+LIMIT_MAX = SEARCH_LIMIT_MAX
 
 
 def _root(root: Path | str) -> Path:

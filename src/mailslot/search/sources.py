@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from mailslot.core.clock import format_time, parse_time
 from mailslot.core.errors import FormatError, LimitExceeded, MailslotError, NotFound
 from mailslot.core.fsio import read_from
+from mailslot.defaults import peer_inbox
 from mailslot.search.hit import Doc
 from mailslot.search.quick import quick_entry
 from mailslot.search.store import Index, SourceState
@@ -57,7 +58,7 @@ TAIL_CHECK = 64
 
 EXCHANGE, CHAT, LOG, PEER = "exchange", "chat", "log", "peer"
 _LOG_NAME = "LOG.md"
-_PEER_DIR = Path("peer") / "inbox"
+_PEER_DIR = peer_inbox(Path())
 # The tick of a directory signature taken within RACY_NS of its change: never matches.
 _RACY = "|racy"
 # The key prefix of each channel's sources in the index.

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 
 from mailslot.core.cursor import ByteCursor
 from mailslot.core.errors import MailslotError, NotFound
+from mailslot.defaults import board_db
 from mailslot.web.page import guard
 from mailslot.web.page.app import Context, in_thread, qs, sse_lines, status_of
 from mailslot.web.page.finder import PageSearch
@@ -210,8 +211,8 @@ class Handlers:
                 card["bus"] = bus_summary(source.root, OVERVIEW_LOG)
             if source.peer_inbox is not None:
                 card["peer"] = peer_summary(source.peer_inbox)
-            if (source.root / "board" / "agora.db").is_file():
-                card["board"] = board_summary(source.root / "board" / "agora.db")
+            if board_db(source.root).is_file():
+                card["board"] = board_summary(board_db(source.root))
             out.append(card)
         return out
 

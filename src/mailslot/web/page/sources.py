@@ -17,6 +17,7 @@ from pathlib import Path
 from mailslot.bus.layout import CHARTER, LOG
 from mailslot.chat.locate import list_chats
 from mailslot.core.errors import MailslotError, NotFound
+from mailslot.defaults import board_db, peer_inbox
 from mailslot.exchange.layout import Exchange, load_exchange
 
 __all__ = ["Source", "Sources", "find_sources"]
@@ -83,7 +84,7 @@ def find_sources(roots: list[Path]) -> Sources:
                 exchange = load_exchange(root)
             except MailslotError:
                 exchange = None
-        inbox = root / "peer" / "inbox"
+        inbox = peer_inbox(root)
         source_id = base = _slug(root)
         n = 2
         while source_id in out:
@@ -96,7 +97,7 @@ def find_sources(roots: list[Path]) -> Sources:
             bool(list_chats(root)),
             inbox if inbox.is_dir() else None,
         )
-        board = (root / "board" / "agora.db").is_file()
+        board = board_db(root).is_file()
         if not (source.exchange or source.bus or source.chats or source.peer_inbox or board):
             raise NotFound(
                 "holds no exchange (.mailslot/config), bus (LOG.md), chat (chat-*.txt), peer "
