@@ -241,7 +241,11 @@ def serve(cfg: ServerConfig) -> None:
 
     threading.Thread(target=connection, name="mailslot-mcp", daemon=True).start()
     try:
-        ended.wait()  # Ctrl-C and SIGTERM interrupt this wait in the main thread
+        # The kernel may deliver Ctrl-C or SIGTERM to any thread, and Python acts on it only in
+        # the main thread at its next step: waking every 0.2 s makes that step come soon, where
+        # one untimed wait would sleep through a signal another thread received.
+        while not ended.wait(0.2):
+            pass
     finally:
         for call in list(running):
             call.set()
