@@ -160,7 +160,7 @@ class _Arrivals:
     """inotify on B's topic folders: when each entry name appeared (monotonic ns)."""
 
     def __init__(self, dirs: list[Path]) -> None:
-        from inotify_simple import INotify, flags
+        from mailslot.core.inotify import INotify, flags
 
         self.ino = INotify()
         self.wd = {}
