@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,11 @@ from pathlib import Path
 
 from common import Result, dist
 
+# The cuttable leafnode link is the demo's own: the benchmark measures the bridge the demo shows.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from bridge_demo import Link
+from bridge_demo import port as _port
+
 LATENCY_ROUNDS = 300
 THROUGHPUT_ENTRIES = 2000
 CATCHUP_ENTRIES = 300
@@ -29,69 +33,8 @@ TOPICS = 20
 ENTRY = "---\nfrom: a\nat: 2026-12-01T10:00:00.000Z\naction: fyi\n---\n" + "x" * 900 + "\n"
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _cli(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "mailslot", *args], check=True, capture_output=True)
-
-
-class _Proxy:
-    def __init__(self, target: int) -> None:
-        self.target, self.port = target, _port()
-        self.srv: socket.socket | None = None
-        self.conns: list[socket.socket] = []
-
-    def start(self) -> None:
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("127.0.0.1", self.port))
-        srv.listen(8)
-        self.srv = srv
-        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
-
-    def _accept(self, srv: socket.socket) -> None:
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            if self.srv is not srv:
-                c.close()
-                return
-            try:
-                u = socket.create_connection(("127.0.0.1", self.target), timeout=2)
-            except OSError:  # the server behind is down: drop this one, keep accepting
-                c.close()
-                continue
-            u.settimeout(None)
-            self.conns += [c, u]
-            for a, b in ((c, u), (u, c)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := a.recv(65536):
-                b.sendall(data)
-        for s in (a, b):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        srv, self.srv = self.srv, None
-        if srv is not None:
-            with contextlib.suppress(OSError):
-                srv.shutdown(socket.SHUT_RDWR)
-            srv.close()
-        for s in self.conns:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-        self.conns = []
 
 
 class _Host:
@@ -187,7 +130,7 @@ class _Arrivals:
         return True
 
 
-def _faults(a: _Host, b: _Host, proxy: _Proxy) -> Result:
+def _faults(a: _Host, b: _Host, proxy: Link) -> Result:
     from mailslot.core.fsio import atomic_create
 
     stop = threading.Event()
@@ -225,7 +168,7 @@ def _faults(a: _Host, b: _Host, proxy: _Proxy) -> Result:
             a.kill9()
             a.start()
         faults.append("kill -9")
-        proxy.start()
+        proxy.heal()
     stop.set()
     for t in threads:
         t.join()
@@ -278,11 +221,11 @@ def run(tmp: Path) -> list[Result]:
 
     os.environ["MAILSLOT_STATE_DIR"] = str(tmp / "state")
     a, b = _Host(tmp, "a"), _Host(tmp, "b")
-    proxy = _Proxy(a.leaf)
+    proxy = Link(a.leaf)
     a.init("b", "--leaf-advertise", f"127.0.0.1:{proxy.port}")
     b.init("a", "--leaf-remote", f"nats-leaf://127.0.0.1:{proxy.port}")
     rows: list[Result] = []
-    proxy.start()
+    proxy.heal()
     a.start()
     b.start()
     try:
@@ -328,7 +271,7 @@ def run(tmp: Path) -> list[Result]:
                 a.root / "to-b" / topics[i % TOPICS] / f"{i // TOPICS + 1:04d}-a.md", ENTRY
             )
         _published(a, LATENCY_ROUNDS + THROUGHPUT_ENTRIES, 120)
-        proxy.start()
+        proxy.heal()
         ok = arrivals.wait(before + THROUGHPUT_ENTRIES, 180)
         got = sorted(v for k, v in arrivals.seen.items() if not k.startswith("2026-12-01-lat"))
         span = (got[-1] - got[0]) / 1e9 if len(got) > 1 else float("nan")
@@ -355,7 +298,7 @@ def run(tmp: Path) -> list[Result]:
         time.sleep(2.0)
         crossed = len(arrivals.seen) - before
         healed = time.monotonic_ns()
-        proxy.start()
+        proxy.heal()
         ok = arrivals.wait(before + CATCHUP_ENTRIES, 60)
         last = max(v for k, v in arrivals.seen.items() if k.startswith("2026-12-01-cut/"))
         catch = (last - healed) / 1e9
