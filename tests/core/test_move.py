@@ -6,6 +6,7 @@ without it uses (link then unlink for a file, check then rename for a directory)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -183,3 +184,121 @@ def test_a_move_killed_at_any_instant_leaves_the_message_whole(tmp_path: Path, w
             os.unlink(whole[1])
         if whole[0].parent.name == "b":  # start the next run from a/
             safe_move(whole[0], tmp_path / "a" / "msg")
+
+
+# Swaps each pair of names (a real directory and a symlink out of the tree) with
+# renameat2(RENAME_EXCHANGE), as fast as it can, until killed: the path a mover checked is, an
+# instant later, a link to somewhere else.
+_SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pairs = [(os.fsencode(a), os.fsencode(b)) for a, b in zip(sys.argv[1::2], sys.argv[2::2])]
+for a, b in pairs:
+    if libc.renameat2(-100, a, -100, b, 2) != 0:
+        sys.exit("RENAME_EXCHANGE: " + os.strerror(ctypes.get_errno()))
+print("ready", flush=True)
+while True:
+    for a, b in pairs:
+        libc.renameat2(-100, a, -100, b, 2)
+"""
+
+
+def _swapping(*pairs: tuple[Path, Path]) -> subprocess.Popen[bytes]:
+    args = [str(p) for pair in pairs for p in pair]
+    proc = subprocess.Popen([sys.executable, "-c", _SWAPPER, *args], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    if proc.stdout.readline() != b"ready\n":
+        proc.kill()
+        proc.wait()
+        pytest.skip("this file system cannot exchange two names (RENAME_EXCHANGE)")
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
+def _the_directory(*names: Path) -> Path:
+    (real,) = [p for p in names if not p.is_symlink()]
+    return real
+
+
+def test_a_directory_swapped_for_a_symlink_mid_move_is_never_followed(
+    tmp_path: Path, way: str
+) -> None:
+    # Outside the tree: a folder holding decoys named like the entries, and an empty one.
+    decoys, trap = tmp_path / "outside-decoys", tmp_path / "outside-trap"
+    decoys.mkdir()
+    trap.mkdir()
+    count = 400
+    for i in range(count):
+        (decoys / f"item-{i:04d}").write_text("outside\n")
+    tree = tmp_path / "tree"
+    (tree / "inbox").mkdir(parents=True)
+    (tree / "done").mkdir()
+    for i in range(count):
+        (tree / "inbox" / f"item-{i:04d}").write_text(f"item {i}\n")
+    # The swapper trades the source folder with a link to the decoys, and the destination
+    # folder with a link to the trap, over and over while the moves run.
+    (tree / "inbox-swap").symlink_to(decoys)
+    (tree / "done-swap").symlink_to(trap)
+    swapper = _swapping((tree / "inbox", tree / "inbox-swap"), (tree / "done", tree / "done-swap"))
+    refused = 0
+    try:
+        for i in range(count):
+            name = f"item-{i:04d}"
+            for _ in range(10_000):
+                try:
+                    safe_move(tree / "inbox" / name, tree / "done" / name)
+                    break
+                except (SymlinkRefused, FileNotFoundError):
+                    refused += 1
+    finally:
+        _stop(swapper)
+    assert sorted(os.listdir(decoys)) == [f"item-{i:04d}" for i in range(count)]
+    assert all((decoys / n).read_text() == "outside\n" for n in os.listdir(decoys))
+    assert os.listdir(trap) == [], "an entry was moved out of the tree"
+    done = _the_directory(tree / "done", tree / "done-swap")
+    inbox = _the_directory(tree / "inbox", tree / "inbox-swap")
+    assert os.listdir(inbox) == []
+    assert sorted(os.listdir(done)) == [f"item-{i:04d}" for i in range(count)]
+    for n in os.listdir(done):
+        assert (done / n).read_text() == f"item {int(n[5:])}\n"
+    assert refused, "the swapper never ran during a move; the race was not exercised"
+
+
+def test_a_source_swapped_for_a_symlink_mid_move_is_never_followed(
+    tmp_path: Path, way: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("secret\n")
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "b").mkdir()
+    (tree / "a" / "msg").write_text("entry\n")
+    (tree / "a" / "msg-swap").symlink_to(outside / "secret")
+    swapper = _swapping((tree / "a" / "msg", tree / "a" / "msg-swap"))
+    moved = tree / "b" / "msg"
+    try:
+        for _ in range(2000):
+            with contextlib.suppress(SymlinkRefused):
+                safe_move(tree / "a" / "msg", moved)
+            if moved.is_symlink():
+                break  # the link itself was moved; the swapper has nothing left to trade
+            if moved.exists():
+                assert moved.read_text() == "entry\n"
+                safe_move(moved, tree / "a" / "msg")
+    finally:
+        _stop(swapper)
+    assert os.listdir(outside) == ["secret"]
+    assert (outside / "secret").read_text() == "secret\n"
+    # The entry is still in the tree, whole, one file; at most the link moved beside it (the
+    # fallback's link-then-unlink may leave that one file under two names, as when killed).
+    entries = [p for p in (tree / "a").iterdir() if not p.is_symlink()]
+    entries += [moved] if moved.exists() and not moved.is_symlink() else []
+    assert {p.read_text() for p in entries} == {"entry\n"}
+    assert len({os.stat(p).st_ino for p in entries}) == 1

@@ -10,17 +10,23 @@ into ``done/`` and back, an outbox take and its undo, a peer message into ``proc
   ``unlink``; a directory, which cannot be linked, by a check then ``rename``.
 * Never through a symlink: a symlink as ``src``, or as either parent directory, is refused
   (``SymlinkRefused``): a planted link must not carry a message out of its tree or move the link
-  instead of what it names.
+  instead of what it names. Race-free: each parent is opened once (``O_DIRECTORY|O_NOFOLLOW``)
+  and every later step -- the check, the rename, the fsync -- names the entry relative to that
+  descriptor, so a parent swapped for a symlink after it was opened is never followed; and a
+  rename never follows its last component, so a source swapped for a symlink after the check is
+  moved as the link itself, never what it names.
 * Exactly one of two racers moving the same source wins; the other gets ``FileNotFoundError``
   (the fallback's loser removes its second name again).
 * Durable: both parent directories are fsync'd before it returns, so a crash after the move
   finds the name where the move put it.
 * Killed at any instant (SIGKILL), it leaves the source or the destination whole: the rename is
-  one step; the fallback's link leaves, at worst, the same file under both names.
+  one step; the fallback's link leaves, at worst, the same file under both names (as it does
+  when a symlink is swapped in between its link and its unlink: the unlink removes the link).
 
 What this cannot protect against: a directory moved by the fallback can still meet a directory
 created under ``dst`` between the check and the rename (there is no atomic refusal without
-``renameat2``), and a parent replaced by a symlink after the check.
+``renameat2``); and only the last component of each parent is refused as a symlink -- a
+symlink higher up (``ROOT`` itself on a symlinked home) is the caller's tree, and followed.
 """
 
 from __future__ import annotations
@@ -35,7 +41,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mailslot.core.errors import Conflict, SymlinkRefused
-from mailslot.core.fsio import fsync_dir
 
 __all__ = ["safe_move"]
 
@@ -61,12 +66,30 @@ def _load_renameat2() -> Callable[..., int] | None:
 _renameat2 = _load_renameat2()
 
 
-def _refuse_links(src: Path, dst: Path) -> bool:
-    """``SymlinkRefused`` for a symlink as ``src`` or a parent; whether ``src`` is a directory."""
-    for parent in {src.parent, dst.parent}:
-        if os.path.islink(parent):
-            raise SymlinkRefused(f"{parent} is a symlink; nothing moved through it", path=parent)
-    mode = os.lstat(src).st_mode  # FileNotFoundError: gone (a racer moved it)
+# A parent is opened as itself: ``O_NOFOLLOW`` refuses a symlink as its last component.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_parent(directory: Path) -> int:
+    """A descriptor of ``directory`` itself; ``SymlinkRefused`` when it is a symlink."""
+    try:
+        return os.open(directory, _DIR_FLAGS)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        try:
+            mode = os.lstat(directory).st_mode
+        except OSError:
+            raise e from None
+        # The open met a symlink (a directory found now was swapped back since): refused.
+        if not (stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+            raise
+    raise SymlinkRefused(f"{directory} is a symlink; nothing moved through it", path=directory)
+
+
+def _refuse_link(src: Path, src_fd: int) -> bool:
+    """``SymlinkRefused`` for a symlink as ``src``; whether ``src`` is a directory."""
+    mode = os.stat(src.name, dir_fd=src_fd, follow_symlinks=False).st_mode  # FileNotFoundError
     if stat.S_ISLNK(mode):
         raise SymlinkRefused(f"{src} is a symlink; a symlink is never moved", path=src)
     return stat.S_ISDIR(mode)
@@ -76,11 +99,12 @@ def _exists(dst: Path) -> Conflict:
     return Conflict(f"{dst} exists; a move never overwrites", path=dst)
 
 
-def _rename_noreplace(src: Path, dst: Path) -> bool:
+def _rename_noreplace(src: Path, src_fd: int, dst: Path, dst_fd: int) -> bool:
     """``renameat2(RENAME_NOREPLACE)``; ``False`` when this system cannot (use the fallback)."""
     if _renameat2 is None:
         return False
-    if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+    name, new = os.fsencode(src.name), os.fsencode(dst.name)
+    if _renameat2(src_fd, name, dst_fd, new, _RENAME_NOREPLACE) == 0:
         return True
     err = ctypes.get_errno()
     if err in _NO_FLAG:
@@ -90,18 +114,27 @@ def _rename_noreplace(src: Path, dst: Path) -> bool:
     raise OSError(err, os.strerror(err), str(src), None, str(dst))
 
 
-def _link_then_unlink(src: Path, dst: Path) -> None:
+def _link_then_unlink(src: Path, src_fd: int, dst: Path, dst_fd: int) -> None:
     try:
-        os.link(src, dst, follow_symlinks=False)
+        os.link(src.name, dst.name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
     except FileExistsError:
         raise _exists(dst) from None
     try:
-        os.unlink(src)
+        os.unlink(src.name, dir_fd=src_fd)
     except FileNotFoundError:
         # A racer moved the source meanwhile: it won, so this name goes again.
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(dst)
+            os.unlink(dst.name, dir_fd=dst_fd)
         raise
+
+
+def _check_then_rename(src: Path, src_fd: int, dst: Path, dst_fd: int) -> None:
+    try:
+        os.stat(dst.name, dir_fd=dst_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(src.name, dst.name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        return
+    raise _exists(dst)
 
 
 def safe_move(src: Path, dst: Path) -> None:
@@ -112,14 +145,19 @@ def safe_move(src: Path, dst: Path) -> None:
     (across file systems: ``EXDEV``).
     """
     src, dst = Path(src), Path(dst)
-    is_dir = _refuse_links(src, dst)
-    if not _rename_noreplace(src, dst):
-        if is_dir:
-            if os.path.lexists(dst):
-                raise _exists(dst)
-            os.rename(src, dst)
-        else:
-            _link_then_unlink(src, dst)
-    fsync_dir(dst.parent)
-    if src.parent != dst.parent:
-        fsync_dir(src.parent)
+    with contextlib.ExitStack() as fds:
+        src_fd = _open_parent(src.parent)
+        fds.callback(os.close, src_fd)
+        dst_fd = src_fd
+        if dst.parent != src.parent:
+            dst_fd = _open_parent(dst.parent)
+            fds.callback(os.close, dst_fd)
+        is_dir = _refuse_link(src, src_fd)
+        if not _rename_noreplace(src, src_fd, dst, dst_fd):
+            if is_dir:
+                _check_then_rename(src, src_fd, dst, dst_fd)
+            else:
+                _link_then_unlink(src, src_fd, dst, dst_fd)
+        os.fsync(dst_fd)
+        if dst_fd != src_fd:
+            os.fsync(src_fd)
