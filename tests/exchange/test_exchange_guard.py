@@ -508,3 +508,48 @@ def test_a_topic_both_live_and_archived_on_one_side_is_reported_once_as_a_confli
         f"topic {T}: to-olu/ has both {T}/ and done/{T}/; settle it by hand"
     ]
     assert out["reopened"] == [] and out["new_topics"] == []
+
+
+def test_a_conflict_settled_by_hand_into_a_live_topic_is_then_reported_reopened(ex) -> None:
+    """An archived topic that shows up live again beside its ``done/`` copy is a conflict, told
+    as an error only; once a person settles it into one live topic, the tick reports it reopened
+    (it was archived, and now it is not), exactly as ``exchange reopen`` would have been."""
+    import shutil
+
+    root = ex.root
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
+    assert tick(root)["archived"] == [T]
+    hand_entry(root, "olu", T, 3, "claude", "2098-11-01T11:00:00Z")  # a live copy beside done/
+    out = json.loads(run(root, "exchange", "tick", "--json", ok=False).stdout)
+    assert out["reopened"] == [] and out["new_topics"] == []
+    for side in ("olu", "claude"):  # settled by hand: every entry back in one live copy a side
+        live(root, side).mkdir(exist_ok=True)
+        for f in archived(root, side).iterdir():
+            shutil.move(str(f), live(root, side) / f.name)
+        archived(root, side).rmdir()
+    hand_state(root, "olu", T, "open", "2098-11-01T12:00:00Z")  # claude's side open again
+    out = tick(root)
+    assert out["reopened"] == [T] and out["new_topics"] == []
+    assert out["errors"] == [] and out["archived"] == []
+    assert tick(root)["reopened"] == []  # told once
+
+
+def test_a_half_archived_topic_that_cannot_move_is_reported_reopened_once_it_is_live(ex) -> None:
+    """A topic brought back out of ``done/`` on one side while a symlink elsewhere freezes every
+    move stays half-archived; it is not yet live, so it is not taken as known, and once it is
+    live on both sides the tick reports it reopened."""
+    import shutil
+
+    root = ex.root
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
+    assert tick(root)["archived"] == [T]
+    shutil.move(str(archived(root, "olu")), live(root, "olu"))  # one side back by hand
+    hand_state(root, "olu", T, "open", "2098-11-01T12:00:00Z")  # claude's: not done any more
+    link = root / "to-olu" / "2026-11-02-elsewhere"
+    link.symlink_to(root / "to-claude")  # freezes every move this run
+    out = json.loads(run(root, "exchange", "tick", "--json", ok=False).stdout)
+    assert out["reopened"] == [] and out["new_topics"] == [] and out["recovered"] == []
+    link.unlink()
+    out = tick(root)
+    assert out["recovered"] == [{"topic": T, "to": "live"}]
+    assert out["reopened"] == [T] and out["new_topics"] == []

@@ -129,6 +129,8 @@ class _Tick:
         self.prev_status: dict[str, str] = self.prev.get("status", {})
         self.prev_ns = int(self.prev.get("tick_ns", 0))
         self.status: dict[str, str] = {}  # "<topic>/<side>" -> status, for the next run
+        self.known: list[str] = []  # live topics told (new, reopened) or known already
+        self.still_archived: set[str] = set()  # archived ones back in part: not yet reopened
 
     def decide(self, scan: TopicScan, status: dict[str, str]) -> Decision:
         """The guard's word on this topic, and never archive past a stray file (fail safe: a file
@@ -302,7 +304,7 @@ class _Tick:
         self.commit()
         self.notify()
         try:
-            self.save(sorted(v.name for v in views), archived)
+            self.save(self.known, archived | self.still_archived)
         except (MailslotError, OSError) as e:
             r.errors.append(f"cannot save the tick state: {e}")
 
@@ -352,8 +354,18 @@ class _Tick:
                 r.state_changes.append(
                     {"topic": name, "side": writer, "from": before, "to": now_is}
                 )
-        if name not in self.prev_topics and not scan.conflict:  # a conflict is its error only
-            (r.reopened if reopened else r.new_topics).append(name)
+        # Known as live once wholly live: a conflict (its error only) or a copy still in done/
+        # is not, so the topic is told new or reopened when it is settled, not lost in between.
+        if done:
+            pass
+        elif not scan.conflict and not any(c.archived for c in scan.copies.values()):
+            if name not in self.prev_topics:
+                (r.reopened if reopened else r.new_topics).append(name)
+            self.known.append(name)
+        elif name in self.prev_topics:
+            self.known.append(name)
+        elif reopened:
+            self.still_archived.add(name)
         if done:
             r.archived.append(name)
             archived.add(name)
