@@ -451,6 +451,30 @@ def test_tick_commits_without_any_git_identity(ex, run_cli, tmp_path) -> None:
     assert git(ex.root, "log", "-1", "--format=%an").strip() == "mailslot"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run over another user's files")
+def test_root_ticks_over_another_users_exchange_where_its_git_config_trusts_it(
+    ex, run_cli, tmp_path
+) -> None:
+    """The timer runs the tick as root over an exchange another user owns: git refuses such a
+    repository unless ``safe.directory`` names it, and the admin's own git config is where that
+    is said. Nothing else of that config reaches the tick (its identity is still mailslot's)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "XDG_CONFIG_HOME": str(home)}
+    hand_entry(ex.root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    subprocess.run(["chown", "-R", "65534:65534", str(ex.root)], check=True)
+    r = run_cli("--root", str(ex.root), "exchange", "tick", "--json", env=env)
+    assert r.returncode == 1 and "safe.directory" in r.stderr  # untrusted: loud, not quiet
+    (home / ".gitconfig").write_text(
+        f"[safe]\n\tdirectory = {ex.root}\n[user]\n\tname = someone else\n"
+    )
+    r = run_cli("--root", str(ex.root), "exchange", "tick", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["commit"]
+    trusted = ("-c", f"safe.directory={ex.root}")
+    assert git(ex.root, *trusted, "log", "-1", "--format=%an").strip() == "mailslot"
+
+
 def test_heartbeat_is_written_each_successful_tick(ex) -> None:
     beat = ex.root / ".mailslot" / "heartbeat"
     tick(ex.root)

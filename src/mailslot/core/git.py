@@ -7,9 +7,12 @@ environment it runs in: ``LC_ALL=C`` (messages read the same everywhere), no ter
 pager or editor. For mailslot's own repository (``isolated``, the default) nothing of the
 caller's git leaks in either: no ``GIT_*`` variables (a tick started from a hook must not commit
 into the hook's repository) and no system or user config (a user's ``commit.gpgsign``,
-``core.hooksPath`` or ``core.fsmonitor`` never runs in a tick). A user's checkout (the owners
-hook, which git runs mid-commit) keeps the user's config and the ``GIT_*`` variables git set for
-the hook (``GIT_INDEX_FILE`` says which index the commit is made from).
+``core.hooksPath`` or ``core.fsmonitor`` never runs in a tick) -- except ``safe.directory``:
+the repositories the caller's system or user config declares safe though another user owns them
+are carried over (``safe_directories``), so root's tick over an exchange another user owns works
+exactly where the admin said it may. A user's checkout (the owners hook, which git runs
+mid-commit) keeps the user's config and the ``GIT_*`` variables git set for the hook
+(``GIT_INDEX_FILE`` says which index the commit is made from).
 
 Recognising a stale index lock:
 
@@ -49,6 +52,7 @@ __all__ = [
     "git_env",
     "index_lock",
     "run_git",
+    "safe_directories",
 ]
 
 # The longest a git mailslot runs may take: a commit of 100,000 new entries on a slow disk.
@@ -73,6 +77,25 @@ def git_env(*, isolated: bool = True) -> dict[str, str]:
     return env
 
 
+def safe_directories() -> list[str]:
+    """``safe.directory`` values of the caller's system and user (global) git config, in order,
+    and nothing from any repository's own config (git itself ignores it there); empty when git
+    or the setting is missing."""
+    argv = ["git", "config", "--show-scope", "--get-all", "safe.directory"]
+    try:  # at "/", outside any repository a caller might be in
+        result = run_command(
+            argv, timeout=GIT_TIMEOUT_S, cwd="/", env=git_env(isolated=False), check=False
+        )
+    except CommandFailed:
+        return []
+    out = []
+    for line in result.out.splitlines():
+        scope, _, value = line.partition("\t")
+        if scope in ("system", "global") and value:
+            out.append(value)
+    return out
+
+
 def run_git(
     repo: Path,
     *args: str,
@@ -89,6 +112,8 @@ def run_git(
     overruns ``timeout`` or prints more than ``max_output`` bytes.
     """
     argv = ["git"]
+    if isolated:
+        config = [*(f"safe.directory={d}" for d in safe_directories()), *config]
     for setting in config:
         argv += ["-c", setting]
     argv += ["-C", str(repo), *args]
