@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from bridge_helpers import cli
+
 from mailslot.exchange import arrivals as arr
 
 T = "2026-12-02-receipts"
@@ -59,3 +61,32 @@ def test_a_file_over_its_bound_is_not_read_and_not_grown(tmp_path: Path) -> None
     assert arr.arrivals(tmp_path, "b", T) == {}  # unresolved: the topic is not archived
     assert not arr.record_arrival(tmp_path, "b", T, "0002-a.md", 20)
     assert path.stat().st_size == arr._MAX_ARRIVALS_BYTES + 1
+
+
+def test_a_burst_of_receipts_is_one_append_per_topic_and_the_first_stands(tmp_path: Path) -> None:
+    from mailslot.bridge.config import BridgedExchange
+    from mailslot.bridge.materialise import Outcome, materialise_receipts
+    from mailslot.bridge.wire import KIND_RECEIPT, Incoming
+    from mailslot.exchange import load_exchange
+
+    cli("exchange", "init", str(tmp_path / "ex"), "--side", "a", "--side", "b", "--no-git")
+    ex = load_exchange(tmp_path / "ex")
+    bx = BridgedExchange("ex", ex.root, {"a": "home", "b": "reader"}, "home")
+    assert arr.record_arrival(ex.meta, "b", T, "0001-a.md", 10)
+    path = _file(ex.meta)
+    ino = path.stat().st_ino
+
+    def receipt(name: str, ns: int) -> Incoming:
+        return Incoming(KIND_RECEIPT, "reader", bx, "b", T, name, 0, str(ns).encode())
+
+    # a peer catching up: 200 receipts, one redelivered from before, one twice in the run
+    run = [receipt(f"{n:04d}-a.md", 1000 + n) for n in range(1, 201)]
+    run.append(receipt("0002-a.md", 99))
+    outcomes = materialise_receipts(run, {})
+    assert outcomes[0] is Outcome.SAME  # 0001 was recorded before with ns 10
+    assert outcomes[1:200] == [Outcome.WRITTEN] * 199
+    assert outcomes[200] is Outcome.SAME  # the second 0002 in the run
+    assert path.stat().st_ino == ino  # appended, not rewritten
+    got = arr.arrivals(ex.meta, "b", T)
+    assert len(got) == 200 and got["0001-a.md"] == 10 and got["0002-a.md"] == 1002
+    assert len(path.read_bytes().splitlines()) == 200

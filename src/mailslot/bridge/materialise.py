@@ -36,12 +36,20 @@ from mailslot.bridge.wire import (
 from mailslot.core.errors import Conflict, SymlinkRefused
 from mailslot.core.fsio import atomic_create, atomic_write, create_many, fsync_dir, read_regular
 from mailslot.core.move import safe_move
-from mailslot.exchange.arrivals import record_arrival
+from mailslot.exchange.arrivals import record_arrivals
 from mailslot.exchange.layout import DONE, Exchange, load_exchange
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outcome", "conflict_name", "materialise", "materialise_entries"]
+__all__ = [
+    "BATCHED_KINDS",
+    "Outcome",
+    "conflict_name",
+    "materialise",
+    "materialise_batch",
+    "materialise_entries",
+    "materialise_receipts",
+]
 
 
 class Outcome(Enum):
@@ -113,6 +121,41 @@ def materialise_entries(
     ]
 
 
+def materialise_receipts(
+    items: list[Incoming], exchanges: dict[str, Exchange] | None = None
+) -> list[Outcome]:
+    """``materialise`` for a run of arrival receipts: one read and one append per topic, so a
+    burst (a peer catching up after a partition) costs what one receipt does per topic."""
+    cache = exchanges if exchanges is not None else {}
+    topics: dict[tuple[str, str, str], dict[str, int]] = {}
+    for item in items:
+        if item.exchange.name not in cache:
+            cache[item.exchange.name] = load_exchange(item.exchange.root)
+        found = topics.setdefault((item.exchange.name, item.inbox, item.topic), {})
+        found.setdefault(item.name, int(item.data))  # the first receipt stands
+    new: set[tuple[str, str, str, str]] = set()
+    for (exchange, inbox, topic), found in topics.items():
+        recorded = record_arrivals(cache[exchange].meta, inbox, topic, found)
+        new.update((exchange, inbox, topic, name) for name in recorded)
+    outcomes = []
+    for item in items:
+        key = (item.exchange.name, item.inbox, item.topic, item.name)
+        outcomes.append(Outcome.WRITTEN if key in new else Outcome.SAME)
+        new.discard(key)  # a second receipt for it in this run is a redelivery
+    return outcomes
+
+
+# The kinds whose runs are materialised together, and how.
+BATCHED_KINDS = {KIND_ENTRY: materialise_entries, KIND_RECEIPT: materialise_receipts}
+
+
+def materialise_batch(
+    items: list[Incoming], exchanges: dict[str, Exchange] | None = None
+) -> list[Outcome]:
+    """Materialise a run of messages of one kind in ``BATCHED_KINDS``, its writes shared."""
+    return BATCHED_KINDS[items[0].kind](items, exchanges)
+
+
 def _move_topic(ex: Exchange, topic: str, to_done: bool) -> None:
     """Move both sides' copies of ``topic`` into ``done/`` (or back), as the tick does; a copy
     already in place stays, and nothing is moved over an existing folder."""
@@ -164,8 +207,7 @@ def materialise(
     if item.kind == KIND_ENTRY:
         return _entry(ex, item)
     if item.kind == KIND_RECEIPT:
-        new = record_arrival(ex.meta, item.inbox, item.topic, item.name, int(item.data))
-        return Outcome.WRITTEN if new else Outcome.SAME
+        return materialise_receipts([item], cache)[0]
     if item.rev <= revisions.get(item.key, 0):
         return Outcome.STALE
     if item.kind == KIND_STATE:

@@ -18,7 +18,9 @@ Sources are store-and-forward: a host cut off from its peers keeps publishing in
 ``MS_OUT`` and a peer's ``MS_IN`` catches up when the link heals, in order per origin. A durable
 pull consumer on each ``MS_IN`` hands messages to ``check_incoming`` and ``materialise``; a
 message is acknowledged only once its file is on disk, so a bridge killed at any moment loses
-nothing (the server redelivers) and duplicates nothing (materialising is idempotent).
+nothing (the server redelivers) and duplicates nothing (materialising is idempotent). The disk
+work runs in a worker thread, runs of entries and of arrival receipts each in one go, so a burst
+arriving (a peer catching up) never holds up publishing what local agents write meanwhile.
 
 Publishing is driven by kernel events on the outbox folders and backed by a full rescan at start
 and every ``RECONCILE_SECONDS``: files are the truth, and republishing is idempotent by subject.
@@ -40,7 +42,7 @@ from typing import Any, NamedTuple
 from mailslot.bridge.chatlink import ChatLink
 from mailslot.bridge.config import BridgeConfig, BridgedExchange
 from mailslot.bridge.ledger import Ledger
-from mailslot.bridge.materialise import Outcome, materialise, materialise_entries
+from mailslot.bridge.materialise import BATCHED_KINDS, Outcome, materialise, materialise_batch
 from mailslot.bridge.outbox import placement, read_outgoing
 from mailslot.bridge.wire import (
     HELD_NAME,
@@ -140,8 +142,9 @@ def _entry_name(name: str) -> bool:
     return ENTRY_RE.match(name) is not None
 
 
-def _is_entry(item: Incoming | ChatIncoming | None) -> bool:
-    return isinstance(item, Incoming) and item.kind == KIND_ENTRY
+def _batch_kind(item: Incoming | ChatIncoming | None) -> str | None:
+    """The kind of ``item`` when runs of it are materialised together, else ``None``."""
+    return item.kind if isinstance(item, Incoming) and item.kind in BATCHED_KINDS else None
 
 
 def out_stream(host: str) -> str:
@@ -563,13 +566,17 @@ class Bridge:
             place = "done" if item.data == PLACE_DONE else "live"
             if item.rev > self.ledger.received.get(item.key, 0):
                 self.ledger.set_place(f"{item.exchange.name}/{item.topic}", place)
+        # off the event loop, so publishing and the NATS connection go on while the disk syncs;
+        # the revision it sets is merged back here, where the ledger is written from
+        revisions = {item.key: self.ledger.received.get(item.key, 0)}
         try:
-            outcome = materialise(item, self.ledger.received, self.exchanges)
+            outcome = await asyncio.to_thread(materialise, item, revisions, self.exchanges)
         except (OSError, MailslotError) as e:
             log.warning("cannot write %s from %s (will retry): %s", item.relpath, peer, e)
             self._cannot_write(peer, e)
             await msg.nak(delay=RETRY_SECONDS)
             return
+        self.ledger.received.update(revisions)
         await self._done(peer, msg, item, outcome)
 
     def _cannot_write(self, peer: str, error: Exception) -> None:
@@ -606,22 +613,24 @@ class Bridge:
         await msg.ack()
 
     async def _process(self, peer: str, msgs: list[Any]) -> None:
-        """Materialise a fetched batch in order; runs of entries share their syncs."""
+        """Materialise a fetched batch in order; runs of entries (and of receipts) share their
+        writes and syncs, done off the event loop so publishing goes on meanwhile."""
         checked = [self._check(peer, m) for m in msgs]
         i = 0
         while i < len(msgs):
-            j = i
-            while j < len(msgs) and _is_entry(checked[j]):
-                j += 1
-            if j == i:
+            kind = _batch_kind(checked[i])
+            if kind is None:
                 await self._handle(peer, msgs[i], checked[i])
                 i += 1
                 continue
+            j = i + 1
+            while j < len(msgs) and _batch_kind(checked[j]) == kind:
+                j += 1
             run = [c for c in checked[i:j] if isinstance(c, Incoming)]
             try:
-                outcomes = materialise_entries(run, self.exchanges)
+                outcomes = await asyncio.to_thread(materialise_batch, run, self.exchanges)
             except (OSError, MailslotError) as e:
-                log.warning("cannot write %d entries from %s (will retry): %s", len(run), peer, e)
+                log.warning("cannot write %d messages from %s (will retry): %s", len(run), peer, e)
                 self._cannot_write(peer, e)
                 for m in msgs[i:j]:
                     await m.nak(delay=RETRY_SECONDS)

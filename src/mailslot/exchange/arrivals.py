@@ -22,7 +22,15 @@ from mailslot.core.formats import load_yaml
 from mailslot.core.fsio import append_unsynced, atomic_write, read_regular
 from mailslot.core.names import validate_agent, validate_topic
 
-__all__ = ["ARRIVALS_DIR", "MARKER_NAME", "Bridged", "arrivals", "bridged", "record_arrival"]
+__all__ = [
+    "ARRIVALS_DIR",
+    "MARKER_NAME",
+    "Bridged",
+    "arrivals",
+    "bridged",
+    "record_arrival",
+    "record_arrivals",
+]
 
 MARKER_NAME = "bridge"
 ARRIVALS_DIR = "arrivals"
@@ -112,26 +120,34 @@ def arrivals(meta: Path, inbox_side: str, topic: str) -> dict[str, int]:
 
 def record_arrival(meta: Path, inbox_side: str, topic: str, name: str, ns: int) -> bool:
     """Record that entry ``name`` reached its reader's host at ``ns``; whether it was new (the
-    first receipt stands: a later one for the same entry is a redelivery). One line appended; a
+    first receipt stands: a later one for the same entry is a redelivery)."""
+    return name in record_arrivals(meta, inbox_side, topic, {name: ns})
+
+
+def record_arrivals(meta: Path, inbox_side: str, topic: str, found: dict[str, int]) -> set[str]:
+    """Record receipts ``{entry name: ns}`` of one topic with one read and one append; the names
+    that were new (the first receipt stands: a later one for the same entry is a redelivery). A
     file whose damaged or repeated lines are over a quarter of it, past ``_COMPACT_BYTES``, is
-    rewritten with its receipts only. ``False`` too when the file is over its bound."""
+    rewritten with its receipts only. None is new when the file is over its bound."""
     path = _arrivals_path(meta, inbox_side, topic)
     try:
         raw = read_regular(path, _MAX_ARRIVALS_BYTES)
     except FileNotFoundError:
         raw = b""
     except OSError:
-        return False  # unreadable or over its bound: nothing read, nothing added
+        return set()  # unreadable or over its bound: nothing read, nothing added
     known = _parse(raw)
-    if name in known:
-        return False
-    known[name] = ns
+    new = {name: ns for name, ns in found.items() if name not in known}
+    if not new:
+        return set()
+    known.update(new)
     path.parent.mkdir(parents=True, exist_ok=True)
     # no fsync: a receipt arrives for every entry; one lost to a power cut leaves the entry
     # unresolved (no archive, shown as waiting), the fail-safe direction
+    lines = b"".join(_line(n, t) for n, t in new.items())
     clean = b"".join(_line(n, t) for n, t in known.items())
-    if len(raw) > _COMPACT_BYTES and len(raw) + len(_line(name, ns)) - len(clean) > len(raw) // 4:
+    if len(raw) > _COMPACT_BYTES and len(raw) + len(lines) - len(clean) > len(raw) // 4:
         atomic_write(path, clean, mode=0o644, durable=False)
     else:
-        append_unsynced(path, _line(name, ns), mode=0o644, fresh_line=True)
-    return True
+        append_unsynced(path, lines, mode=0o644, fresh_line=True)
+    return set(new)
