@@ -601,8 +601,16 @@ def _open_real(path: Path, flags: int, mode: int = 0o666) -> tuple[int, Path]:
     return os.open(real, flags, mode), real
 
 
-def _intent_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.intent")
+def _sidecar_name(path: Path, suffix: str) -> str:
+    """``.<name><suffix>`` beside ``path``, as a string: built on every append and read, where
+    a ``Path`` would cost more than the system calls it is for."""
+    full = os.fspath(path)
+    cut = full.rfind("/") + 1  # a Path never ends in "/"; a bare name has none
+    return f"{full[:cut]}.{full[cut:]}{suffix}"
+
+
+def _intent_path(path: Path) -> str:
+    return _sidecar_name(path, ".intent")
 
 
 def _torn_path(path: Path) -> Path:
@@ -655,8 +663,8 @@ _INTENT_RE = re.compile(
 )
 
 
-def _cut_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.repair")
+def _cut_path(path: Path) -> str:
+    return _sidecar_name(path, ".repair")
 
 
 @dataclass(frozen=True)
@@ -693,7 +701,7 @@ _CUT_RE = re.compile(
 
 
 def _read_sidecar(
-    sidecar: Path, file_st: os.stat_result, limit: int, *, whole: bool
+    sidecar: str, file_st: os.stat_result, limit: int, *, whole: bool
 ) -> bytes | bool | None:
     """At most ``limit`` bytes of ``sidecar`` (an intent or a repair plan) kept beside the file
     whose status is ``file_st``; ``None`` when there is none; ``False`` when it is not to be
@@ -720,7 +728,7 @@ def _read_sidecar(
         os.close(fd)
 
 
-def _read_cut(plan: Path, file_st: os.stat_result) -> _Cut | bool | None:
+def _read_cut(plan: str, file_st: os.stat_result) -> _Cut | bool | None:
     """The repair plan in ``plan`` for the file whose status is ``file_st``; ``None`` when there
     is none; ``False`` when it is not to be believed (as ``_read_intent``)."""
     raw = _read_sidecar(plan, file_st, 256 + INTENT_RECORD_MAX + READ_FROM_MAX, whole=True)
@@ -741,7 +749,7 @@ def _read_cut(plan: Path, file_st: os.stat_result) -> _Cut | bool | None:
 
 def _write_cut(path: Path, cut: _Cut, mode: int) -> None:
     """Put the plan ``cut`` in place whole and durably (a fsync'd temp renamed over the old)."""
-    plan = _cut_path(path)
+    plan = Path(_cut_path(path))
     tmp = _write_temp(plan.parent, plan.name, cut.encode(), stat.S_IMODE(mode) & 0o666)
     try:
         os.replace(tmp, plan)
@@ -766,7 +774,7 @@ def _could_write(uid: int, st: os.stat_result) -> bool:
     return st.st_gid in os.getgrouplist(user.pw_name, user.pw_gid)
 
 
-def _read_intent(sidecar: Path, file_st: os.stat_result) -> _Intent | bool | None:
+def _read_intent(sidecar: str, file_st: os.stat_result) -> _Intent | bool | None:
     """The intent in ``sidecar`` for the file whose status is ``file_st``; ``None`` when there is
     none; ``False`` when it is not to be believed: torn by a kill before its record's first byte,
     something else under its name, an intent for another file (one since replaced by a rename,
@@ -819,18 +827,21 @@ def _visible_end(path: Path, fd: int, size: int) -> int:
     return size if _record_whole(fd, intent, size) else intent.start
 
 
-def _repair(path: Path, fd: int) -> None:
-    """Under the exclusive lock: settle what a killed appender left (see the module docstring)."""
-    cut = _read_cut(_cut_path(path), os.fstat(fd))
+def _repair(path: Path, fd: int) -> os.stat_result:
+    """Under the exclusive lock: settle what a killed appender left (see the module docstring).
+    Returns the file's status once settled."""
+    st = os.fstat(fd)
+    plan = _cut_path(path)
+    cut = _read_cut(plan, st)
     if cut is False:  # not one of ours, or not for this file: it changes nothing
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(_cut_path(path))
+            os.unlink(plan)
         cut = None
     sidecar = _intent_path(path)
     if cut is None:
-        intent = _read_intent(sidecar, os.fstat(fd))
+        intent = _read_intent(sidecar, st)
         if intent is None:
-            return
+            return st
         if isinstance(intent, _Intent):
             cut = _plan_cut(path, fd, intent)
     if isinstance(cut, _Cut):
@@ -838,7 +849,8 @@ def _repair(path: Path, fd: int) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sidecar)  # before the plan: a plan alone finds its cut made and ends
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(_cut_path(path))
+        os.unlink(plan)
+    return os.fstat(fd)
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:
@@ -971,7 +983,7 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
         os.close(out)
 
 
-def _write_intent(sidecar: Path, intent: _Intent, mode: int) -> None:
+def _write_intent(sidecar: str, intent: _Intent, mode: int) -> None:
     """Create ``sidecar`` with ``intent``, readable by exactly whoever may read the file (its
     ``mode``): a reader who cannot read the sidecar could not tell a torn record from a whole one,
     whatever this writer's umask."""
@@ -1030,12 +1042,11 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     """
     raw = _as_bytes(data)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
-    fd, path = _open_real(Path(path), flags)
+    fd, path = _open_real(path if isinstance(path, Path) else Path(path), flags)
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _repair(path, fd)
-        st = os.fstat(fd)
+        st = _repair(path, fd)
         start = st.st_size
         sidecar = _intent_path(path)
         copy = raw if len(raw) <= INTENT_RECORD_MAX else None
