@@ -6,8 +6,10 @@ into ``done/`` and back, an outbox take and its undo, a peer message into ``proc
 * Never overwrites: on Linux it is ``renameat2(RENAME_NOREPLACE)``, which the kernel refuses
   atomically when ``dst`` exists (a plain ``rename`` silently replaces a file, or an empty
   directory, that arrived under the name since it was checked). Where that call is missing or the
-  file system does not take the flag, a file is moved by ``link`` (refuses an existing name) then
-  ``unlink``; a directory, which cannot be linked, by a check then ``rename``.
+  file system does not take the flag, a file is moved by ``link`` (refuses an existing name),
+  then taken from its name by a ``rename`` to a private dot-name and unlinked there only if it is
+  what was linked (a name swapped in between keeps what it holds); a directory, which cannot be
+  linked, by a check then ``rename``.
 * Never through a symlink: a symlink as ``src``, or as either parent directory, is refused
   (``SymlinkRefused``): a planted link must not carry a message out of its tree or move the link
   instead of what it names. Race-free: each parent is opened once (``O_DIRECTORY|O_NOFOLLOW``)
@@ -20,8 +22,8 @@ into ``done/`` and back, an outbox take and its undo, a peer message into ``proc
 * Durable: both parent directories are fsync'd before it returns, so a crash after the move
   finds the name where the move put it.
 * Killed at any instant (SIGKILL), it leaves the source or the destination whole: the rename is
-  one step; the fallback's link leaves, at worst, the same file under both names (as it does
-  when a symlink is swapped in between its link and its unlink: the unlink removes the link).
+  one step; the fallback's link leaves, at worst, the same file under both names (or under the
+  destination and a private dot-name, ``.NAME.PID.RAND.moving``, that no reader takes).
 
 What this cannot protect against: a directory moved by the fallback can still meet a directory
 created under ``dst`` between the check and the rename (there is no atomic refusal without
@@ -119,13 +121,28 @@ def _link_then_unlink(src: Path, src_fd: int, dst: Path, dst_fd: int) -> None:
         os.link(src.name, dst.name, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
     except FileExistsError:
         raise _exists(dst) from None
+    linked = os.stat(dst.name, dir_fd=dst_fd, follow_symlinks=False)
+    # The name may hold something else by now (swapped in since the link): take whatever it
+    # holds under a private name, in one rename, and let it go only if it is what was linked.
+    mine = f".{src.name}.{os.getpid()}.{os.urandom(4).hex()}.moving"
     try:
-        os.unlink(src.name, dir_fd=src_fd)
+        os.rename(src.name, mine, src_dir_fd=src_fd, dst_dir_fd=src_fd)
     except FileNotFoundError:
         # A racer moved the source meanwhile: it won, so this name goes again.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(dst.name, dir_fd=dst_fd)
         raise
+    taken = os.stat(mine, dir_fd=src_fd, follow_symlinks=False)
+    if (taken.st_dev, taken.st_ino) != (linked.st_dev, linked.st_ino):
+        # What was linked (a link swapped in) stays moved as itself; what is here goes back.
+        try:
+            os.link(mine, src.name, src_dir_fd=src_fd, dst_dir_fd=src_fd, follow_symlinks=False)
+        except FileExistsError:
+            raise Conflict(
+                f"{src} was replaced during the move; what it held is kept as {src.parent / mine}",
+                path=src.parent / mine,
+            ) from None
+    os.unlink(mine, dir_fd=src_fd)
 
 
 def _check_then_rename(src: Path, src_fd: int, dst: Path, dst_fd: int) -> None:
