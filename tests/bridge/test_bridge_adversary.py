@@ -97,3 +97,25 @@ def test_a_receiving_bridge_killed_again_and_again_mid_stream_writes_each_entry_
         assert pair.b.status()["conflicts"] == 0
     finally:
         pair.stop()
+
+
+def test_an_entry_that_cannot_be_written_here_holds_back_only_itself(tmp_path: Path, pair) -> None:
+    pair.proxy.cut()  # what follows reaches b in one batch once the link heals
+    stuck: list[str] = []
+    free: list[str] = []
+    for i in range(4):
+        stuck += send_many(pair.a, "a", "stuck", 1, f"stuck {i}")
+        free += send_many(pair.a, "a", "free", 1, f"free {i}")
+    # on b the stuck topic's folder is a symlink: never written through
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (pair.b.root / "to-b").mkdir(exist_ok=True)
+    link = pair.b.root / Path(stuck[0]).parent
+    os.symlink(elsewhere, link)
+    pair.proxy.heal()
+    wait_for(lambda: all((pair.b.root / rel).exists() for rel in free), 30, "the free topic")
+    wait_for(lambda: pair.b.status().get("write_error"), what="b saying what it cannot write")
+    assert list(elsewhere.iterdir()) == []
+    link.unlink()
+    wait_for(lambda: converged(pair.a, pair.b), 30, "the stuck topic once the symlink is gone")
+    assert list(elsewhere.iterdir()) == [] and _litter(pair.b.root) == []

@@ -630,10 +630,10 @@ class Bridge:
             try:
                 outcomes = await asyncio.to_thread(materialise_batch, run, self.exchanges)
             except (OSError, MailslotError) as e:
-                log.warning("cannot write %d messages from %s (will retry): %s", len(run), peer, e)
-                self._cannot_write(peer, e)
-                for m in msgs[i:j]:
-                    await m.nak(delay=RETRY_SECONDS)
+                # one at a time, so what cannot be written here holds back only itself
+                log.warning("cannot write %d messages from %s at once: %s", len(run), peer, e)
+                for m, item in zip(msgs[i:j], run, strict=True):
+                    await self._handle(peer, m, item)
             else:
                 for m, item, outcome in zip(msgs[i:j], run, outcomes, strict=True):
                     await self._done(peer, m, item, outcome)
