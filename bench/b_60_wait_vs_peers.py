@@ -1,15 +1,16 @@
 """Waiting, beside the peers doing the same work in the same run: one message becomes visible
 (written by another process), the waiter returns it.
 
-In-process: a process blocked in ``exchange.Watcher.watch`` and one in ``chat.wait`` (both with
-their defaults: the cursor is saved), letterbox's ``Watcher`` (watchdog's inotify thread feeding
-an asyncio queue) and the bare kernel wake (``core.wait.Watch`` on a file) run side by side and
-are served round-robin, so a busy machine slows all four alike. Commands: ``mailslot exchange
-watch`` and ``mailslot chat wait`` started, left to block, then the message lands; timed to the
-first line of output and to the process's exit, beside ``agent-chat wait`` (a sleep-poll every
-5 s by default, so its few samples are spread evenly over that period). Times run from just
-before the syscall that makes the message visible (a rename, or the append) to the waiter's own
-``CLOCK_MONOTONIC`` reading, which processes share.
+In-process: a process blocked in ``exchange.Watcher.watch`` and one in ``chat.Waiter.wait``
+(both kept across waits, with their defaults: the cursor is saved), one calling ``chat.wait``
+afresh for each message (a new watch each time: for reference), letterbox's ``Watcher``
+(watchdog's inotify thread feeding an asyncio queue) and the bare kernel wake (``core.wait.Watch``
+on a file) run side by side and are served round-robin, so a busy machine slows them all alike.
+Commands: ``mailslot exchange watch`` and ``mailslot chat wait`` started, left to block, then the
+message lands; timed to the first line of output and to the process's exit, beside ``agent-chat
+wait`` (a sleep-poll every 5 s by default, so its few samples are spread evenly over that period).
+Times run from just before the syscall that makes the message visible (a rename, or the append)
+to the waiter's own ``CLOCK_MONOTONIC`` reading, which processes share.
 """
 
 from __future__ import annotations
@@ -68,6 +69,18 @@ for _ in range(n):
 """
 
 CHAT = r"""
+import os, sys, time
+from mailslot import chat
+path, n = sys.argv[1], int(sys.argv[2])
+out = os.fdopen(1, "w", buffering=1)
+with chat.Waiter(path, "bob") as w:
+    for _ in range(n):
+        out.write("armed\n")
+        batch = w.wait(30)
+        out.write(f"{time.monotonic_ns()} {len(batch.messages)}\n")
+"""
+
+CHAT_CALL = r"""
 import os, sys, time
 from mailslot import chat
 path, n = sys.argv[1], int(sys.argv[2])
@@ -153,6 +166,7 @@ def in_process(tmp: Path) -> list[Result]:
     n = str(ROUNDS)
     ex_root, ex_fire = _exchange(tmp / "ex", tmp / "state")
     chat_path, chat_fire = _chat(tmp, "wait")
+    call_path, call_fire = _chat(tmp, "wait-call")
     waiters = {
         "raw": _Waiter(
             [sys.executable, "-c", RAW, str(log), n],
@@ -161,6 +175,7 @@ def in_process(tmp: Path) -> list[Result]:
         ),
         "exchange": _Waiter([sys.executable, "-c", EXCHANGE, str(ex_root), n], ex_fire, env),
         "chat": _Waiter([sys.executable, "-c", CHAT, str(chat_path), n], chat_fire, env),
+        "chat-call": _Waiter([sys.executable, "-c", CHAT_CALL, str(call_path), n], call_fire, env),
     }
     pe = peers()
     if pe.python is not None:
@@ -193,12 +208,20 @@ def in_process(tmp: Path) -> list[Result]:
             note=note,
         ),
         dist(
-            "chat.wait, visible -> returned (default, stored cursor)",
+            "chat Waiter.wait, visible -> returned (default, stored cursor)",
             waiters["chat"].samples,
             "ms",
             key="wait.chat",
             vs=ahead,
             note=note,
+        ),
+        dist(
+            "chat.wait called per message, visible -> returned (stored cursor)",
+            waiters["chat-call"].samples,
+            "ms",
+            key="wait.chat.call",
+            vs=[Vs("wait.letterbox", "letterbox Watcher"), Vs("wait.raw", "raw inotify")],
+            note="for reference: a new watch, cursor file and read of the chat on every call",
         ),
     ]
     name = "peer letterbox 1.2.2: Watcher, visible -> event off its queue"

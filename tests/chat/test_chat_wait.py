@@ -147,3 +147,101 @@ def test_a_file_replaced_under_a_blocked_waiter_is_read_again_from_its_start(
     saved.replace(chat_file)
     t.join(30)
     assert [m.body for m in box["result"].messages] == ["the new file"], box
+
+
+# -- a Waiter: one reader waiting again and again, its watch and place kept --------------------
+
+
+def test_a_waiter_returns_each_message_once_and_shares_its_cursor(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    with chat.Waiter(chat_file, "bob") as w:
+        for i in range(3):
+            t, box = in_thread(w.wait, 30)
+            chat.say(chat_file, f"msg {i}", "alice")
+            t.join(30)
+            assert [m.body for m in box["result"].messages] == [f"msg {i}"], box
+        with pytest.raises(WaitTimeout):
+            w.wait(0.05)
+    chat.say(chat_file, "after", "alice")
+    assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["after"]
+
+
+def test_a_batch_not_shown_is_returned_again_by_the_same_waiter(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "one", "alice")
+
+    def broken(_: chat.Batch) -> None:
+        raise BrokenPipeError
+
+    with chat.Waiter(chat_file, "bob") as w:
+        with pytest.raises(BrokenPipeError):
+            w.wait(5, show=broken)
+        assert [m.body for m in w.wait(5, keep_cursor=lambda: False).messages] == ["one"]
+        assert [m.body for m in w.wait(5).messages] == ["one"]
+        with pytest.raises(WaitTimeout):
+            w.wait(0)
+
+
+def test_a_torn_trailing_message_is_returned_only_once_whole(chat_file: Path) -> None:
+    """A hand writer's block part-way through its `cat >>` (a header cut short, a body without
+    its final newline): nothing is returned and the place stays before it, so the rest of it
+    arrives as one whole message."""
+    chat.join(chat_file, "bob")
+    block = b"\n---MSG---\nFROM: zara\nTIME: 2026-12-02T01:00:00Z\n---\nline one\nline two\n"
+    with chat.Waiter(chat_file, "bob") as w, open(chat_file, "ab") as f:
+        done = 0
+        for cut in (block.index(b"ara"), block.index(b"one"), len(block) - 1):
+            f.write(block[done:cut])
+            f.flush()
+            done = cut
+            with pytest.raises(WaitTimeout):
+                w.wait(0.1)
+        f.write(block[done:])
+        f.flush()
+        assert [m.body for m in w.wait(5).messages] == ["line one\nline two"]
+
+
+def test_a_chat_cut_shorter_between_waits_is_read_again_from_its_start(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "a long enough message to put bob's place far into the file", "alice")
+    with chat.Waiter(chat_file, "bob") as w:
+        assert w.wait(5).messages
+        chat_file.write_bytes(b"")
+        bash_write(chat_file, "zara", "after the cut")
+        assert [m.body for m in w.wait(5).messages] == ["after the cut"]
+
+
+def test_a_chat_rewritten_in_place_between_waits_is_read_again_from_its_start(
+    chat_file: Path,
+) -> None:
+    """Same inode, no shorter, the bytes before the place changed: the place means nothing now,
+    so everything is read again (seen messages again, never a skip)."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "before the edit", "alice")
+    with chat.Waiter(chat_file, "bob") as w:
+        assert [m.body for m in w.wait(5).messages] == ["before the edit"]
+        old = chat_file.read_bytes()
+        new = old.replace(b"before the edit", b"BEFORE THE EDIT")
+        assert len(new) == len(old)
+        with open(chat_file, "r+b") as f:  # in place: the inode stays
+            f.write(new)
+        bash_write(chat_file, "zara", "after the edit")
+        got = [m.body for m in w.wait(5).messages]
+    assert got[-2:] == ["BEFORE THE EDIT", "after the edit"]
+    assert "kick-off" in got[0]  # from the start
+
+
+def test_a_chat_replaced_between_waits_is_read_again_from_its_start(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "read before the save", "alice")
+    with chat.Waiter(chat_file, "bob") as w:
+        assert w.wait(5).messages
+        saved = chat_file.with_name(".edit.txt")
+        saved.write_bytes(b"\n---MSG---\nFROM: zara\nTIME: 2026-12-02T01:00:00Z\n---\nnew file\n")
+        saved.replace(chat_file)
+        assert [m.body for m in w.wait(5).messages] == ["new file"]
+        t, box = in_thread(w.wait, 30)  # armed on the new file
+        t.join(0.2)
+        bash_write(chat_file, "zara", "while blocked")
+        t.join(30)
+    assert [m.body for m in box["result"].messages] == ["while blocked"], box

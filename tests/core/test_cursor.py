@@ -284,3 +284,75 @@ def test_a_save_whose_fold_finds_no_room_still_stored_its_value(
     store.save_bytes("k", ByteCursor(1, 7), durable=False)
     assert path.stat().st_size > COMPACT_BYTES  # not folded: no room
     assert store.load_bytes("k") == ByteCursor(1, 7)
+
+
+# -- ValueLog: a value saved again and again on a descriptor kept open ----------------------
+
+
+def test_a_value_log_appends_what_the_store_reads_and_follows_a_fold_by_another(
+    tmp_path: Path,
+) -> None:
+    store = CursorStore("chat")
+    log = store.value_log("k")
+    try:
+        log.save({"offset": 1, "inode": 9})
+        log.save({"offset": 2, "inode": 9})
+        assert store.load("k") == {"key": "k", "offset": 2, "inode": 9}
+        line = store.path_for("k").read_bytes().splitlines()[-1]
+        assert json.loads(line) == {"inode": 9, "key": "k", "offset": 2}
+        assert line == json.dumps(json.loads(line), sort_keys=True).encode()  # the store's form
+        store.save("k", {"offset": 3, "inode": 9}, durable=True)  # another process replaces it
+        log.save({"offset": 4, "inode": 9})
+        assert store.load("k") == {"key": "k", "offset": 4, "inode": 9}
+    finally:
+        log.close()
+
+
+def test_a_value_log_ends_a_line_another_writer_cut_short(tmp_path: Path) -> None:
+    store = CursorStore("chat")
+    log = store.value_log("k")
+    try:
+        log.save({"offset": 1})
+        with open(store.path_for("k"), "ab") as f:
+            f.write(b'{"key": "k", "off')  # a writer killed mid-append
+        log.save({"offset": 5})
+        assert store.load("k") == {"key": "k", "offset": 5}
+    finally:
+        log.close()
+
+
+def test_a_value_log_folds_back_to_its_newest_line(tmp_path: Path) -> None:
+    store = CursorStore("chat")
+    log = store.value_log("k")
+    try:
+        for _ in range(COMPACT_BYTES // 20):
+            log.save({"offset": 7})
+        assert log.path.stat().st_size > COMPACT_BYTES
+        log.fold()
+        assert store.path_for("k").read_bytes().count(b"\n") == 1
+        log.save({"offset": 8})
+        assert store.load("k") == {"key": "k", "offset": 8}
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_something_not_a_file_at_a_cursor_name_is_an_os_error_naming_it(kind: str) -> None:
+    store = CursorStore("chat")
+    path = store.path_for("k")
+    path.parent.mkdir(parents=True)
+    path.mkdir() if kind == "directory" else os.mkfifo(path)
+    with pytest.raises(OSError) as e:
+        store.load("k")
+    assert e.value.filename == str(path)
+    saves = [
+        lambda: store.save("k", {"offset": 1}, durable=False),
+        lambda: store.value_log("k").save({"offset": 1}),
+    ]
+    if kind == "directory":  # a FIFO is replaced by a durable save's rename
+        saves.append(lambda: store.save("k", {"offset": 1}))
+    for save in saves:
+        with pytest.raises(OSError) as e:
+            save()
+        assert e.value.filename == str(path) and ".tmp" not in str(e.value)
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temp left

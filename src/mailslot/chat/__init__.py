@@ -4,7 +4,8 @@ Any number of agents share ``chat-YYYY-MM-DD-HHMMSS.txt``; each appends ``---MSG
 a lock and blocks in ``wait`` on kernel file events until someone else writes. The end handshake
 and the human check are rules in code (``end``, ``check``, ``approve``); a participant can
 ``leave`` and a silent one can be marked gone (``mark_gone``), and ``status`` reads it all back
-from the file. See ``format`` for the on-disk block and ``room`` for the operations.
+from the file. See ``format`` for the on-disk block, ``room`` for the operations and ``waiter``
+for waiting (a ``Waiter`` keeps its watch armed between waits).
 """
 
 from mailslot.chat.format import ChatMessage, parse_messages, render_message
@@ -28,8 +29,8 @@ from mailslot.chat.room import (
     read,
     say,
     status,
-    wait,
 )
+from mailslot.chat.waiter import Waiter, wait
 
 __all__ = [
     "Batch",
@@ -38,6 +39,7 @@ __all__ = [
     "ChatStatus",
     "Joined",
     "NameBook",
+    "Waiter",
     "append_verbatim",
     "approve",
     "check",

@@ -1,4 +1,5 @@
-"""Chat operations over one append-only file: new, join, say, read, wait, end, leave.
+"""Chat operations over one append-only file: new, join, say, read, end, leave (``wait`` is in
+``waiter``).
 
 Invariants and why:
 
@@ -14,19 +15,13 @@ Invariants and why:
   append fails; a new chat whose state cannot be stored is removed again.
 * A chat is its file's real path (``ChatRef``), and a name given with ``--as`` acts as that
   speaker from anywhere (see ``identity``).
-* ``wait`` delivers only OTHER participants' messages after the caller's cursor, and is armed
-  before it checks (``wait_until``), so a message written at any moment after the cursor is found.
-  The cursor moves past them only once they were shown (``core.handover``): output that fails
-  or is interrupted leaves them to the next wait.
-  The cursor lives in the caller's state dir per (file, name); ``say`` never moves it, so a
-  message that lands while the caller composes is never skipped (a hand-run loop's
-  ``CUR=$(wc -c)`` after writing could skip one). A file cut shorter than the cursor, or
-  replaced by another file, is read again from its start (re-delivery, never a skip).
+* ``wait`` (in ``waiter``) delivers only OTHER participants' messages after the caller's cursor,
+  and moves the cursor past them only once they were shown. The cursor lives in the caller's
+  state dir per (file, name); ``say`` never moves it, so a message that lands while the caller
+  composes is never skipped (a hand-run loop's ``CUR=$(wc -c)`` after writing could skip one).
 * Durable before return, visible at once: the block is fsync'd after both locks are released,
   so a waiting reader sees it the moment it is whole and the sender returns only once it is on
   disk.
-* A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat. A
-  path this state dir never saw as a chat is ``NotFound`` (exit 1), like ``say`` and ``join``.
 * A writer killed inside its append leaves nothing a reader takes as a message: ``read_from``
   stops before its fragment and the next ``say`` (or a reader who may write the file) moves the
   fragment, and only it, into ``<file>.torn``, which ``status`` reports; blocks bash writers
@@ -42,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +48,6 @@ from mailslot.chat.format import (
     END_REJECT,
     END_REQUEST,
     GONE,
-    HANDSHAKE_KINDS,
     LEAVE,
     MARKERS,
     ChatMessage,
@@ -70,11 +64,9 @@ from mailslot.core.durable import sync_appended
 from mailslot.core.errors import (
     Conflict,
     FormatError,
-    Gone,
     NoSpace,
     NotFound,
     Unresolved,
-    WaitTimeout,
 )
 from mailslot.core.fsio import (
     atomic_create,
@@ -83,7 +75,6 @@ from mailslot.core.fsio import (
     settle_appends,
     torn_of,
 )
-from mailslot.core.handover import show_then_record
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.lockwait import mkdir_lock
 from mailslot.core.names import validate_agent
@@ -109,7 +100,6 @@ __all__ = [
     "read",
     "say",
     "status",
-    "wait",
 ]
 
 CWD_NOTE = (
@@ -139,19 +129,25 @@ HUMAN = "human"
 
 @dataclass
 class Batch:
-    """Messages read from a chat and the byte cursor just past them."""
+    """Messages read from a chat and the byte cursor just past them; ``warnings`` says what the
+    reader could not read or store of its own state (a cursor), never what it was given."""
 
     messages: list[ChatMessage]
     cursor: int
     ended: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"messages": [{"from", "time", "body", ...}], "cursor": N, "ended": bool}``."""
-        return {
+        """``{"messages": [{"from", "time", "body", ...}], "cursor": N, "ended": bool}``, and
+        ``"warnings"`` when there are any."""
+        out: dict[str, Any] = {
             "messages": [m.to_json() for m in self.messages],
             "cursor": self.cursor,
             "ended": self.ended,
         }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
 
 
 @dataclass
@@ -512,108 +508,6 @@ def read(path: Path | str, since: int = 0) -> Batch:
     messages, cursor = parse_messages(data, since)
     all_messages = messages if since == 0 else _all(path)[0]
     return Batch(messages, cursor, compute_status(all_messages).ended)
-
-
-def wait(
-    path: Path | str,
-    name: str | None = None,
-    *,
-    timeout: float | None = DEFAULT_WAIT_SECONDS,
-    cursor: int | None = None,
-    state: Path | None = None,
-    keep_cursor: Callable[[], bool] | None = None,
-    show: Callable[[Batch], None] | None = None,
-) -> Batch:
-    """Block until another participant writes after the caller's cursor; return those messages.
-
-    The cursor is the one stored for (file, name) -- every process acting as ``name`` shares
-    it -- moved past what is returned, unless ``cursor`` is given (then nothing is stored).
-    ``show`` writes the batch out before the cursor moves: if it raises (a closed pipe, Ctrl-C
-    in a stalled write) the cursor stays before those messages (``core.handover``).
-    ``keep_cursor`` is asked just before the cursor is stored: False leaves it where it was (a
-    caller that gave up on this wait, such as an MCP call the host cancelled, must not skip what
-    it was never shown). Raises ``NotFound`` (exit 1) for a path that was never a chat here,
-    ``WaitTimeout`` (exit 3) after ``timeout`` seconds with nothing new and ``Gone`` (exit 4)
-    when a chat this state dir knew is removed, or the chat has ended.
-    """
-    ref = ChatRef.of(path)
-    path = ref.path
-    book = NameBook(state)
-    who = book.resolve(ref, name)
-    if cursor is not None:
-        _check_cursor(cursor, "cursor", path)
-    store = CursorStore("chat", state)
-    key = _cursor_key(path, who)
-    if not path.exists():
-        known = (
-            bool(cursor)
-            or _load_cursor(store, ref, who) is not None
-            or book.recall(ref) is not None
-        )
-        if not known:  # never joined, waited on or given a cursor: a wrong path, not an end
-            raise _no_chat(path)
-        raise Gone("the chat file was removed: the conversation is over", path=path)
-    if cursor is None:
-        stored = _load_cursor(store, ref, who)
-        pos = stored.offset if stored is not None and stored.valid_for(path) else 0
-    else:
-        pos = cursor
-    try:
-        started_ended = _quick_status(_require_chat(read_from(path, 0), path)).ended
-    except NotFound:
-        raise Gone("the chat file was removed: the conversation is over", path=path) from None
-    shown_end = pos  # past only the caller's own messages until a batch was shown
-    try:
-        inode = path.stat().st_ino
-    except FileNotFoundError:
-        raise Gone("the chat file was removed: the conversation is over", path=path) from None
-
-    def check() -> list[ChatMessage] | None:
-        nonlocal pos, shown_end, inode
-        try:
-            st = path.stat()
-            if st.st_ino != inode or st.st_size < pos:
-                # Replaced (an editor's save) or cut shorter than the cursor (a `>` meant as
-                # `>>`): what it holds now is read from its start, as for a stored cursor
-                # that no longer fits; a message written after the cut is never skipped.
-                inode, pos, shown_end = st.st_ino, 0, 0
-            data = read_from(path, pos)
-        except (FileNotFoundError, NotFound):
-            raise Gone("the chat file was removed: the conversation is over", path=path) from None
-        messages, pos = parse_messages(data, pos)
-        others = [m for m in messages if m.sender != who]
-        if others:
-            return others
-        shown_end = pos
-        ending = started_ended or any(m.kind in HANDSHAKE_KINDS for m in messages)
-        if ending and status(path).ended:
-            raise Gone("the chat has ended by mutual agreement", path=path)
-        return None
-
-    def save(to: int) -> None:
-        if cursor is None and (keep_cursor is None or keep_cursor()):
-            with contextlib.suppress(FileNotFoundError):
-                # Not fsync'd: a cursor lost in a crash only re-delivers (the safe direction),
-                # and two fsyncs would dominate the wake latency.
-                store.save_bytes(key, ByteCursor(to, path.stat().st_ino), durable=False)
-
-    from mailslot.core.wait import wait_until  # kernel file events: only a waiter needs them
-
-    try:
-        found = wait_until(check, [path], timeout, what="message from another participant")
-    except Gone:
-        raise
-    except WaitTimeout as e:
-        save(shown_end)
-        e.payload = {"messages": [], "cursor": shown_end, "ended": False}
-        raise
-    except BaseException:
-        save(shown_end)
-        raise
-    ended = any(m.kind in HANDSHAKE_KINDS for m in found) and status(path).ended
-    batch = Batch(found, pos, ended)
-    show_then_record((lambda: show(batch)) if show is not None else None, lambda: save(pos))
-    return batch
 
 
 def status(path: Path | str) -> ChatStatus:

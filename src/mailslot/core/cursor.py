@@ -20,10 +20,20 @@ crash is ignored and a save without fsync may come back older after a power cut:
 re-deliver, never lose. A file with no whole line that reads is ``FormatError`` (a single JSON
 document without a newline is read as one line); a value is looked for only among the last
 ``VALUE_LINES_TRIED`` lines of a file of at most ``VALUE_MAX_BYTES``.
+
+A reader that saves again and again (a waiter) keeps its value's file open (``ValueLog``): a save
+is one ``os.write`` on an ``O_APPEND`` descriptor, after a ``fstat`` that notices the file was
+replaced (reopened) or written by another process (a line it cut short is ended first); the fold
+back to one line is done before the reader blocks, never between its wake and its return.
+
+Something other than a regular file at a cursor's name (a directory, a FIFO, a symlink) is an
+``OSError`` naming that name -- never a temp file -- which a reader reports as a warning and
+reads as "nothing seen" (re-delivery).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -35,9 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from mailslot.core.errors import FormatError, NoSpace
-from mailslot.core.fsio import append_unsynced, atomic_write, read_regular, sweep_temps
+from mailslot.core.fsio import (
+    append_unsynced,
+    atomic_write,
+    read_regular,
+    sweep_temps,
+    write_all,
+)
 
-__all__ = ["ByteCursor", "CursorStore", "SeenLog", "SeenSet", "state_dir"]
+__all__ = ["ByteCursor", "CursorStore", "SeenLog", "SeenSet", "ValueLog", "state_dir"]
 
 
 def state_dir() -> Path:
@@ -193,6 +209,25 @@ def _newest_lines(raw: bytes, path: Path) -> list[bytes]:
     return lines[::-1]
 
 
+def _replace(path: Path, data: bytes, *, durable: bool) -> None:
+    """``atomic_write`` whose failure names ``path``, never the temp it wrote first: a directory
+    or a FIFO at a cursor's name is the user's to remove, and only its name tells them which."""
+    try:
+        atomic_write(path, data, durable=durable)
+    except NoSpace:
+        raise
+    except OSError as e:
+        kind = "" if stat.S_ISREG(_mode(path)) else " (not a regular file)"
+        raise OSError(e.errno, f"{e.strerror}{kind}", str(path)) from None
+
+
+def _mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return stat.S_IFREG
+
+
 def _sweep(directory: Path) -> None:
     """Remove the temps of rewrites whose writer was killed before the rename (each as large as
     the set it held): a rewrite is rare enough to pay for the listing."""
@@ -332,11 +367,110 @@ class SeenLog:
         data = json.dumps(record, ensure_ascii=False)
         line = data.encode() + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, line, durable=False)
+        _replace(self.path, line, durable=False)
         _sweep(self.path.parent)
         self._at = os.stat(self.path).st_ino, len(line)
         self._end = len(line)
         self._first, self._added = len(self.seen.keys), 0
+
+
+class ValueLog:
+    """One key's value file held open by a reader that saves again and again (a waiter).
+
+    ``save`` appends one line with one ``os.write`` on an ``O_APPEND`` descriptor, without fsync
+    (the loss of one only re-delivers). Before it, a ``fstat``: a file no longer linked (replaced
+    by a fold of another process acting as the same reader, or removed) is opened again by its
+    name, and one another process appended to since this one wrote is checked for a line cut
+    short, which is ended first. ``fold`` rewrites the file as its newest line once it outgrows
+    ``COMPACT_BYTES``; a caller runs it where a little latency costs nothing (before blocking).
+    A save that lands in a file replaced between the ``stat`` and the write is lost (another
+    re-delivery, never a loss). ``OSError`` names the cursor's own path: something other than a
+    regular file there, or a state dir that cannot be written; ``NoSpace`` for a full disk.
+    """
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path = path
+        self.key = key
+        self._key_json = json.dumps(key)
+        self._fd = -1
+        self._ino = -1
+        self._end = -1  # the file's size once the last write of this log landed
+        self._line = b""  # the newest line this log wrote
+
+    def open(self) -> None:
+        """Open (or reopen) the file for appending, creating it and its directory if missing."""
+        self.close()
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            try:
+                fd = os.open(self.path, flags, 0o666)
+            except FileNotFoundError:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, flags, 0o666)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", str(self.path))
+        self._fd, self._ino, self._end = fd, st.st_ino, -1
+
+    def save(self, value: dict[str, Any]) -> None:
+        """Append ``value`` (with the key) as the newest line; see the class for the failures."""
+        fields = sorted({"key": None, **value}.items())
+        line = (
+            "{"
+            + ", ".join(
+                f'"{k}": {self._key_json if k == "key" else v if type(v) is int else json.dumps(v)}'
+                for k, v in fields
+            )
+            + "}\n"
+        ).encode()
+        if self._fd >= 0:
+            st = os.fstat(self._fd)
+            if st.st_nlink and st.st_size == self._end:  # still at its name, nobody else wrote
+                self._write(line)
+                return
+            if not st.st_nlink:  # replaced (a fold by another process) or removed
+                self.open()
+        else:
+            self.open()
+        fd = self._fd
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # a line another writer cut short
+            line = b"\n" + line
+        self._end = size
+        self._write(line)
+
+    def _write(self, line: bytes) -> None:
+        try:
+            write_all(self._fd, line)
+        except OSError as e:
+            self.close()  # the next save looks at the file afresh
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                msg = f"no space left to write {self.path.name}"
+                raise NoSpace(msg, path=self.path.parent) from None
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
+        self._end += len(line)
+        self._line = line.lstrip(b"\n")
+
+    def fold(self) -> None:
+        """Rewrite the file as this log's newest line if it has grown past ``COMPACT_BYTES``
+        (atomically, without fsync); a fold that fails leaves the file as it was."""
+        if not self._line or self._end <= COMPACT_BYTES:
+            return
+        try:
+            _replace(self.path, self._line, durable=False)
+        except (NoSpace, OSError):
+            return  # the value is stored already: the file is folded on a later try
+        self.close()
+        _sweep(self.path.parent)
+
+    def close(self) -> None:
+        """Release the descriptor (the next save opens the file again)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._ino, self._end = -1, -1, -1
 
 
 class CursorStore:
@@ -369,7 +503,7 @@ class CursorStore:
         path = self.path_for(key)
         if durable:
             self.dir.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, line)
+            _replace(path, line, durable=True)
             return
         try:  # the directory is made when the append finds it missing, not before every save
             size = append_unsynced(path, line, fresh_line=True)
@@ -378,7 +512,7 @@ class CursorStore:
             size = append_unsynced(path, line, fresh_line=True)
         if size > COMPACT_BYTES:
             try:  # the value is stored already: a fold that finds no room waits for later
-                atomic_write(path, line, durable=False)
+                _replace(path, line, durable=False)
             except (NoSpace, OSError):
                 return
             _sweep(self.dir)
@@ -386,6 +520,10 @@ class CursorStore:
     def forget(self, key: str) -> None:
         """Drop the value stored for ``key`` (nothing if there is none)."""
         self.path_for(key).unlink(missing_ok=True)
+
+    def value_log(self, key: str) -> ValueLog:
+        """The value of ``key`` as a ``ValueLog`` (for a reader that saves again and again)."""
+        return ValueLog(self.path_for(key), key)
 
     def load_bytes(self, key: str) -> ByteCursor:
         """The byte cursor for ``key``; offset 0 if none was stored."""

@@ -82,6 +82,7 @@ from mailslot.core.lockwait import wait_for
 
 __all__ = [
     "READ_FROM_MAX",
+    "HeldReader",
     "Staged",
     "Torn",
     "append_unsynced",
@@ -1113,23 +1114,86 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        end = _visible_end(real, fd, size)
-        if end < size and _repair_aside(real, fd):
-            end = _visible_end(real, fd, os.fstat(fd).st_size)
-        if end - offset > limit:
-            raise LimitExceeded(f"{path} from byte {offset}", limit, end - offset, "bytes")
-        chunks = []
-        pos = offset
-        while pos < end:
-            chunk = os.pread(fd, min(end - pos, 1 << 20), pos)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            pos += len(chunk)
-        return b"".join(chunks)
+        return _read_visible(fd, real, path, offset, limit)
     finally:
         os.close(fd)
+
+
+def _read_visible(
+    fd: int, real: Path, path: Path, offset: int, limit: int, *, sidecar: str | None = None
+) -> bytes:
+    """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock; with its
+    intent's ``sidecar`` named, an absent one is found without an exception raised and caught."""
+    size = os.fstat(fd).st_size
+    if sidecar is not None and not os.path.lexists(sidecar):
+        end = size  # under the lock no live writer makes one: none means nothing torn
+    else:
+        end = _visible_end(real, fd, size)
+    if end < size and _repair_aside(real, fd):
+        end = _visible_end(real, fd, os.fstat(fd).st_size)
+    if end - offset > limit:
+        raise LimitExceeded(f"{path} from byte {offset}", limit, end - offset, "bytes")
+    chunks = []
+    pos = offset
+    while pos < end:
+        chunk = os.pread(fd, min(end - pos, 1 << 20), pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
+
+
+class HeldReader:
+    """``read_from`` for one reader that reads the same file again and again (a waiter): the
+    file stays open between reads, so a read costs the lock, a ``fstat``, a look for a dead
+    writer's intent and the ``pread`` of what follows ``offset``. The rules are ``read_from``'s:
+    the shared lock, never a dead writer's fragment, never more than ``limit`` bytes.
+
+    ``read(offset, ino)`` reads the file whose inode the caller just found at the name: when the
+    held file is another one (replaced since), the name is opened again. ``NotFound`` when the
+    name is gone, ``FormatError`` for something that is not a regular file; ``close`` when done.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fd = -1
+        self._ino = -1
+        self._real = self.path
+        self._sidecar = ""
+
+    def read(self, offset: int, ino: int, *, limit: int = READ_FROM_MAX) -> bytes:
+        """The bytes from ``offset`` to the visible end of the file with inode ``ino``."""
+        if ino != self._ino:
+            self.close()
+            try:
+                fd, self._real = _open_real(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise NotFound("no such file", path=self.path) from None
+            try:
+                self._ino = _require_regular(fd, self.path).st_ino
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            self._sidecar = str(_intent_path(self._real))
+        fd = self._fd
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            return _read_visible(fd, self._real, self.path, offset, limit, sidecar=self._sidecar)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @property
+    def ino(self) -> int:
+        """The inode of the file the last read read (-1 before the first)."""
+        return self._ino
+
+    def close(self) -> None:
+        """Release the held file."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._ino = -1, -1
 
 
 def written_ns(st: os.stat_result) -> int:

@@ -1,0 +1,299 @@
+"""Waiting in a chat: block until another participant writes after the caller's cursor.
+
+Invariants and why:
+
+* Armed before it checks: the kernel watch on the chat file is set before the first look, so a
+  message written at any moment after the cursor is found. A ``Waiter`` keeps its watch, its
+  place in the file and its cursor file open across waits, so a wake costs a ``stat``, a read of
+  what was appended since its place, and one ``write`` of the cursor; ``wait`` is one wait of a
+  fresh ``Waiter``.
+* Nothing is marked read that was not returned: the cursor moves past a batch only once ``show``
+  wrote it out (``core.handover``); output that fails, or a caller that gave up (``keep_cursor``),
+  leaves the batch for the next wait, in this ``Waiter`` and in any other process acting as the
+  same name. A kill between the output and the cursor only re-delivers.
+* A torn message is never returned as whole: bytes are read under the shared lock and past a dead
+  writer's fragment (``read_from``), and a block still being written (a hand-run ``cat >>``) is
+  held back by the parser until it ends.
+* Only what was appended is read, and only while the file is the one the place was taken in:
+  the same inode, not shorter, and the bytes just before the place unchanged. A file replaced (an
+  editor's save), cut shorter (a ``>`` meant as ``>>``) or rewritten in place is read again from
+  its start -- seen messages again, the safe direction, never a skip.
+* A stored cursor that is not a file (a directory at its name) is a warning, and the reader is a
+  fresh one (everything is delivered again); a cursor that cannot be stored is a warning too: the
+  messages were shown, the next wait shows them again. A damaged cursor file is refused, naming
+  it (``FormatError``): removing it is the user's decision.
+* A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat. A path
+  this state dir never saw as a chat is ``NotFound`` (exit 1).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from mailslot.chat.format import HANDSHAKE_KINDS, ChatMessage, parse_messages
+from mailslot.chat.identity import ChatRef, NameBook
+from mailslot.chat.room import (
+    DEFAULT_WAIT_SECONDS,
+    Batch,
+    _check_cursor,
+    _cursor_key,
+    _load_cursor,
+    _no_chat,
+    _quick_status,
+    _require_chat,
+)
+from mailslot.core.cursor import ByteCursor, CursorStore, ValueLog
+from mailslot.core.errors import Gone, NoSpace, NotFound, WaitTimeout
+from mailslot.core.fsio import HeldReader, read_from
+from mailslot.core.handover import show_then_record
+
+__all__ = ["TAIL_BYTES", "Waiter", "wait"]
+
+# The bytes just before a reader's place that must be unchanged for the place to stand: a file
+# rewritten in place (same inode, no shorter) differs there unless the rewrite kept them.
+TAIL_BYTES = 64
+_GONE = "the chat file was removed: the conversation is over"
+
+
+class Waiter:
+    """One reader (``name``) waiting in one chat again and again; close it when done.
+
+    ``cursor`` starts at that byte offset and stores nothing; otherwise the cursor stored for
+    (file, name) -- shared by every process acting as ``name`` -- is read once here and moved
+    past what each wait returns. Raises ``NotFound`` for a path that was never a chat here,
+    ``Gone`` for a chat this state dir knew that was removed, ``FormatError`` for a file that is
+    no chat or a damaged stored cursor. Not for use by two threads at once.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        name: str | None = None,
+        *,
+        cursor: int | None = None,
+        state: Path | None = None,
+    ) -> None:
+        ref = ChatRef.of(path)
+        self.path = ref.path
+        self.who = NameBook(state).resolve(ref, name)
+        self.warnings: list[str] = []
+        self._spath = str(self.path)
+        store = CursorStore("chat", state)
+        if cursor is not None:
+            _check_cursor(cursor, "cursor", self.path)
+        if not self.path.exists():
+            known = bool(cursor) or self._stored(store, ref, warn=False) is not None
+            if not known and NameBook(state).recall(ref) is None:
+                raise _no_chat(self.path)  # never joined, waited on or given a cursor
+            raise Gone(_GONE, path=self.path)
+        self._log: ValueLog | None = None
+        if cursor is None:
+            self._log = store.value_log(_cursor_key(self.path, self.who))
+            stored = self._stored(store, ref, warn=True)
+            cursor = stored.offset if stored is not None and stored.valid_for(self.path) else 0
+        try:
+            data = read_from(self.path, 0)
+            self._ino = os.stat(self._spath).st_ino
+        except (FileNotFoundError, NotFound):
+            raise Gone(_GONE, path=self.path) from None
+        self._ended: bool | None = _quick_status(_require_chat(data, self.path)).ended
+        self._pos = cursor
+        self._tail: bytes | None = None  # the bytes before ``_pos`` (unknown until read)
+        self._shown: tuple[int, bytes | None] = (cursor, None)  # after what the caller had
+        self._armed = -1  # the inode the watch follows
+        from mailslot.core.wait import Watch  # kernel file events: only a waiter needs them
+
+        self._watch = Watch()
+        self._reader = HeldReader(self.path)
+
+    def _stored(self, store: CursorStore, ref: ChatRef, *, warn: bool) -> ByteCursor | None:
+        try:
+            return _load_cursor(store, ref, self.who)
+        except OSError as e:
+            if warn:
+                self.warnings.append(
+                    f"cursor {e.filename} does not read ({e.strerror}); reading as a fresh "
+                    "reader: every message from the start is delivered again"
+                )
+            return ByteCursor()
+
+    def _restart(self, ino: int) -> None:
+        """The file is not the one the place was taken in: read it from its start."""
+        self._ino, self._pos, self._tail, self._ended = ino, 0, b"", None
+        self._shown = (0, b"")
+
+    def _read(self) -> bytes:
+        """What follows ``_pos``, once the bytes before it are found unchanged."""
+        back = min(self._pos, TAIL_BYTES)
+        try:
+            data = self._reader.read(self._pos - back, self._ino)
+        except NotFound:
+            raise Gone(_GONE, path=self.path) from None
+        if self._reader.ino != self._ino:  # replaced again since it was looked at
+            self._restart(self._reader.ino)
+            return self._read()
+        head = data[:back]
+        if self._tail is not None and head != self._tail:
+            self._restart(self._ino)  # rewritten in place: every byte is in doubt
+            return self._read()
+        self._tail = head
+        return data[back:]
+
+    def _check(self) -> list[ChatMessage] | None:
+        try:
+            st = os.stat(self._spath)
+        except FileNotFoundError:
+            raise Gone(_GONE, path=self.path) from None
+        if st.st_ino != self._armed:
+            self._watch.add(self.path)  # armed on this file before it is read
+            self._armed = st.st_ino
+        if st.st_ino != self._ino or st.st_size < self._pos:
+            self._restart(st.st_ino)  # replaced, or cut shorter than the place
+        elif st.st_size == self._pos and self._tail is not None:
+            return None  # nothing appended (a wake for a write already read)
+        data = self._read()
+        messages, end = parse_messages(data, self._pos)
+        if end > self._pos:
+            tail = self._tail or b""
+            self._tail = (tail + data[: end - self._pos])[-min(end, TAIL_BYTES) :]
+            self._pos = end
+        others = [m for m in messages if m.sender != self.who]
+        if others:
+            return others
+        self._shown = (self._pos, self._tail)
+        if self._is_ended(messages):
+            raise Gone("the chat has ended by mutual agreement", path=self.path)
+        return None
+
+    def _is_ended(self, messages: list[ChatMessage]) -> bool:
+        """Whether the chat has ended, read from the whole file only when it may have changed."""
+        if self._ended is None or self._ended or any(m.kind in HANDSHAKE_KINDS for m in messages):
+            try:
+                data = read_from(self.path, 0)
+            except (FileNotFoundError, NotFound):
+                raise Gone(_GONE, path=self.path) from None
+            self._ended = _quick_status(_require_chat(data, self.path)).ended
+        return self._ended
+
+    def _save(self, place: tuple[int, bytes | None]) -> None:
+        """Store ``place`` as the cursor (no fsync: a lost one re-delivers); a cursor that
+        cannot be stored is a warning."""
+        self._shown = place
+        if self._log is None:
+            return
+        try:
+            self._log.save({"inode": self._ino, "offset": place[0]})
+        except (OSError, NoSpace) as e:
+            why = getattr(e, "strerror", None) or str(e)
+            self.warnings.append(
+                f"cursor {self._log.path} cannot be stored ({why}); the next wait delivers "
+                "these messages again"
+            )
+
+    def _back(self) -> None:
+        """Return to the place after what the caller has had (a batch it was not given)."""
+        self._pos, self._tail = self._shown
+
+    def wait(
+        self,
+        timeout: float | None = DEFAULT_WAIT_SECONDS,
+        *,
+        keep_cursor: Callable[[], bool] | None = None,
+        show: Callable[[Batch], None] | None = None,
+    ) -> Batch:
+        """Block until another participant writes after the place; return those messages.
+
+        ``show`` writes the batch out before the cursor moves: if it raises (a closed pipe,
+        Ctrl-C in a stalled write) the cursor stays before those messages (``core.handover``).
+        ``keep_cursor`` is asked just before the cursor is stored: False leaves it where it
+        was (a caller that gave up on this wait, such as an MCP call the host cancelled, must
+        not skip what it was never shown). Raises ``WaitTimeout`` (exit 3) after ``timeout``
+        seconds with nothing new and ``Gone`` (exit 4) when the chat file is removed or the
+        chat has ended. A cursor that cannot be stored is added to ``warnings`` (and to the
+        batch's), not raised.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._log is not None:
+            self._log.fold()  # here, not between a wake and the return
+        try:
+            while True:
+                found = self._check()
+                if found is not None:
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(f"no message from another participant within {timeout:g}s")
+                self._watch.wait(left)
+        except Gone:
+            raise
+        except WaitTimeout as e:
+            self._save(self._shown)
+            e.payload = {"messages": [], "cursor": self._shown[0], "ended": False}
+            raise
+        except BaseException:
+            self._back()
+            self._save(self._shown)
+            raise
+        ended = any(m.kind in HANDSHAKE_KINDS for m in found) and self._is_ended(found)
+        batch = Batch(found, self._pos, ended, list(self.warnings))
+        before, place = self._shown, (self._pos, self._tail)
+        try:
+            if show is None:  # returned is shown: nothing to hold signals around
+                self._record(place, keep_cursor)
+            else:
+                show_then_record(lambda: show(batch), lambda: self._record(place, keep_cursor))
+        except BaseException:
+            if show is None and self._shown == place:
+                self._save(before)  # interrupted before the caller had it: not taken
+            self._back()  # not shown: the next wait delivers it
+            raise
+        batch.warnings = list(self.warnings)
+        return batch
+
+    def _record(self, place: tuple[int, bytes | None], keep: Callable[[], bool] | None) -> None:
+        if keep is None or keep():
+            self._save(place)
+        else:
+            self._back()
+
+    def close(self) -> None:
+        """Release the watch and the cursor file."""
+        self._watch.close()
+        self._reader.close()
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> Waiter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def wait(
+    path: Path | str,
+    name: str | None = None,
+    *,
+    timeout: float | None = DEFAULT_WAIT_SECONDS,
+    cursor: int | None = None,
+    state: Path | None = None,
+    keep_cursor: Callable[[], bool] | None = None,
+    show: Callable[[Batch], None] | None = None,
+) -> Batch:
+    """Block until another participant writes after the caller's cursor; return those messages.
+
+    One wait of a fresh ``Waiter`` (see it and ``Waiter.wait`` for the cursor, ``show``,
+    ``keep_cursor`` and the errors: ``NotFound``, ``WaitTimeout``, ``Gone``). A caller that
+    waits again and again keeps a ``Waiter`` instead: its watch stays armed between waits.
+    """
+    with Waiter(path, name, cursor=cursor, state=state) as w:
+        return w.wait(timeout, keep_cursor=keep_cursor, show=show)
