@@ -71,6 +71,37 @@ def test_a_stuck_mkdir_lock_fails_loudly_and_a_freed_one_is_taken(tmp_path: Path
     assert holder.wait(timeout=30) == 0
 
 
+def test_a_stuck_lock_says_how_to_clear_what_is_actually_there(tmp_path: Path) -> None:
+    lock = tmp_path / "my chat.md.lock"  # a space: the command must still be one argument
+    quoted = f"'{lock}'"
+    lock.write_text("")
+    with pytest.raises(LockBusy, match="regular file") as e, mkdir_lock(lock, 0.05):
+        pass
+    assert str(e.value).endswith(f"(rm {quoted})") and "rmdir" not in str(e.value)
+    subprocess.run(["sh", "-c", str(e.value).rsplit("(", 1)[1][:-1]], check=True)
+    assert not lock.exists()
+
+    lock.symlink_to(tmp_path / "anywhere")
+    with pytest.raises(LockBusy, match="a symlink") as e, mkdir_lock(lock, 0.05):
+        pass
+    assert str(e.value).endswith(f"(rm {quoted})")
+    lock.unlink()
+
+    lock.mkdir()
+    (lock / "notes").write_text("not a lock's")
+    with pytest.raises(LockBusy, match="files in it") as e, mkdir_lock(lock, 0.05):
+        pass
+    assert str(e.value).endswith(f"(rm -r {quoted})")
+    (lock / "notes").unlink()
+
+    with pytest.raises(LockBusy) as e, mkdir_lock(lock, 0.05):  # the lock a dead writer left
+        pass
+    assert str(e.value).endswith(f"(rmdir {quoted})")
+    subprocess.run(["sh", "-c", str(e.value).rsplit("(", 1)[1][:-1]], check=True)
+    with mkdir_lock(lock, 0.05):  # the advice cleared it
+        assert lock.is_dir()
+
+
 _COUNTER = """
 import sys
 import time

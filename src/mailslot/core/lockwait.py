@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -63,6 +65,41 @@ def wait_for(
             time.sleep(interval)
 
 
+def _stuck(lock: Path, timeout: float) -> str:
+    """Why ``lock`` could not be taken in ``timeout`` seconds, and the command that clears it."""
+    quoted = shlex.quote(str(lock))
+    try:
+        mode = os.lstat(lock).st_mode
+    except FileNotFoundError:
+        return f"{lock} was held for {timeout:g}s and has just been freed; try again"
+    except OSError as e:
+        return f"{lock} has been held for {timeout:g}s and cannot be examined ({e.strerror})"
+    if stat.S_ISDIR(mode):
+        try:
+            with os.scandir(lock) as entries:
+                empty = next(entries, None) is None
+        except OSError:
+            empty = True
+        if empty:
+            return (
+                f"{lock} has been held for {timeout:g}s; if no writer is running, remove it "
+                f"(rmdir {quoted})"
+            )
+        return (
+            f"{lock} is a directory with files in it, not a lock a writer leaves; look inside, "
+            f"then remove it (rm -r {quoted})"
+        )
+    kind = "a special file"
+    if stat.S_ISLNK(mode):
+        kind = "a symlink"
+    elif stat.S_ISREG(mode):
+        kind = "a regular file"
+    return (
+        f"{lock} is {kind}, not the directory a writer takes as the lock, so no writer frees "
+        f"it; remove it (rm {quoted})"
+    )
+
+
 @contextlib.contextmanager
 def mkdir_lock(
     lock: Path,
@@ -77,7 +114,8 @@ def mkdir_lock(
 
     ``mkdir`` is atomic and works the same from bash (``mkdir FILE.lock``), so mailslot and
     hand writers share it. Raises ``LockBusy`` (message ``busy``, about ``busy_path``) when it
-    is still held after ``timeout`` seconds; the default message says how to clear a dead one.
+    is still held after ``timeout`` seconds; the default message says how to clear what is
+    actually there (an empty directory, a directory with files in it, a file, a symlink).
     """
 
     def take() -> bool:
@@ -88,12 +126,7 @@ def mkdir_lock(
         return True
 
     if not wait_for(take, timeout, interval=interval, on_first_miss=on_first_miss):
-        raise LockBusy(
-            busy
-            or f"{lock} has been held for {timeout:g}s; if no writer is running, remove it "
-            f"(rmdir {lock})",
-            path=busy_path or lock,
-        )
+        raise LockBusy(busy or _stuck(lock, timeout), path=busy_path or lock)
     try:
         yield
     finally:
