@@ -16,11 +16,11 @@ whole: a file linked or renamed into place is whole on its first event, a file w
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
-import os
 from pathlib import Path
 from typing import NamedTuple
+
+from mailslot.core.wait import being_written
 
 __all__ = ["Change", "DirWatch", "being_written"]
 
@@ -111,27 +111,3 @@ class DirWatch:
         if self._ino is not None:
             self._ino.close()  # type: ignore[attr-defined]
             self._ino = None
-
-
-def being_written(path: Path) -> bool | None:
-    """Whether some process holds ``path`` open for writing: ``True``, ``False``, or ``None``
-    when this cannot be told (not the file's owner, a filesystem without leases).
-
-    A read lease is granted only while nobody has the file open for writing; taking and at once
-    dropping one asks the kernel exactly that, without waiting.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
-    except OSError as e:
-        if e.errno == errno.EAGAIN:
-            return True
-        return None
-    else:
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
-        return False
-    finally:
-        os.close(fd)

@@ -12,31 +12,91 @@ watched before the check that could find its contents).
 
 Backends: inotify on Linux, kqueue on BSD/macOS, polling only as a fallback (no kernel support,
 or the inotify watch limit reached). Events are hints: callers always re-check the disk.
+
+With inotify a ``Watch`` also says *which* names changed in a watched directory and what the last
+event said about each (``take_changes``: a ``Change`` per name). That is how a reader tells a file
+still being written in place (``cat > f``: ``WRITING`` until its writer closes it) from one that
+is whole (``CLOSED``: closed after writing, or renamed into place); a file linked into place, or
+created and not yet written, is only ``APPEARED``. ``being_written`` asks the kernel the same
+question for any file, events or not.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import select
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from mailslot.core.ending import slow_close
 from mailslot.core.errors import WaitTimeout
 
-__all__ = ["POLL_INTERVAL", "Watch", "wait_for_change", "wait_until"]
+__all__ = [
+    "APPEARED",
+    "CLOSED",
+    "GONE",
+    "OPEN_SETTLE",
+    "POLL_INTERVAL",
+    "QUIET_SETTLE",
+    "TOUCHED",
+    "WRITING",
+    "Change",
+    "Settled",
+    "Watch",
+    "being_written",
+    "settled",
+    "wait_for_change",
+    "wait_until",
+]
 
 log = logging.getLogger(__name__)
 
 # Fallback polling period: a tenth of a blink, cheap for a handful of stats.
 POLL_INTERVAL = 0.05
+# A file its writer still holds open is shown as it stands once unchanged this long: a writer
+# that pauses longer than this mid-file (or never closes) is shown part-way, flagged, and shown
+# again when it changes; an agent writing a message pauses far less.
+OPEN_SETTLE = 30.0
+# With neither file events nor a lease to ask, a file changed this recently may still be being
+# written in place: it is looked at again once it has been left alone this long.
+QUIET_SETTLE = 2.0
 
 T = TypeVar("T")
+
+# What the last event on a name in a watched directory says about its content.
+APPEARED = "appeared"  # created or linked in: whether it is whole is not known from events
+WRITING = "writing"  # written in place and not closed since
+CLOSED = "closed"  # closed after writing, or renamed into place: its writer is done with it
+GONE = "gone"  # removed or moved away
+TOUCHED = "touched"  # its attributes only (chmod, utime): says nothing of its content
+
+
+class Change(NamedTuple):
+    """A name in a watched ``directory`` that had events, and what the last of them says
+    (``APPEARED``, ``WRITING``, ``CLOSED``, ``GONE``; ``TOUCHED`` only when nothing else came)."""
+
+    directory: Path
+    name: str
+    is_dir: bool
+    state: str
+
+    @property
+    def gone(self) -> bool:
+        """Whether the name was removed or moved away."""
+        return self.state == GONE
+
+
+# A path's changes since the last take: name -> its Change; None when the event was about the
+# path itself (moved, removed, its own attributes, its watch dropped): anything in it may differ.
+Changes = dict[Path, dict[str, Change] | None]
 
 
 def _existing(path: Path) -> Path:
@@ -63,7 +123,7 @@ class _Backend:
     def wait(self, timeout: float | None) -> bool:
         raise NotImplementedError
 
-    def take_changed(self) -> dict[Path, set[str] | None] | None:
+    def take_changed(self) -> Changes | None:
         """The armed paths with events since the last call, each with the names its events
         carried (``None``: an event on the path itself); ``None``: not known (any may)."""
         return None
@@ -94,11 +154,16 @@ class _Inotify(_Backend):
         )
         self._ignored = int(flags.IGNORED)  # plain ints: an IntFlag's ``&`` is a Python call
         self._overflow = int(flags.Q_OVERFLOW)
+        self._isdir = int(flags.ISDIR)
+        self._writing = int(flags.MODIFY)
+        self._closed = int(flags.CLOSE_WRITE | flags.MOVED_TO)
+        self._appeared = int(flags.CREATE)
+        self._gone = int(flags.DELETE | flags.MOVED_FROM)
         self._wd: dict[int, Path] = {}
         self._live: dict[Path, int] = {}  # path -> its watch, while the kernel keeps it
-        # armed path -> the names its events carried (None: an event on the directory itself);
-        # None as a whole: the queue overflowed, events were lost
-        self._changed: dict[Path, set[str] | None] | None = {}
+        # armed path -> a Change per name its events carried (None: an event on the directory
+        # itself); None as a whole: the queue overflowed, events were lost
+        self._changed: Changes | None = {}
         self._poller = select.poll()
         self._poller.register(self._ino.fileno(), select.POLLIN)
         # The last close of an inotify descriptor waits for an RCU grace period in the kernel
@@ -129,21 +194,37 @@ class _Inotify(_Backend):
     def _drain(self) -> None:
         for event in self._ino.read(timeout=0):
             changed = self._changed
-            if event.mask & self._overflow:
+            mask = event.mask
+            if mask & self._overflow:
                 self._changed = None
             elif changed is not None and (path := self._wd.get(event.wd)) is not None:
-                if not event.name or event.mask & self._ignored:
+                if not event.name or mask & self._ignored:
                     changed[path] = None  # the directory itself: anything in it may differ
-                elif path not in changed:
-                    changed[path] = {event.name}
-                elif (names := changed[path]) is not None:
-                    names.add(event.name)
-            if event.mask & self._ignored:  # the directory went away: no more events from it
+                else:
+                    names = changed[path] if path in changed else changed.setdefault(path, {})
+                    if names is not None:
+                        self._note(names, path, event.name, mask)
+            if mask & self._ignored:  # the directory went away: no more events from it
                 gone = self._wd.pop(event.wd, None)
                 if gone is not None and self._live.get(gone) == event.wd:
                     del self._live[gone]
 
-    def take_changed(self) -> dict[Path, set[str] | None] | None:
+    def _note(self, names: dict[str, Change], path: Path, name: str, mask: int) -> None:
+        if mask & self._writing:
+            state = WRITING
+        elif mask & self._closed:
+            state = CLOSED
+        elif mask & self._appeared:
+            state = APPEARED
+        elif mask & self._gone:
+            state = GONE
+        elif name in names:
+            return  # attributes only: what came before still says more
+        else:
+            state = TOUCHED
+        names[name] = Change(path, name, bool(mask & self._isdir), state)
+
+    def take_changed(self) -> Changes | None:
         if self._poller.poll(0):  # events queued since the last wait count too
             self._drain()
         changed, self._changed = self._changed, {}
@@ -290,14 +371,23 @@ class Watch:
         """The armed paths that had events in the waits since the last call (kernel events
         only); ``None`` when that is not known -- polling, or events lost to a full queue --
         and any path may have changed."""
-        changed = self.take_changed_names()
+        changed = self.take_changes()
         return None if changed is None else set(changed)
 
     def take_changed_names(self) -> dict[Path, set[str] | None] | None:
-        """``take_changed`` with the names each path's events carried: for a directory, the
-        names in it that were created, written, renamed, removed or changed in their
-        attributes; ``None`` for a path whose event was about itself (moved, removed, its own
-        attributes, its watch dropped), where anything in it may differ."""
+        """``take_changes`` by name only."""
+        changed = self.take_changes()
+        if changed is None:
+            return None
+        return {p: None if names is None else set(names) for p, names in changed.items()}
+
+    def take_changes(self) -> Changes | None:
+        """What changed since the last call: for each armed directory with events, a ``Change``
+        per name in it that was created, written, closed, renamed, removed or changed in its
+        attributes (the last event's word on it); ``None`` for a path whose event was about
+        itself (moved, removed, its own attributes, its watch dropped), where anything in it
+        may differ. ``None`` as a whole when that is not known -- polling, or events lost to a
+        full queue -- and any path may have changed."""
         if self._poll is not None or self._kernel is None:
             return None
         return self._kernel.take_changed()
@@ -371,3 +461,84 @@ def wait_until(
             if left is not None and left <= 0:
                 raise WaitTimeout(f"no {what} within {timeout:g}s")
             w.wait(left)
+
+
+_F_SETSIG = getattr(fcntl, "F_SETSIG", 10)  # Linux's value, where the module does not name it
+
+
+def being_written(path: Path | str) -> bool | None:
+    """Whether some process holds ``path`` open for writing: ``True``, ``False``, or ``None``
+    when this cannot be told (not the file's owner and no ``CAP_LEASE``, a filesystem without
+    leases, not a regular file, gone).
+
+    A read lease is granted only while nobody has the file open for writing; taking and at once
+    dropping one asks the kernel exactly that, without waiting. A writer opening the file while
+    the lease is held breaks it, and the kernel signals the lease's owner -- by default with
+    SIGIO, whose default action ends the process -- so the lease is told to signal with SIGURG,
+    which a process ignores unless it asked for it: another process's ``open`` never kills us.
+    """
+    if not hasattr(fcntl, "F_SETLEASE"):  # leases are Linux's
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as e:
+        if e.errno == errno.EAGAIN:
+            return True
+        return None
+    else:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return False
+    finally:
+        os.close(fd)
+
+
+class Settled(NamedTuple):
+    """Whether a file someone else writes may be read as whole now (``whole``); if not, the
+    ``time.time()`` at which to look again (``again``); if whole only by the bound, why
+    (``note``: the file may be shown part-way)."""
+
+    whole: bool
+    again: float | None = None
+    note: str | None = None
+
+
+_WHOLE = Settled(True)
+
+
+def settled(path: Path | str, st: os.stat_result, state: str | None, now: float) -> Settled:
+    """Whether the file at ``path`` (``st``: its ``lstat``) is whole, from what its events said
+    last (``state``: ``WRITING``, ``CLOSED``, ``APPEARED``, or ``None`` when no event was seen)
+    and, when they cannot tell, from the kernel (``being_written``) or how long it has been
+    left alone. Never waits, and never holds a file longer than ``OPEN_SETTLE`` past its last
+    change (the ``ctime``, which its writer cannot set), so a writer that never closes, or one
+    killed part-way, cannot stall a reader: past the bound it is shown with a ``note``.
+    """
+    if state == CLOSED:
+        return _WHOLE
+    changed = min(st.st_ctime, now)  # a clock set back never pushes the bound out
+    if state == WRITING:
+        writing: bool | None = True
+    else:
+        writing = being_written(path)
+        if writing is None:
+            if state == APPEARED:
+                writing = st.st_size == 0  # linked in whole, or created and not written yet
+            elif now - changed < QUIET_SETTLE:
+                return Settled(False, changed + QUIET_SETTLE)
+            else:
+                return _WHOLE
+    if not writing:
+        return _WHOLE
+    if now - changed < OPEN_SETTLE:
+        return Settled(False, changed + OPEN_SETTLE)
+    return Settled(
+        True,
+        None,
+        f"still open for writing by another process, unchanged for {OPEN_SETTLE:g}s: "
+        "shown as it stands, and again if it changes",
+    )
