@@ -56,7 +56,10 @@ The message, in plain markdown.
   `fyi` means no answer is needed.
 - Never edit or delete an entry, yours or theirs. A correction is a new, higher-numbered entry.
 - Write the file under a name starting with `.` and rename it into place when complete; files
-  whose names start with `.` are ignored by readers.
+  whose names start with `.` are ignored by readers. If you do write an entry in place
+  (`cat > 0003-{a}.md`), close it promptly: a reader waits until the file is closed (or left
+  unchanged for 30 s while still open) and then shows it as it stands; end it with a newline,
+  since a last line without one is shown as possibly cut short.
 
 ### Take the send lock while you number
 

@@ -143,7 +143,8 @@ you inferred.
 
 Write `{outbox}TOPIC/NNNN-{agent}.md` yourself: take the highest number in either side's copy of
 the topic (`{inbox}TOPIC/`, `{outbox}TOPIC/`) plus one, 4 digits; never overwrite a file. Write
-it under a name starting with `.` and rename it into place. Content:
+it under a name starting with `.` and rename it into place (written in place instead, it is
+shown once you close it, or once unchanged for 30 s while open). End it with a newline. Content:
 
 ```
 ---

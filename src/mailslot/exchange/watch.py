@@ -5,7 +5,14 @@ Here nothing is diffed: every round arms the inbox, its ``done/`` and every live
 *before* looking, then asks one question -- which entries in ``to-<my side>/`` (live or archived)
 are not in my seen-set? -- so a new topic, a new entry, a rename from a bridge and an entry archived
 before it was read all answer it the same way. Waiting is on kernel file events (``core.wait``);
-the only timer is the deadline, plus a short grace for a hand-written file caught half-written.
+the only timers are the deadline and the bounds on a file still being written.
+
+An entry is delivered only once whole (``core.wait.settled``): renamed into place or closed by its
+writer, by the file events on its name; else not held open for writing, by the kernel; else left
+alone a while. A hand writer's ``cat > NNNN-x.md`` is therefore shown when it closes the file,
+never half. One still open past ``OPEN_SETTLE``, or that ends part-way through a line (a writer
+killed mid-write), or that does not parse, is shown as it stands, flagged, and marked seen under
+a key that carries its size and mtime, so a later change to it is delivered again.
 
 The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
 own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
@@ -28,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +44,7 @@ from mailslot.core.cursor import CursorStore, SeenSet
 from mailslot.core.errors import FormatError, Gone, InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import file_lock
 from mailslot.core.handover import show_then_record
-from mailslot.core.wait import Watch
+from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Watch, settled
 from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import inbox_items, read_entry
@@ -61,9 +68,9 @@ __all__ = [
 
 WATCH_NAMESPACE = "exchange-watch"
 SCOPES = ("any", "required")
-# A hand-written entry that does not parse yet and was modified this recently is probably still
-# being written (a foreign agent that does not rename into place): look again before delivering.
-HALF_WRITTEN_GRACE = 2.0
+# What the events for a file said last, kept until it is delivered or gone
+_KEPT_STATES = (APPEARED, WRITING, CLOSED)
+CUT_SHORT = "ends part-way through a line: its writer may have stopped before the end"
 
 
 def cursor_key(ex: Exchange, agent: str) -> str:
@@ -84,6 +91,10 @@ class Delivered:
     entry: Entry | None = None
     text: str | None = None  # HELD.md text
     why: str | None = None  # what is wrong with a stray file
+    # why an entry may not be whole (its writer still holds it open past the bound, or it ends
+    # part-way through a line); such an entry, like one that does not parse, is marked seen as
+    # it stands (its key carries its size and mtime), so it is delivered again if it changes
+    partial: str | None = None
 
     def to_json(self, root: Path) -> dict[str, Any]:
         """A JSON-ready dict (paths relative to ``root``)."""
@@ -114,6 +125,8 @@ class Delivered:
             out["text"] = self.text
         if self.why is not None:
             out["why"] = self.why
+        if self.partial is not None:
+            out["partial"] = self.partial
         return out
 
 
@@ -187,6 +200,8 @@ class Watcher:
         self._log = self.store.seen_log(self.key)
         self.seen = self._load_seen()
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
+        # entry file -> what its events said last (APPEARED, WRITING, CLOSED), while not taken
+        self._states: dict[str, str] = {}
         # live topic directory -> (what it was when armed, its listing), kept up to date from
         # the names its events carry: a wake looks again only at the names that changed
         self._listings: dict[str, tuple[tuple[int, int], TopicDir]] = {}
@@ -240,10 +255,20 @@ class Watcher:
             self._watch.add(p)
         return self._watch
 
-    def _entry(self, path: Path, topic: str) -> Entry | None:
+    def _entry(self, path: Path, topic: str) -> tuple[Entry, os.stat_result, str | None] | None:
+        """The entry at ``path`` with its ``lstat`` and why it may not be whole, once it may be
+        read as whole (``core.wait.settled``); ``None`` while its writer is still at it (and
+        ``defer_until`` says when to look again) or when it is gone."""
         try:
             st = path.lstat()
         except FileNotFoundError:
+            return None
+        now = time.time()
+        verdict = settled(path, st, self._states.get(str(path)), now)
+        if not verdict.whole:
+            if verdict.again is not None:
+                again = time.monotonic() + max(0.0, verdict.again - now)
+                self.defer_until = min(self.defer_until or again, again)
             return None
         sig = (st.st_size, st.st_mtime_ns)
         hit = self._cache.get(path)
@@ -252,11 +277,19 @@ class Watcher:
         else:
             entry = check_sender(self.ex, read_entry(path, self.ex.writer_of(self.side), topic))
             self._cache[path] = (sig, entry)
-        if entry.error is not None and time.time() - st.st_mtime < HALF_WRITTEN_GRACE:
-            again = time.monotonic() + HALF_WRITTEN_GRACE
-            self.defer_until = min(self.defer_until or again, again)
-            return None
-        return entry
+        note = verdict.note
+        if note is None and entry.error is None and entry.body and entry.body[-1] != "\n":
+            note = CUT_SHORT
+        return entry, st, note
+
+    def _note_changes(self, path: Path, changes: dict[str, Change]) -> None:
+        """Keep what the events said last about each file in ``path``."""
+        states = self._states
+        for name, c in changes.items():
+            if c.state in _KEPT_STATES:
+                states[f"{path}/{name}"] = c.state
+            elif c.state == GONE:
+                states.pop(f"{path}/{name}", None)
 
     def _list_live(self, path: str, topic: str, archived: bool) -> TopicDir:
         """A live topic's listing, reused while it is known to be current: armed before it was
@@ -276,13 +309,16 @@ class Watcher:
         seen = seen if seen is not None else self.seen
         self.defer_until = None
         out = []
-        changed = self._watch.take_changed_names() if self._watch is not None else None
+        changed = self._watch.take_changes() if self._watch is not None else None
         if changed is None:  # not known which (events lost): every directory is listed anew
             self._listings.clear()
+            self._states.clear()  # and whether a file is whole is asked of the kernel again
             self._rearm = True
             self._names = None
         else:
             for p, names in changed.items():
+                if names is not None:
+                    self._note_changes(p, names)
                 hit = self._listings.get(str(p))
                 if hit is not None and names is not None:
                     # only these names in a listed topic changed: look at them, not at all of it
@@ -303,12 +339,26 @@ class Watcher:
             done_names=done_names,
         )
         for item in items:
-            entry = self._entry(item.path, item.topic)
-            if entry is None:
+            found = self._entry(item.path, item.topic)
+            if found is None:
                 continue
+            entry, st, partial = found
             if self.action == "required" and entry.action not in ("required", None):
                 continue  # fyi; an unreadable action stays visible
-            out.append(Delivered("entry", item.key, item.topic, item.path, item.archived, entry))
+            key = item.key
+            if partial is not None or entry.error is not None:
+                # marked as it stands: a later change to it is delivered again
+                key = f"{key}@{st.st_size}.{st.st_mtime_ns}"
+                if key in seen.keys:
+                    continue
+            if partial is not None:
+                warning = partial if entry.warning is None else f"{entry.warning}; {partial}"
+                entry = replace(entry, warning=warning)
+            out.append(
+                Delivered(
+                    "entry", key, item.topic, item.path, item.archived, entry, partial=partial
+                )
+            )
         for d in live:
             for name in d.strays:  # shown once, marked: never silently invisible
                 key = f"{d.topic}/{name}:stray"
@@ -431,6 +481,8 @@ class Watcher:
                     self._log.add([d.key for d in fresh], meta)
 
             show_then_record((lambda: show(result)) if show is not None else None, mark)
+        for d in fresh:
+            self._states.pop(str(d.path), None)
         return fresh
 
     def watch(
