@@ -4,7 +4,10 @@ logging in."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -125,6 +128,31 @@ def serve_page(settings: Any, listen: str = "127.0.0.1") -> Iterator[str]:
     finally:
         for app in made:
             app.close()
+
+
+@contextmanager
+def serve_command(world: World) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``mailslot web`` over the world's roots in a process of its own, as people run it, on a
+    free loopback port; yields the process and its base URL, and kills it if still running."""
+    env = {**os.environ, "MAILSLOT_STATE_DIR": str(world.exchange.parent / "state")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mailslot", "web", "--bind", "127.0.0.1:0"]
+        + [a for root in world.roots for a in ("--root", str(root))]
+        + ["--humans", str(world.humans_file)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", line)
+        assert found, line
+        yield proc, found.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def login(client: httpx.Client, url: str, token: str) -> str:

@@ -4,10 +4,15 @@ overview, the time picture, the table's filters and pages."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
 
 import httpx
-from page_helpers import World, serve_page
+from page_helpers import World, serve_command, serve_page
 
 from mailslot.exchange.layout import load_exchange
 from mailslot.web.page.settings import PageSettings
@@ -93,3 +98,80 @@ def test_the_overview_shows_the_bridge_once_one_is_set_up(
     monkeypatch.setenv("MAILSLOT_BRIDGE_DIR", str(bridge))  # the page runs in this process
     html = httpx.get(f"{page_url}/").text
     assert 'id="bridge"' in html and "host hq" in html and "not running" in html
+
+
+def _rows(view: Any) -> list[tuple[Any, ...]]:
+    return [dataclasses.astuple(r) for r in view.rows]
+
+
+def test_the_kept_table_agrees_with_a_fresh_reading_after_each_kind_of_change(
+    world: World,
+) -> None:
+    """The table kept from file events (reading again only the topics that changed) says what
+    a reading of the whole exchange says, after new topics and entries, states, a STATE.md
+    that does not read, an archive (a move into done/ on both sides) and a topic removed."""
+    import shutil
+
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import DONE
+    from mailslot.exchange.state import set_state
+    from mailslot.web.page.views import ViewCache
+
+    ex = load_exchange(world.exchange)
+    kept = ViewCache()
+    try:
+        kept.exchange(ex)  # built once and followed from here
+        changes = [
+            lambda: send(ex, "claude", "fresh-topic", "required", "new work"),
+            lambda: send(ex, "olu", world.topics[0], "required", "one more question"),
+            lambda: set_state(ex, "olu", world.topics[1], "blocked"),
+            lambda: (ex.inbox("claude") / world.topics[1] / "STATE.md").write_text("status: X\n"),
+            lambda: [
+                os.rename(ex.inbox(s) / world.topics[2], ex.inbox(s) / DONE / world.topics[2])
+                for s in ex.sides
+            ],
+            lambda: shutil.rmtree(ex.inbox("olu") / world.topics[0]),
+        ]
+        for change in changes:
+            change()
+            deadline = time.monotonic() + 10
+            while True:
+                fresh = ViewCache()
+                want = fresh.exchange(ex)
+                fresh.close()
+                got = kept.exchange(ex)
+                if _rows(got) == _rows(want) and got.warnings == want.warnings:
+                    break
+                assert time.monotonic() < deadline, (_rows(got), _rows(want))
+                time.sleep(0.02)
+            assert (got.open_count, got.debt_count) == (want.open_count, want.debt_count)
+        assert any(r.where == "archived" for r in got.rows) and got.warnings
+    finally:
+        kept.close()
+
+
+def test_events_lost_to_a_full_kernel_queue_read_the_whole_exchange_again(world: World) -> None:
+    """The page's process stopped while more events than the kernel queues arrive: the queue
+    overflows, and the new entry written after it has no event at all. Once the process runs
+    again the page still shows it (events lost read the whole exchange again)."""
+    from mailslot.exchange.entries import send
+
+    queue = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    ex = load_exchange(world.exchange)
+    busy = ex.inbox("olu") / world.topics[0]
+    files = [busy / "scratch-a.txt", busy / "scratch-b.txt"]
+    for f in files:
+        f.write_text("x")
+    with serve_command(world) as (proc, url):
+        assert "olu: reply" not in httpx.get(f"{url}/x/exchange").text  # built and watched
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            for i in range(queue + 100):  # alternating names: the kernel merges no two
+                os.utime(files[i % 2], (i, i))
+            r = send(ex, "claude", "after-the-flood", "required", "lost in the overflow")
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while f"olu: reply {r.path.name}" not in httpx.get(f"{url}/x/exchange").text:
+            assert time.monotonic() < deadline, "the entry written after the overflow never showed"
+            time.sleep(0.05)

@@ -11,16 +11,16 @@ from typing import Any
 
 from mailslot.core.errors import NotFound
 from mailslot.exchange.entries import Entry, list_entries
-from mailslot.exchange.holds import is_trusted, load_holds, trusted_hold
+from mailslot.exchange.holds import Hold, is_trusted, load_holds, trusted_hold
 from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.index import TopicView, build_view
 from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
-from mailslot.exchange.listing import placement, topic_pairs
+from mailslot.exchange.listing import TopicDir, placement, topic_pairs
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state
 from mailslot.exchange.topics import find_topic, named_topic
 
-__all__ = ["TopicDetail", "read_topic", "topic_summaries"]
+__all__ = ["TopicDetail", "read_topic", "topic_summaries", "topic_summary"]
 
 
 def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicView]:
@@ -33,42 +33,49 @@ def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[Top
     entry only (``peek_state``/``peek_entry``: the full parser runs only for a header that needs
     it), so a listing of 10,000 topics stays well under a second.
     """
-    out = []
     holds = load_holds(ex)
-    for name, dirs in topic_pairs(ex, include_archived=include_archived).items():
-        counts = {s: 0 for s in ex.sides}
-        status = {s: "open" for s in ex.sides}
-        times = []
-        held: dict[str, str] = {}
-        for inbox_side, d in dirs.items():
-            writer = ex.writer_of(inbox_side)
-            counts[writer] = len(d.entries)
-            if d.has_state:
-                status[writer] = peek_state(d.file(STATE_NAME)).status
-            elif STATE_NAME in d.strays:  # not a regular file: unreadable, never "open"
-                status[writer] = "unknown"
-            top = d.newest()
-            if top is not None:  # only the newest entry per side is read
-                _, _, fname = top
-                at = peek_entry(d.file(fname)).at
-                if at is not None:
-                    times.append(at)
-            hold = trusted_hold(holds, inbox_side, name, d.file(HELD_NAME)) if d.held else None
-            if hold is not None:
-                held[inbox_side] = hold.entry or HELD_NAME
-        out.append(
-            build_view(
-                ex,
-                name,
-                status,
-                counts,
-                held=held,
-                last_activity=max(times) if times else None,
-                where=placement(d.archived for d in dirs.values()),
-                debts=False,
-            )
-        )
-    return out
+    return [
+        topic_summary(ex, name, dirs, holds)
+        for name, dirs in topic_pairs(ex, include_archived=include_archived).items()
+    ]
+
+
+def topic_summary(
+    ex: Exchange, name: str, dirs: dict[str, TopicDir], holds: dict[str, Hold]
+) -> TopicView:
+    """One topic of ``topic_summaries``, from its directories (inbox side -> ``TopicDir``, as
+    ``listing.topic_pairs`` gives them) and the recorded holds (``holds.load_holds``): for a
+    reader that keeps a table and reads again only the topics that changed. Never raises."""
+    counts = {s: 0 for s in ex.sides}
+    status = {s: "open" for s in ex.sides}
+    times = []
+    held: dict[str, str] = {}
+    for inbox_side, d in dirs.items():
+        writer = ex.writer_of(inbox_side)
+        counts[writer] = len(d.entries)
+        if d.has_state:
+            status[writer] = peek_state(d.file(STATE_NAME)).status
+        elif STATE_NAME in d.strays:  # not a regular file: unreadable, never "open"
+            status[writer] = "unknown"
+        top = d.newest()
+        if top is not None:  # only the newest entry per side is read
+            _, _, fname = top
+            at = peek_entry(d.file(fname)).at
+            if at is not None:
+                times.append(at)
+        hold = trusted_hold(holds, inbox_side, name, d.file(HELD_NAME)) if d.held else None
+        if hold is not None:
+            held[inbox_side] = hold.entry or HELD_NAME
+    return build_view(
+        ex,
+        name,
+        status,
+        counts,
+        held=held,
+        last_activity=max(times) if times else None,
+        where=placement(d.archived for d in dirs.values()),
+        debts=False,
+    )
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,14 @@ from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.listing import TopicDir, arrivals, topic_pairs
 
-__all__ = ["OwedDebt", "SweepResult", "state_warnings", "sweep", "topic_view"]
+__all__ = [
+    "OwedDebt",
+    "SweepResult",
+    "state_warnings",
+    "sweep",
+    "topic_state_warnings",
+    "topic_view",
+]
 
 
 def _required_in(d: TopicDir) -> Callable[[str], bool]:
@@ -147,7 +154,7 @@ def sweep(ex: Exchange, agent: str) -> SweepResult:
             if debt.side == side:
                 out.append(OwedDebt(debt, _since(debt, pair)))
         if "unknown" in view.status.values():  # rare: say which file and what it says
-            warnings += _state_warnings(ex, pair)
+            warnings += topic_state_warnings(ex, pair)
     for debt in late_debts(ex, [side]):  # entries that reached done/ unread
         where = ex.inbox(side) / DONE / debt.topic / (debt.entry or "")
         try:
@@ -159,7 +166,8 @@ def sweep(ex: Exchange, agent: str) -> SweepResult:
     return SweepResult(agent, side, out, warnings)
 
 
-def _state_warnings(ex: Exchange, pair: dict[str, TopicDir]) -> list[str]:
+def topic_state_warnings(ex: Exchange, pair: dict[str, TopicDir]) -> list[str]:
+    """``state_warnings`` for one topic's directories (inbox side -> ``TopicDir``)."""
     out = []
     for d in pair.values():
         if d.has_state:
@@ -173,4 +181,4 @@ def _state_warnings(ex: Exchange, pair: dict[str, TopicDir]) -> list[str]:
 def state_warnings(ex: Exchange) -> list[str]:
     """One line per live topic's STATE.md whose status does not read (``Done``, ``closed``, a
     broken file), naming the file and the value: unknown never archives, and never silently."""
-    return [w for pair in topic_pairs(ex).values() for w in _state_warnings(ex, pair)]
+    return [w for pair in topic_pairs(ex).values() for w in topic_state_warnings(ex, pair)]

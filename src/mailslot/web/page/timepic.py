@@ -19,7 +19,7 @@ from mailslot.core.errors import MailslotError
 from mailslot.exchange.entries import list_entries
 from mailslot.exchange.layout import Exchange
 
-__all__ = ["DAYS", "Picture", "draw", "measure"]
+__all__ = ["DAYS", "Picture", "TopicMarks", "draw", "measure", "topic_marks"]
 
 # A month: long enough to see a trend, short enough to read one bar per day.
 DAYS = 30
@@ -41,8 +41,50 @@ class Picture:
     capped: bool
 
 
-def measure(ex: Exchange, topics: list[tuple[str, datetime | None]]) -> Picture:
-    """The picture of ``topics`` (name, last activity), those active in the last ``DAYS``."""
+@dataclass(frozen=True)
+class TopicMarks:
+    """What one topic adds to the picture, by day of each entry's ``at``: entries written, the
+    waits (hours) of its required entries that were answered, the required ones not answered."""
+
+    entries: dict[date, int]
+    waits: dict[date, list[float]]
+    unanswered: dict[date, int]
+
+
+def topic_marks(ex: Exchange, name: str) -> TopicMarks | None:
+    """The marks of topic ``name`` (its entries read whole), or None when it does not read."""
+    try:
+        entries = list_entries(ex, name)
+    except MailslotError:
+        return None
+    counts: dict[date, int] = {}
+    waits: dict[date, list[float]] = {}
+    unanswered: dict[date, int] = {}
+    for e in entries:
+        if e.at is not None:
+            counts[e.at.date()] = counts.get(e.at.date(), 0) + 1
+    by_arrival = sorted(entries, key=lambda e: e.arrival)
+    for i, asked in enumerate(by_arrival):
+        if asked.action != "required" or asked.at is None:
+            continue
+        day = asked.at.date()
+        answer = next((r for r in by_arrival[i + 1 :] if r.side != asked.side), None)
+        if answer is None or answer.at is None:
+            unanswered[day] = unanswered.get(day, 0) + 1
+            continue
+        waits.setdefault(day, []).append(max(0.0, (answer.at - asked.at).total_seconds() / 3600))
+    return TopicMarks(counts, waits, unanswered)
+
+
+def measure(
+    ex: Exchange,
+    topics: list[tuple[str, datetime | None]],
+    kept: dict[str, TopicMarks | None] | None = None,
+) -> Picture:
+    """The picture of ``topics`` (name, last activity), those active in the last ``DAYS``.
+
+    ``kept``: marks already read, by topic; a topic not in it is read and added, and the topics
+    no longer drawn are dropped from it (a reader that keeps it drops the topics that changed)."""
     today = now().date()
     first = today - timedelta(days=DAYS - 1)
     since = datetime(first.year, first.month, first.day, tzinfo=now().tzinfo)
@@ -55,23 +97,24 @@ def measure(ex: Exchange, topics: list[tuple[str, datetime | None]]) -> Picture:
     counts = {first + timedelta(days=i): 0 for i in range(DAYS)}
     waits: dict[date, list[float]] = {d: [] for d in counts}
     unanswered = 0
-    for name in active[:TOPICS_MAX]:
-        try:
-            entries = list_entries(ex, name)
-        except MailslotError:
+    drawn = active[:TOPICS_MAX]
+    marks = {} if kept is None else kept
+    for name in drawn:
+        if name not in marks:
+            marks[name] = topic_marks(ex, name)
+        m = marks[name]
+        if m is None:
             continue
-        for e in entries:
-            if e.at is not None and e.at.date() in counts:
-                counts[e.at.date()] += 1
-        by_arrival = sorted(entries, key=lambda e: e.arrival)
-        for i, asked in enumerate(by_arrival):
-            if asked.action != "required" or asked.at is None or asked.at.date() not in counts:
-                continue
-            answer = next((r for r in by_arrival[i + 1 :] if r.side != asked.side), None)
-            if answer is None or answer.at is None:
-                unanswered += 1
-                continue
-            waits[asked.at.date()].append(max(0.0, (answer.at - asked.at).total_seconds() / 3600))
+        for day, n in m.entries.items():
+            if day in counts:
+                counts[day] += n
+        for day, hours in m.waits.items():
+            if day in waits:
+                waits[day] += hours
+        unanswered += sum(n for day, n in m.unanswered.items() if day in counts)
+    if kept is not None:
+        for name in kept.keys() - set(drawn):
+            del kept[name]
     days = sorted(counts)
     return Picture(
         days,

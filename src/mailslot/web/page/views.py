@@ -1,19 +1,23 @@
 """What each page shows, read through the channels' own functions (never a second copy of their
-rules): ``exchange.overview.topic_summaries`` for statuses, counts and holds, ``exchange.sweep``
-for who owes what (the same answer as ``exchange sweep`` and INDEX.md), ``chat.status``/``read``,
-``bus.log``/``tasks``/``outbox``/``owners`` and ``web.peer.inbox_messages``.
+rules): ``exchange.overview.topic_summary`` for statuses, counts and holds, ``exchange.sweep``
+(``topic_view``) and ``exchange.late`` for who owes what (the same answer as ``exchange sweep``
+and INDEX.md), ``chat.status``/``read``, ``bus.log``/``tasks``/``outbox``/``owners`` and
+``web.peer.inbox_messages``.
 
-An exchange's table is cached and kept current by file events: every topic directory in both
-inboxes and their ``done/`` is watched (``core.wait.Watch``, armed before the tree is read), and
-a new entry, STATE.md, HELD.md or archive marks the view stale; the doctor's verdict and the
-holds record are compared by their change time. A request that finds nothing changed costs no
-disk work; a stale view is rebuilt before it is shown, or, where a rebuild took over
-``SYNC_BUILD_MAX_S``, in the background while the page shows the last view and when it was read.
+An exchange's table is kept per topic and current by file events: both inboxes, their ``done/``
+and every topic directory in them are watched (``core.wait.Watch``, each armed before it is
+listed). A new entry, STATE.md, HELD.md or archive reads again only the topics whose directories
+had events; events lost (a full kernel queue, polling) read the whole exchange again. The
+doctor's verdict and the holds record are compared by their change time. A request that finds
+nothing changed costs no disk work; a stale view is brought up to date before it is shown, or,
+where that is expected to take over ``SYNC_BUILD_MAX_S`` (the whole of a 10,000-topic
+exchange), in the background while the page shows the last view and when it was read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -25,12 +29,14 @@ from typing import Any
 from mailslot.core.clock import format_time, now
 from mailslot.core.fsio import read_regular
 from mailslot.exchange.doctor import VERDICT_NAME
+from mailslot.exchange.holds import HOLDS_NAME, Hold, load_holds
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, Exchange
-from mailslot.exchange.listing import topic_pairs
+from mailslot.exchange.listing import ARCHIVED, TopicDir, list_dir, topic_names
 from mailslot.exchange.monitor import HEARTBEAT_STALE, heartbeat_age
-from mailslot.exchange.overview import topic_summaries
-from mailslot.exchange.sweep import state_warnings, topic_view
+from mailslot.exchange.overview import topic_summary
+from mailslot.exchange.sweep import topic_state_warnings, topic_view
+from mailslot.web.page.timepic import TopicMarks
 
 __all__ = [
     "DOCTOR_FILE",
@@ -48,6 +54,8 @@ DOCTOR_FILE = VERDICT_NAME
 # A doctor verdict is a few hundred bytes; anything larger is not one.
 DOCTOR_FILE_MAX = 64 * 1024
 FILTERS = ("all", "waiting", "held", "archived", "mine")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -137,34 +145,300 @@ def _heartbeat(ex: Exchange) -> Heartbeat:
     return Heartbeat(format_time(at), age.total_seconds() / 60, age > HEARTBEAT_STALE)
 
 
-def _build(ex: Exchange) -> ExchangeView:
-    # Both sides' debts in one pass, composed as ``sweep`` composes them (``topic_view`` per
-    # live topic, ``late_debts`` for archived ones), instead of one sweep per side.
-    debts: dict[str, list[Debt]] = {}
-    unknown = False
-    for name, pair in topic_pairs(ex).items():
-        view = topic_view(ex, name, pair)
-        unknown = unknown or "unknown" in view.status.values()
-        for d in view.debts:
-            debts.setdefault(d.topic, []).append(Debt(d.side, d.reason, d.entry))
-    for d in late_debts(ex, ex.sides):
-        debts.setdefault(d.topic, []).append(Debt(d.side, d.reason, d.entry))
-    warnings = state_warnings(ex) if unknown else []
-    rows = [
-        TopicRow(
-            s.name,
-            s.where,
-            s.status,
-            s.counts,
-            s.last_activity,
-            tuple(s.held),
-            tuple(debts.get(s.name, ())),
+def _order(row: TopicRow) -> tuple[bool, float, str]:
+    """Most recently active first, topics never active last, then by name."""
+    at = row.last_activity
+    return (at is None, -(at or _EPOCH).timestamp(), row.name)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class _Table:
+    """What a view is made of, kept per topic so a change reads again only its topics: the
+    topic directories known in each inbox and its ``done/`` (by inbox side and archived or
+    not), each topic's row and its STATE.md warnings, the time picture's marks."""
+
+    names: dict[tuple[str, bool], set[str]]
+    rows: dict[str, TopicRow] = field(default_factory=dict)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    marks: dict[str, TopicMarks | None] = field(default_factory=dict)
+    held: set[str] = field(default_factory=set)  # topics with a HELD.md: read again with holds
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+# A rebuild expected to take longer than this is done in the background, and the page shows the
+# previous view, saying when it was read, until it is ready (a 10,000-topic exchange read whole).
+SYNC_BUILD_MAX_S = 1.0
+# A watcher nobody asked for a view for this long stops (its inotify watches go with it).
+WATCH_IDLE_S = 600.0
+
+
+class _Kept:
+    """One exchange's view kept current by file events, topic by topic.
+
+    A follower thread takes the watch's events (``core.wait.Watch.take_changed``: which armed
+    directories had events) and keeps them as pending. The next request reads again only what
+    they name: an inbox or ``done/`` that changed is listed again and its topics compared with
+    the last listing (a topic created, archived or removed); a topic directory that changed has
+    its row, debts, warnings and picture marks read again. Events lost (a full kernel queue,
+    polling, a path the table does not know) read the whole exchange again, as does the first
+    request; so does a request after the watcher stopped. Every directory is armed before it is
+    listed, so an entry landing while one is read is an event for the next update.
+    """
+
+    def __init__(self, ex: Exchange, stop: threading.Event) -> None:
+        self.ex = ex
+        self.stop = stop
+        self.lock = threading.Lock()  # the pending changes, between the follower and a build
+        self.paths: set[Path] = set()  # directories with events not yet read
+        self.topics: set[str] = set()  # topics written through the page, not yet read
+        self.whole = True  # what changed is not known: read everything
+        self.build_lock = threading.Lock()
+        self.table: _Table | None = None
+        self.view: ExchangeView | None = None
+        self.picture = ""
+        self.holds_at = -1  # the holds record's mtime the table was read with
+        self.doctor_at = -1
+        self.built_at: datetime | None = None
+        self.whole_s = 0.0  # how long reading the whole exchange took last time
+        self.asked = time.monotonic()
+        self.watch: Any = None
+        self.rebuilding = False
+
+    # -- events ------------------------------------------------------------------------------
+    def _arm(self) -> Any:
+        """The watch, started (with its follower) if there is none."""
+        from mailslot.core.wait import Watch
+
+        if self.watch is None:
+            with self.lock:
+                self.whole = True  # nothing was watched until now
+            self.watch = Watch()
+            threading.Thread(target=self._follow, args=(self.watch,), daemon=True).start()
+        return self.watch
+
+    def _follow(self, watch: Any) -> None:
+        try:
+            while time.monotonic() - self.asked < WATCH_IDLE_S and not self.stop.is_set():
+                if not watch.wait(1.0):
+                    continue
+                changed = watch.take_changed()
+                with self.lock:
+                    if changed is None:
+                        self.whole = True
+                    else:
+                        self.paths.update(changed)
+        finally:
+            self.watch = None
+            watch.close()
+            with self.lock:
+                self.whole = True  # nobody is watching: the next request reads everything
+
+    def mark(self, topic: str | None) -> None:
+        """``topic`` was written through the page (None: something was): read it with the next
+        request, without waiting for its file event."""
+        with self.lock:
+            if topic is None:
+                self.whole = True
+            else:
+                self.topics.add(topic)
+
+    def _changes(self) -> tuple[bool, set[Path], set[str]]:
+        """What changed since the last build (whole, directories, topics), taken."""
+        with self.lock:
+            taken = (self.whole, self.paths, self.topics)
+            self.whole, self.paths, self.topics = False, set(), set()
+        return taken
+
+    def _pending(self) -> int | None:
+        """How many topics the next build reads: None for all of them, 0 when it is current."""
+        if self.view is None or self.watch is None:
+            return None
+        with self.lock:
+            if self.whole:
+                return None
+            n = len(self.paths) + len(self.topics)
+        moved = _mtime(self.ex.meta / HOLDS_NAME) != self.holds_at
+        if moved and self.table is not None:
+            n += len(self.table.held) + 1
+        if _mtime(self.ex.meta / DOCTOR_FILE) != self.doctor_at:
+            n += 1
+        if self.built_at is not None and self.built_at.date() != now().date():
+            n += 1  # the picture's days moved
+        return n
+
+    # -- reading -------------------------------------------------------------------------------
+    def _tops(self) -> dict[Path, tuple[str, bool]]:
+        return {
+            top: (side, archived)
+            for side in self.ex.sides
+            for top, archived in ((self.ex.inbox(side), False), (self.ex.inbox(side) / DONE, True))
+        }
+
+    def _listed(self, watch: Any, top: Path) -> set[str]:
+        watch.add(top)  # armed before it is listed
+        return set(topic_names(top))
+
+    def _read(
+        self,
+        watch: Any,
+        table: _Table,
+        name: str,
+        holds: dict[str, Hold],
+        late: dict[str, list[Debt]] | None = None,
+    ) -> None:
+        """Read topic ``name`` again into ``table`` (its row is dropped if it is gone);
+        ``late``: the late debts of every archived topic, read at once (else read here)."""
+        ex = self.ex
+        pair: dict[str, TopicDir] = {}
+        for side in ex.sides:
+            live, done = name in table.names[(side, False)], name in table.names[(side, True)]
+            for archived, there in ((False, live), (True, done)):
+                if there:
+                    watch.add(_topic_dir(ex, side, archived, name))  # armed before it is listed
+            if live or done:  # a live copy wins over a stale one in done/ (topic_pairs' rule)
+                pair[side] = list_dir(_topic_dir(ex, side, not live, name), name, not live)
+        table.marks.pop(name, None)
+        table.warnings.pop(name, None)
+        table.held.discard(name)
+        if not pair:
+            table.rows.pop(name, None)
+            return
+        summary = topic_summary(ex, name, pair, holds)
+        debts: list[Debt] = []
+        if summary.where != ARCHIVED:  # a debt of a live topic, as sweep finds it
+            view = topic_view(ex, name, pair)
+            debts += [Debt(d.side, d.reason, d.entry) for d in view.debts]
+            if "unknown" in view.status.values():
+                table.warnings[name] = topic_state_warnings(ex, pair)
+        if late is None:
+            late = _late(ex, [name])
+        debts += late.get(name, [])
+        if any(d.held for d in pair.values()):
+            table.held.add(name)
+        table.rows[name] = TopicRow(
+            name,
+            summary.where,
+            summary.status,
+            summary.counts,
+            summary.last_activity,
+            tuple(summary.held),
+            tuple(debts),
         )
-        for s in topic_summaries(ex, include_archived=True)
-    ]
-    rows.sort(key=lambda r: (r.last_activity is None, -(r.last_activity or _EPOCH).timestamp()))
+
+    def _read_whole(self, watch: Any) -> _Table:
+        tops = self._tops()
+        table = _Table({where: self._listed(watch, top) for top, where in tops.items()})
+        holds = load_holds(self.ex)
+        late = _late(self.ex, None)
+        for name in sorted(set[str]().union(*table.names.values())):
+            self._read(watch, table, name, holds, late)
+        return table
+
+    def _update(self, watch: Any, table: _Table, paths: set[Path], topics: set[str]) -> bool:
+        """Read again what ``paths`` and ``topics`` name; False when a path is not one the
+        table knows (the whole exchange is read instead)."""
+        tops = self._tops()
+        names = set(topics)
+        if topics:  # written through the page: its listing may not have had its event yet
+            paths = paths | tops.keys()
+        for path in paths:
+            if path in tops:
+                listed = self._listed(watch, path)
+                names |= listed ^ table.names[tops[path]]
+                table.names[tops[path]] = listed
+            elif path.parent in tops:
+                names.add(path.name)
+            else:
+                return False
+        holds_at = _mtime(self.ex.meta / HOLDS_NAME)
+        if holds_at != self.holds_at:  # the holds record vouches for every HELD.md
+            names |= table.held
+        holds = load_holds(self.ex)
+        for name in names:
+            self._read(watch, table, name, holds)
+        return True
+
+    def build(self) -> None:
+        """Bring the view up to date: what changed, or everything when that is not known."""
+        with self.build_lock:
+            try:
+                if self._pending() != 0:
+                    self._build()
+            finally:
+                self.rebuilding = False
+
+    def _build(self) -> None:
+        watch = self._arm()
+        whole, paths, topics = self._changes()
+        try:
+            holds_at = _mtime(self.ex.meta / HOLDS_NAME)
+            self.doctor_at = _mtime(self.ex.meta / DOCTOR_FILE)
+            table = self.table
+            started = time.monotonic()
+            if whole or table is None or not self._update(watch, table, paths, topics):
+                table = self._read_whole(watch)
+                self.whole_s = time.monotonic() - started
+            self.holds_at = holds_at
+            view = _assemble(self.ex, table)
+            self.picture = _picture(self.ex, view, table.marks)
+            self.table, self.view = table, view
+            self.built_at = now()
+        except BaseException:
+            with self.lock:
+                self.whole = True  # the table may be half read: read it all next time
+            raise
+
+    def _background(self) -> None:
+        try:
+            self.build()
+        except Exception:  # a failed rebuild leaves the last view; the next request retries
+            log.exception("could not read the view of %s", self.ex.root)
+
+    def current(self) -> tuple[ExchangeView, datetime | None]:
+        """The view, and when it was read if it is not current (a rebuild is running)."""
+        self.asked = time.monotonic()
+        pending = self._pending()
+        if pending == 0 and self.view is not None:
+            return self.view, None
+        topics = len(self.table.rows) if self.table is not None else 0
+        guess = self.whole_s if pending is None else self.whole_s * pending / max(1, topics)
+        if self.view is None or (not self.rebuilding and guess <= SYNC_BUILD_MAX_S):
+            self.build()
+            assert self.view is not None
+            return self.view, None
+        if not self.rebuilding:
+            self.rebuilding = True
+            threading.Thread(target=self._background, daemon=True).start()
+        return self.view, self.built_at
+
+
+def _late(ex: Exchange, names: list[str] | None) -> dict[str, list[Debt]]:
+    """The ``unseen`` debts (``late.late_debts``) of ``names`` (None: every archived topic)."""
+    out: dict[str, list[Debt]] = {}
+    for d in late_debts(ex, ex.sides, names):
+        out.setdefault(d.topic, []).append(Debt(d.side, d.reason, d.entry))
+    return out
+
+
+def _topic_dir(ex: Exchange, side: str, archived: bool, name: str) -> Path:
+    inbox = ex.inbox(side)
+    return (inbox / DONE if archived else inbox) / name
+
+
+def _assemble(ex: Exchange, table: _Table) -> ExchangeView:
+    """The view of ``table``: its rows in order, the totals per side, the warnings."""
+    rows = sorted(table.rows.values(), key=_order)
     open_count = {
-        side: sum(1 for r in rows if r.where != "archived" and r.status.get(side) != "done")
+        side: sum(1 for r in rows if r.where != ARCHIVED and r.status.get(side) != "done")
         for side in ex.sides
     }
     debt_count = {
@@ -178,130 +452,8 @@ def _build(ex: Exchange) -> ExchangeView:
         sum(1 for r in rows if r.held),
         _heartbeat(ex),
         read_doctor(ex),
-        warnings,
+        [w for name in sorted(table.warnings) for w in table.warnings[name]],
     )
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _topic_dirs(ex: Exchange) -> list[Path]:
-    """Every directory whose change can change the view: both inboxes, their ``done/``, and
-    each topic directory in them (a new entry, STATE.md or HELD.md changes its directory)."""
-    out: list[Path] = []
-    for side in ex.sides:
-        for top in (ex.inbox(side), ex.inbox(side) / DONE):
-            out.append(top)
-            try:
-                with os.scandir(top) as it:
-                    out += [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)]
-            except OSError:
-                continue
-    return out
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return -1
-
-
-def meta_stamp(ex: Exchange) -> tuple[int, int]:
-    """What the view shows from ``.mailslot/``: the doctor's verdict and the holds record (the
-    heartbeat is read on every request; it moves with the clock)."""
-    return (_mtime(ex.meta / DOCTOR_FILE), _mtime(ex.meta / "holds.json"))
-
-
-# A rebuild that took longer than this is done in the background next time, and the page shows
-# the previous view, saying when it was read, until it is ready (a 10,000-topic exchange).
-SYNC_BUILD_MAX_S = 1.0
-# A watcher nobody asked for a view for this long stops (its inotify watches go with it).
-WATCH_IDLE_S = 600.0
-
-
-class _Kept:
-    """One exchange's view, the file events that say it is stale, and its rebuilds."""
-
-    def __init__(self, ex: Exchange, stop: threading.Event) -> None:
-        self.ex = ex
-        self.stop = stop
-        self.dirty = threading.Event()
-        self.dirty.set()
-        self.build_lock = threading.Lock()
-        self.view: ExchangeView | None = None
-        self.meta: tuple[int, int] | None = None
-        self.picture = ""
-        self.built_at: datetime | None = None
-        self.build_s = 0.0
-        self.asked = time.monotonic()
-        self.watch: Any = None
-        self.watcher: threading.Thread | None = None
-        self.rebuilding = False
-
-    def arm(self) -> None:
-        """Watch every directory the view reads (before it is read: arm, then check)."""
-        from mailslot.core.wait import Watch
-
-        if self.watch is None:
-            self.watch = Watch()
-            self.watcher = threading.Thread(target=self._follow, daemon=True)
-            self.watcher.start()
-        for path in _topic_dirs(self.ex):
-            self.watch.add(path)
-
-    def _follow(self) -> None:
-        watch = self.watch
-        try:
-            while time.monotonic() - self.asked < WATCH_IDLE_S and not self.stop.is_set():
-                if watch.wait(1.0):
-                    self.dirty.set()
-        finally:
-            self.watch = None
-            watch.close()
-            self.dirty.set()  # nobody is watching: the next request rebuilds
-
-    def build(self) -> None:
-        with self.build_lock:
-            if not self.dirty.is_set() and self.meta == meta_stamp(self.ex):
-                return
-            self.arm()
-            self.dirty.clear()  # an event from here on marks this build stale again
-            meta = meta_stamp(self.ex)
-            started = time.monotonic()
-            view = _build(self.ex)
-            picture = _picture(self.ex, view)  # with the view: a big one is built in background
-            self.view, self.meta, self.picture = view, meta, picture
-            self.built_at = now()
-            self.build_s = time.monotonic() - started
-            self.rebuilding = False
-
-    def _background(self) -> None:
-        try:
-            self.build()
-        except Exception:  # a failed rebuild leaves the last view; the next request retries
-            self.rebuilding = False
-            self.dirty.set()
-
-    def current(self) -> tuple[ExchangeView, datetime | None]:
-        """The view, and when it was read if it is not current (a rebuild is running)."""
-        self.asked = time.monotonic()
-        stale = (
-            self.dirty.is_set()
-            or self.meta != meta_stamp(self.ex)
-            or self.watch is None
-            or (self.built_at is not None and self.built_at.date() != now().date())  # the picture
-        )
-        if stale and (self.view is None or self.build_s <= SYNC_BUILD_MAX_S):
-            self.build()
-        elif stale:
-            if not self.rebuilding:
-                self.rebuilding = True
-                threading.Thread(target=self._background, daemon=True).start()
-            assert self.view is not None
-            return self.view, self.built_at
-        assert self.view is not None
-        return self.view, None
 
 
 class ViewCache:
@@ -325,10 +477,10 @@ class ViewCache:
                 kept = self._kept[ex.root] = _Kept(ex, self._stop)
         return kept
 
-    def invalidate(self, ex: Exchange) -> None:
-        """Mark ``ex``'s view stale now: after a write made through the page, the next request
-        must not beat the file event to the watcher."""
-        self._of(ex).dirty.set()
+    def invalidate(self, ex: Exchange, topic: str | None = None) -> None:
+        """``topic`` of ``ex`` was written through the page (None: something was): the next
+        request reads it again, without waiting for its file event to reach the watcher."""
+        self._of(ex).mark(topic)
 
     def exchange(self, ex: Exchange) -> ExchangeView:
         """The current view of ``ex`` (see ``as_of`` for one being rebuilt). Never raises."""
@@ -346,10 +498,10 @@ class ViewCache:
         return kept.picture
 
 
-def _picture(ex: Exchange, view: ExchangeView) -> str:
+def _picture(ex: Exchange, view: ExchangeView, marks: dict[str, TopicMarks | None]) -> str:
     from mailslot.web.page.timepic import draw, measure
 
-    return draw(measure(ex, [(r.name, r.last_activity) for r in view.rows]))
+    return draw(measure(ex, [(r.name, r.last_activity) for r in view.rows], marks))
 
 
 def _aged(view: ExchangeView, ex: Exchange) -> ExchangeView:
