@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import anyio
@@ -28,6 +28,8 @@ from mailslot.web.page.views import FILTERS, ViewCache, filter_rows, minutes_ago
 __all__ = ["Handlers"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Chats the overview lists per root, newest first: the live ones are among the newest.
 OVERVIEW_CHATS = 20
@@ -115,6 +117,20 @@ class Handlers:
         if not guard.same_token(form.get("csrf"), session.csrf):
             return self.refused(request, 403, "missing or stale form token; reload the page")
         return session, form
+
+    async def write_form(
+        self, request: Request, locate: Callable[[Request], T]
+    ) -> tuple[guard.Session, dict[str, str], T] | HTMLResponse:
+        """A write's session, form and what ``locate`` finds from its path (an exchange, a
+        chat), or the page refusing it: as ``guarded_form``, or what ``locate`` refused."""
+        checked = await self.guarded_form(request)
+        if isinstance(checked, HTMLResponse):
+            return checked
+        try:
+            found = locate(request)
+        except MailslotError as e:
+            return self.refused(request, status_of(e), str(e))
+        return (*checked, found)
 
     async def attempt(
         self, request: Request, fn: Callable[..., Any], *args: Any, back: str
@@ -285,40 +301,37 @@ class Handlers:
     async def topic_send(self, request: Request) -> Response:
         from mailslot.exchange.entries import send
 
-        checked = await self.guarded_form(request)
+        return await self._topic_write(request, send, ("action", "fyi"), ("body", ""))
+
+    async def topic_state(self, request: Request) -> Response:
+        from mailslot.exchange.state import set_state
+
+        return await self._topic_write(request, set_state, ("status", ""))
+
+    async def _topic_write(
+        self, request: Request, fn: Callable[..., Any], *fields: tuple[str, str]
+    ) -> Response:
+        """``fn(ex, human, topic, *values)``: a write to the path's topic as the logged-in
+        human, with the form's ``fields`` (name, default) in order; back to the topic after."""
+        checked = await self.write_form(request, self._exchange_of)
         if isinstance(checked, HTMLResponse):
             return checked
-        session, form = checked
-        try:
-            source, ex = self._exchange_of(request)
-        except NotFound as e:
-            return self.refused(request, 404, str(e))
+        session, form, (source, ex) = checked
         topic = request.path_params["topic"]
-        back = f"/x/{source.id}/t/{topic}"
+        values = [form.get(name, default) for name, default in fields]
         done = await self.attempt(
-            request,
-            send,
-            ex,
-            session.human,
-            topic,
-            form.get("action", "fyi"),
-            form.get("body", ""),
-            back=back,
+            request, fn, ex, session.human, topic, *values, back=f"/x/{source.id}/t/{topic}"
         )
-        self.cache.invalidate(ex)
+        self.cache.invalidate(ex, topic)
         return done
 
     async def exchange_send(self, request: Request) -> Response:
         from mailslot.exchange.entries import send
 
-        checked = await self.guarded_form(request)
+        checked = await self.write_form(request, self._exchange_of)
         if isinstance(checked, HTMLResponse):
             return checked
-        session, form = checked
-        try:
-            source, ex = self._exchange_of(request)
-        except NotFound as e:
-            return self.refused(request, 404, str(e))
+        session, form, (source, ex) = checked
         try:
             result = await in_thread(
                 send,
@@ -330,32 +343,9 @@ class Handlers:
             )
         except MailslotError as e:
             return self.refused(request, status_of(e), str(e))
-        self.cache.invalidate(ex)
+        self.finder.written()
+        self.cache.invalidate(ex, result.topic)
         return RedirectResponse(f"/x/{source.id}/t/{result.topic}", status_code=303)
-
-    async def topic_state(self, request: Request) -> Response:
-        from mailslot.exchange.state import set_state
-
-        checked = await self.guarded_form(request)
-        if isinstance(checked, HTMLResponse):
-            return checked
-        session, form = checked
-        try:
-            source, ex = self._exchange_of(request)
-        except NotFound as e:
-            return self.refused(request, 404, str(e))
-        topic = request.path_params["topic"]
-        done = await self.attempt(
-            request,
-            set_state,
-            ex,
-            session.human,
-            topic,
-            form.get("status", ""),
-            back=f"/x/{source.id}/t/{topic}",
-        )
-        self.cache.invalidate(ex)
-        return done
 
     # -- chat ----------------------------------------------------------------------------
     def _chat_path(self, request: Request) -> tuple[Source, Path]:
@@ -405,14 +395,10 @@ class Handlers:
     async def chat_say(self, request: Request) -> Response:
         from mailslot.chat import human_say
 
-        checked = await self.guarded_form(request)
+        checked = await self.write_form(request, self._chat_path)
         if isinstance(checked, HTMLResponse):
             return checked
-        session, form = checked
-        try:
-            source, path = self._chat_path(request)
-        except MailslotError as e:
-            return self.refused(request, status_of(e), str(e))
+        session, form, (source, path) = checked
         back = f"/c/{source.id}/{quote(path.name)}"
         return await self.attempt(
             request, human_say, path, session.human, form.get("body", ""), back=back
@@ -421,14 +407,10 @@ class Handlers:
     async def chat_answer(self, request: Request) -> Response:
         from mailslot.chat import human_answer
 
-        checked = await self.guarded_form(request)
+        checked = await self.write_form(request, self._chat_path)
         if isinstance(checked, HTMLResponse):
             return checked
-        session, form = checked
-        try:
-            source, path = self._chat_path(request)
-        except MailslotError as e:
-            return self.refused(request, status_of(e), str(e))
+        session, form, (source, path) = checked
         verdict = form.get("verdict", "")
         if verdict not in ("approve", "refuse"):
             return self.refused(request, 422, "verdict must be approve or refuse")
