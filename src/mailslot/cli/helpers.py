@@ -23,7 +23,8 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -31,9 +32,6 @@ from mailslot.core.ending import begin
 from mailslot.core.ending import end as end_process
 from mailslot.core.ending import end_promptly as exit_promptly
 from mailslot.core.errors import MissingAgent
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 __all__ = [
     "SECONDS",
@@ -49,6 +47,8 @@ __all__ = [
     "read_body",
     "read_body_file",
     "read_small_input",
+    "roots_given",
+    "roots_option",
     "stop_on_sigterm",
     "stopping_on_term",
     "unit_dir_option",
@@ -169,6 +169,28 @@ def ensure_common_options(cmd: click.Command) -> None:
     if isinstance(cmd, click.Group):
         for sub in cmd.commands.values():
             ensure_common_options(sub)
+
+
+def roots_option(help: str) -> Callable[[F], F]:
+    """A repeatable ``--root DIR`` (into ``roots``), for a command that reads several roots at
+    once (``web``, ``search``); ``roots_given`` resolves it."""
+    return click.option(
+        "--root",
+        "roots",
+        multiple=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        metavar="DIR",
+        help=help,
+    )
+
+
+def roots_given(ctx: click.Context, roots: tuple[Path, ...]) -> list[Path]:
+    """The ``roots`` of a ``roots_option``, absolute; none given: the global ``--root`` (or
+    ``MAILSLOT_ROOT``), else the current directory."""
+    if not roots:
+        top = ctx.find_root().obj
+        roots = (top.need_root() if isinstance(top, Env) else Path.cwd(),)
+    return [r.expanduser().absolute() for r in roots]
 
 
 def pass_env(f: F) -> F:

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import click
 
-from mailslot.cli.helpers import Env, stopping_on_term
+from mailslot.cli.helpers import roots_given, roots_option, stopping_on_term
 
 __all__ = ["web"]
 
 _PATH = click.Path(dir_okay=False, path_type=Path)
-_DIR = click.Path(file_okay=False, path_type=Path)
 
 humans_opt = click.option(
     "--humans",
@@ -40,14 +39,9 @@ def _humans(value: Path | None) -> Path:
     metavar="ADDR:PORT",
     help="Address and port (a private address; off loopback, reading needs a login too).",
 )
-@click.option(
-    "--root",
-    "roots",
-    multiple=True,
-    type=_DIR,
-    metavar="DIR",
-    help="A mailslot root to show (repeatable): an exchange, a bus, a chat directory, a peer "
-    "inbox's root (default: MAILSLOT_ROOT or the current directory).",
+@roots_option(
+    "A mailslot root to show (repeatable): an exchange, a bus, a chat directory, a peer "
+    "inbox's root (default: MAILSLOT_ROOT or the current directory)."
 )
 @humans_opt
 @click.pass_context
@@ -66,10 +60,7 @@ def web(ctx: click.Context, bind: str, roots: tuple[Path, ...], humans_file: Pat
     from mailslot.web.page.serve import serve
     from mailslot.web.page.settings import PageSettings
 
-    if not roots:
-        env = ctx.find_root().obj  # the global --root / MAILSLOT_ROOT, if given
-        roots = (env.root if isinstance(env, Env) and env.root else Path.cwd(),)
-    settings = PageSettings(tuple(r.expanduser().absolute() for r in roots), _humans(humans_file))
+    settings = PageSettings(tuple(roots_given(ctx, roots)), _humans(humans_file))
     with stopping_on_term():  # systemd's stop: finish in-flight requests, exit 0
         serve(settings, bind, lambda url: click.echo(f"mailslot: listening on {url}", err=True))
 

@@ -7,13 +7,11 @@ from typing import Any
 
 import click
 
-from mailslot.cli.helpers import Env, emit, json_option
+from mailslot.cli.helpers import emit, json_option, roots_given, roots_option
 from mailslot.cli.shown import shown_line
 from mailslot.defaults import SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX
 
 __all__ = ["search"]
-
-_DIR = click.Path(file_okay=False, path_type=Path)
 
 
 def _marked(snippet: str, marks: list[list[int]]) -> str:
@@ -50,14 +48,9 @@ def _text(data: dict[str, Any]) -> str:
 
 @click.command("search")
 @click.argument("query", required=False)
-@click.option(
-    "--root",
-    "roots",
-    multiple=True,
-    type=_DIR,
-    metavar="DIR",
-    help="A root to search (repeat for several; default: the global --root, MAILSLOT_ROOT, "
-    "else the current directory).",
+@roots_option(
+    "A root to search (repeat for several; default: the global --root, MAILSLOT_ROOT, "
+    "else the current directory)."
 )
 @click.option(
     "--limit",
@@ -92,9 +85,7 @@ def search(
     from mailslot import search as s
     from mailslot.core.errors import InvalidValue
 
-    top = ctx.find_root().obj  # the global --root (or MAILSLOT_ROOT), when one was given
-    default = top.need_root() if isinstance(top, Env) else Path.cwd()
-    paths = [p.expanduser().absolute() for p in roots] or [default]
+    paths = roots_given(ctx, roots)
     if reindex:
         if query is not None:
             raise click.UsageError("--reindex takes no QUERY")
