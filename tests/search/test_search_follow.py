@@ -71,3 +71,42 @@ def test_watched_topics_are_capped_newest_first(roots: Roots, monkeypatch) -> No
     assert roots.ex.root in everything and (roots.bus / "peer" / "inbox") in events.watch_paths(
         roots.bus
     )
+
+
+def test_a_root_that_does_not_refresh_is_said_once_and_again_when_that_changes(
+    tmp_path, monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(events, "RESCAN_SECONDS", 0.02)  # many rescans while it is empty
+    empty = tmp_path / "chats"
+    empty.mkdir()
+    stop = threading.Event()
+    refreshed: list[Refreshed] = []
+    t = threading.Thread(
+        target=follow, args=([empty], stop), kwargs={"on_refresh": refreshed.append}
+    )
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == events.__name__]
+
+    def settle(check) -> None:
+        deadline = time.monotonic() + 10
+        while not check():
+            assert time.monotonic() < deadline, said()
+            time.sleep(0.01)
+        time.sleep(0.3)  # a dozen rescans more
+
+    with caplog.at_level("WARNING", logger=events.__name__):
+        t.start()
+        try:
+            settle(lambda: len(said()) >= 1)
+            assert len(said()) == 1 and "nothing to search here" in said()[0]
+            chat.new_chat("lunch", empty, "alice", "soup?", state=tmp_path / "state")
+            settle(lambda: bool(refreshed))
+            assert len(said()) == 2 and said()[1].endswith("refreshed again")
+            for f in empty.glob("chat-*.txt"):
+                f.unlink()
+            settle(lambda: len(said()) >= 3)
+            assert len(said()) == 3 and "nothing to search here" in said()[2]
+        finally:
+            stop.set()
+            t.join(timeout=30)

@@ -76,8 +76,10 @@ def follow(
     on_refresh: Callable[[Refreshed], None] | None = None,
 ) -> None:
     """Refresh the indexes of ``roots`` on file events until ``stop`` is set; never raises for
-    a root that cannot be indexed (logged, tried again on the next event)."""
+    a root that cannot be indexed (tried again on the next event and rescan; logged once, and
+    again when what it says changes or the root refreshes again)."""
     paths = [Path(r).expanduser().absolute() for r in roots]
+    failing: dict[Path, str] = {}  # a root that does not refresh: what was last said of it
     with Watch() as watch:
         while not stop.is_set():
             for root in paths:
@@ -87,8 +89,12 @@ def follow(
                 try:
                     report = refresh(root, base=base)
                 except (MailslotError, OSError) as e:
-                    log.warning("search index of %s not refreshed: %s", root, e)
+                    if failing.get(root) != str(e):  # said once, and again when it changes
+                        log.warning("search index of %s not refreshed: %s", root, e)
+                        failing[root] = str(e)
                     continue
+                if failing.pop(root, None) is not None:
+                    log.warning("search index of %s refreshed again", root)
                 if on_refresh is not None:
                     on_refresh(report)
             deadline = time.monotonic() + RESCAN_SECONDS
