@@ -12,12 +12,13 @@ deleting it). Search sits beside the faces' use of the channels: it imports chan
 * ``sources`` -- what a root holds and the incremental refresh (``Refreshed``);
 * ``hit``     -- ``Hit`` (a match, with its link) and ``Doc`` (a message as indexed);
 * ``find``    -- ``search``, ``refresh``, ``reindex``;
-* ``events``  -- ``follow``: refresh on kernel file events, for a long-running face.
+* ``events``  -- ``follow``: refresh on kernel file events, for a long-running face (and
+  ``watch_paths``, the directories it watches).
 """
 
 from __future__ import annotations
 
-from mailslot.search.events import follow
+from mailslot.search.events import WATCH_TOPICS_MAX, follow, watch_paths
 from mailslot.search.find import LIMIT_DEFAULT, LIMIT_MAX, refresh, reindex, search
 from mailslot.search.hit import Hit
 from mailslot.search.query import CHANNELS, parse_query
@@ -27,6 +28,7 @@ __all__ = [
     "CHANNELS",
     "LIMIT_DEFAULT",
     "LIMIT_MAX",
+    "WATCH_TOPICS_MAX",
     "Hit",
     "Refreshed",
     "follow",
@@ -34,4 +36,5 @@ __all__ = [
     "refresh",
     "reindex",
     "search",
+    "watch_paths",
 ]

@@ -1,12 +1,17 @@
-"""The page's search: indexes kept current by file events, so a search reads the index only.
+"""The page's search: indexes kept current by file events, and brought up to date before each
+answer with whatever changed since the last one.
 
 A search that brings every index up to date itself (``search(fresh=True)``) costs one ``lstat``
 per topic directory on every request (over 100 ms at 12,000 topics). The page instead runs
-``mailslot.search.follow`` in a thread for as long as it serves, and searches with
-``fresh=False``. Until the follower has refreshed a root once, a search refreshes that root
-itself; after a write made through the page, the next search refreshes every root, so what a
-person just wrote is found at once. A write made elsewhere is found once its file event has
-been taken (a few tens of milliseconds; at the latest the follower's rescan).
+``mailslot.search.follow`` in a thread for as long as it serves, so the indexes are current
+ahead of the searches, and searches with ``fresh=False``. So that a search made right after a
+message lands never misses it (the follower takes its event and refreshes a few tens of
+milliseconds later), the search keeps watches of its own on the same directories
+(``search.watch_paths``, armed before each refresh) and, before it answers, refreshes the roots
+that had events since its last answer; a root whose events are not known (events lost, or
+polling) is refreshed every time. After a write made through the page, every root is refreshed
+(the watches cover the newest ``search.WATCH_TOPICS_MAX`` topics of an exchange). A write to an
+older topic made elsewhere is found at the follower's rescan.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import threading
 from pathlib import Path
 
 from mailslot.core.errors import MailslotError
-from mailslot.search import Hit, Refreshed, follow, refresh, search
+from mailslot.core.wait import Watch
+from mailslot.search import Hit, follow, refresh, search, watch_paths
 
 __all__ = ["PageSearch"]
 
@@ -28,43 +34,45 @@ class PageSearch:
 
     def __init__(self, roots: list[Path]) -> None:
         self.roots = [Path(r).expanduser().absolute() for r in roots]
-        self._lock = threading.Lock()
-        self._followed: set[str] = set()  # roots the follower has refreshed at least once
-        self._written = False  # a write through the page since the last search
+        self._lock = threading.Lock()  # the watch and the refreshes before an answer
+        self._watch = Watch()
+        self._stale: set[Path] = set(self.roots)  # refreshed before the next answer
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=follow,
-            args=(self.roots, self._stop),
-            kwargs={"on_refresh": self._refreshed},
-            name="page-search",
-            daemon=True,
+            target=follow, args=(self.roots, self._stop), name="page-search", daemon=True
         )
         self._thread.start()
-
-    def _refreshed(self, report: Refreshed) -> None:
-        with self._lock:
-            self._followed.add(report.root)
 
     def written(self) -> None:
         """A write went through the page: the next search must see it."""
         with self._lock:
-            self._written = True
+            self._stale.update(self.roots)
+
+    def _changed(self) -> set[Path]:
+        """The roots with events since the last call (every root when that is not known)."""
+        changed = self._watch.take_changed()
+        if changed is None:
+            return set(self.roots)
+        return {r for r in self.roots for p in changed if p == r or p.is_relative_to(r)}
 
     def find(self, query: str, limit: int) -> list[Hit]:
-        """The best ``limit`` hits for ``query`` (``search``'s errors, as it raises them)."""
+        """The best ``limit`` hits for ``query`` (``search``'s errors, as it raises them), with
+        every root that changed since the last search refreshed first."""
         with self._lock:
-            fresh, self._written = self._written, False
-            behind = [r for r in self.roots if str(r) not in self._followed]
-        if not fresh:
-            for root in behind:  # not yet refreshed by the follower: bring it up to date here
+            stale, self._stale = self._stale | self._changed(), set()
+            for root in stale:
+                for path in watch_paths(root):
+                    self._watch.add(path)  # armed before the refresh: nothing lands unseen
                 try:
                     refresh(root)
                 except MailslotError:  # nothing to search there yet; search says so
                     pass
-        return search(self.roots, query, limit=limit, fresh=fresh, skip_empty=True)
+        return search(self.roots, query, limit=limit, fresh=False, skip_empty=True)
 
     def close(self) -> None:
         """Stop the follower and wait for it (it ends within a second of a refresh)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        with self._lock:
+            self._watch.close()
