@@ -185,6 +185,35 @@ def test_a_git_failure_names_the_subcommand_and_the_repository(tmp_path: Path) -
     assert e.value.path == tmp_path
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own a repository as another user")
+def test_a_repository_another_user_owns_is_refused_in_one_line_that_says_what_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # no user config: nothing trusts the repository yet
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    repo = _repo(tmp_path / "their repo")
+    subprocess.run(["chown", "-R", "nobody", str(repo)], check=True)
+    with pytest.raises(CommandFailed) as e:
+        run_git(repo, "status")
+    message = str(e.value)
+    assert "\n" not in message
+    assert f"git refuses the repository at {repo}: it is owned by nobody (uid 65534)" in message
+    command = message.split("run: ", 1)[1]
+    assert command == f"git config --global --add safe.directory '{repo}'"
+    subprocess.run(["sh", "-c", command], check=True)  # the advice, run as given
+    assert run_git(repo, "status", "--porcelain") == ""  # trusted now, through the user config
+    # the trust is the user's to give: a repository's own config cannot declare itself safe
+    other = _repo(tmp_path / "other")
+    run_git(other, "config", "safe.directory", str(other))
+    subprocess.run(["chown", "-R", "nobody", str(other)], check=True)
+    with pytest.raises(CommandFailed, match="owned by nobody"):
+        run_git(other, "status")
+
+
 def test_a_git_that_overruns_is_stopped_with_its_children(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "repo")
     pidfile = tmp_path / "nap.pid"

@@ -36,6 +36,9 @@ library linking libgit2); a tick runs as root and sees every process.
 from __future__ import annotations
 
 import os
+import pwd
+import re
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,7 +112,8 @@ def run_git(
 
     ``config`` adds ``-c`` settings (an identity, ``safe.directory``). Raises ``CommandFailed``
     (``git SUBCOMMAND failed: ...``, its ``path`` the repository) when git is missing, fails,
-    overruns ``timeout`` or prints more than ``max_output`` bytes.
+    overruns ``timeout`` or prints more than ``max_output`` bytes; a repository git refuses
+    because another user owns it is named with its owner and the one command that trusts it.
     """
     argv = ["git"]
     if isolated:
@@ -132,10 +136,36 @@ def run_git(
             "git", f"{what} failed: {e.message}", path=repo, timed_out=e.timed_out
         ) from None
     if result.returncode != 0:
+        refused = _dubious_ownership(result.err)
+        if refused is not None:
+            raise CommandFailed("git", f"{what} failed: {refused}", path=repo, result=result)
         lines = (result.err.strip() or result.out.strip()).splitlines()
         detail = lines[-1].strip() if lines else f"exit status {result.returncode}"
         raise CommandFailed("git", f"{what} failed: {detail}", path=repo, result=result)
     return result.out
+
+
+# git's refusal of a repository another user owns (git 2.35.2+; LC_ALL=C keeps it in English).
+_DUBIOUS = re.compile(r"detected dubious ownership in repository at '(.+)'")
+
+
+def _dubious_ownership(err: str) -> str | None:
+    """One line for git's refusal of a repository another user owns: whose it is, and the
+    command that trusts it (in the user config ``safe_directories`` carries over); ``None``
+    for any other failure."""
+    found = _DUBIOUS.search(err)
+    if found is None:
+        return None
+    where = found.group(1)
+    try:
+        uid = os.stat(where).st_uid
+        owner = f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (OSError, KeyError):
+        owner = "another user"
+    return (
+        f"git refuses the repository at {where}: it is owned by {owner}, not by this user; "
+        f"if you trust it, run: git config --global --add safe.directory {shlex.quote(where)}"
+    )
 
 
 _PROC = Path("/proc")
