@@ -2,11 +2,16 @@
 
 Own messages are filtered out, the stored cursor moves past what was delivered (an explicit cursor
 stores nothing, a caller that gave up leaves it where it was), a write wakes a blocked waiter, a
-message written while its reader composes is never skipped, and a removed file ends the wait.
+message written while its reader composes is never skipped, and a removed file ends the wait. A
+``Waiter`` keeps its place between waits only while the file is the one it was taken in (not
+replaced, cut shorter or rewritten in place), never returns a block still being written, gives
+again what its caller was not given, and shares its cursor with other processes of its name; a
+cursor that is not a file is a warning and a fresh reader.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -245,3 +250,42 @@ def test_a_chat_replaced_between_waits_is_read_again_from_its_start(chat_file: P
         bash_write(chat_file, "zara", "while blocked")
         t.join(30)
     assert [m.body for m in box["result"].messages] == ["while blocked"], box
+
+
+def test_a_waiter_takes_the_cursor_another_process_of_its_name_moved(chat_file: Path) -> None:
+    chat.join(chat_file, "bob")
+    with chat.Waiter(chat_file, "bob") as w:
+        chat.say(chat_file, "one", "alice")
+        assert [m.body for m in w.wait(5).messages] == ["one"]
+        chat.say(chat_file, "two", "alice")
+        assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["two"]
+        with pytest.raises(WaitTimeout):  # "two" was given to bob already
+            w.wait(0.05)
+        chat.say(chat_file, "three", "alice")
+        assert [m.body for m in w.wait(5).messages] == ["three"]
+
+
+def test_a_directory_at_the_cursor_path_is_a_warning_and_a_fresh_reader(
+    chat_file: Path, run_cli
+) -> None:
+    from mailslot.core.cursor import CursorStore
+
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "theirs", "alice")
+    (cursor_file,) = CursorStore("chat").dir.glob("*bob*")
+    cursor_file.unlink()
+    cursor_file.mkdir()
+    with chat.Waiter(chat_file, "bob") as w:
+        batch = w.wait(5)
+        assert [m.sender for m in batch.messages] == ["alice", "alice"]  # from the start
+        assert any(str(cursor_file) in x and "fresh reader" in x for x in batch.warnings)
+        assert any("cannot be stored" in x for x in batch.warnings)
+    r = run_cli("chat", "wait", str(chat_file), "--as", "bob", "--timeout", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [m["body"] for m in out["messages"]][-1] == "theirs"
+    assert out["warnings"] and "fresh reader" in out["warnings"][0]
+    lines = r.stderr.splitlines()
+    assert lines and all(x.startswith("mailslot: warning: cursor ") for x in lines), r.stderr
+    assert ".tmp" not in r.stderr and "Traceback" not in r.stderr
+    assert cursor_file.is_dir()  # the user's to remove: never removed for them

@@ -82,6 +82,7 @@ from mailslot.core.names import validate_agent
 __all__ = [
     "CURSOR_MAX",
     "CWD_NOTE",
+    "FORGET_REMOVED_AFTER_SECONDS",
     "GONE_AFTER_SECONDS",
     "HUMAN",
     "Batch",
@@ -91,6 +92,7 @@ __all__ = [
     "check",
     "compute_status",
     "end",
+    "forget_removed",
     "human_answer",
     "human_say",
     "join",
@@ -122,6 +124,10 @@ CURSOR_MAX = 2**53 - 1
 # hand-run agents' 5-minute safety-net wakings. A live agent answers well within it; one waiting on
 # its human may not, so the mark is visible, states the silence, and their next message undoes it.
 GONE_AFTER_SECONDS = 3600.0
+# State of a removed chat (a cursor, a remembered name) is kept this long after it was last
+# written: a reader back within it is told the chat is gone (exit 4), not that it never was one
+# (exit 1); past it the state goes, so the state dir does not grow with every chat ever joined.
+FORGET_REMOVED_AFTER_SECONDS = 7 * 86400.0
 # The name a human's ``gone --human`` mark is written under when no ``--as`` is given; a name
 # whose only blocks are gone marks is not a participant, so nobody waits for it.
 HUMAN = "human"
@@ -320,6 +326,35 @@ def _cursor_key(path: Path, name: str) -> str:
     return f"{path}\0{name}"
 
 
+def _chat_is_there(key: str) -> bool:
+    """Whether the chat a state key (``<real path>\0<name or session>``) names may still exist:
+    only a file found missing is not (anything that cannot be told keeps its state)."""
+    chat, sep, _ = key.partition("\0")
+    if not sep or not os.path.isabs(chat):
+        return True  # not a chat's key
+    try:
+        os.lstat(chat)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def forget_removed(state: Path | None = None) -> list[Path]:
+    """Remove the cursors and remembered names of chats whose file is gone, once nothing wrote
+    them for ``FORGET_REMOVED_AFTER_SECONDS``; the files removed. Run by ``new_chat`` and
+    ``join``, which add state of their own; never fails them (a sweep that cannot list or
+    remove leaves the files for the next)."""
+    removed: list[Path] = []
+    for namespace in ("chat", "chat-names"):
+        with contextlib.suppress(OSError):
+            removed += CursorStore(namespace, state).sweep(
+                _chat_is_there, FORGET_REMOVED_AFTER_SECONDS
+            )
+    return removed
+
+
 def _load_cursor(store: CursorStore, chat: ChatRef, name: str) -> ByteCursor | None:
     """The cursor stored for ``name`` in ``chat`` under its real path, else its spelling."""
     for path in chat.keys:
@@ -381,6 +416,7 @@ def new_chat(
         except OSError:
             outcome = f"the chat file {path} was created but could not be removed"
         raise _state_failed(e, outcome) from e
+    forget_removed(state)
     messages, end_ = parse_messages(block.encode())
     return Joined(path, who, messages, end_)
 
@@ -453,6 +489,7 @@ def join(
     _, end_ = _write(path, who, body, rule=rule, prepare=prepare)
     with contextlib.suppress(OSError, NoSpace):  # at ``start`` already; past our block is nicer
         store.save_bytes(key, ByteCursor(end_, path.stat().st_ino))
+    forget_removed(state)
     history, _ = parse_messages(read_from(path, 0)[:end_])
     return Joined(path, who, history, end_)
 

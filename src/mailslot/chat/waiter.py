@@ -90,9 +90,11 @@ class Waiter:
             if not known and NameBook(state).recall(ref) is None:
                 raise _no_chat(self.path)  # never joined, waited on or given a cursor
             raise Gone(_GONE, path=self.path)
+        self._ref, self._store = ref, store
         self._log: ValueLog | None = None
         if cursor is None:
             self._log = store.value_log(_cursor_key(self.path, self.who))
+            self._log.mark_read()
             stored = self._stored(store, ref, warn=True)
             cursor = stored.offset if stored is not None and stored.valid_for(self.path) else 0
         try:
@@ -115,11 +117,26 @@ class Waiter:
             return _load_cursor(store, ref, self.who)
         except OSError as e:
             if warn:
-                self.warnings.append(
+                self._warn(
                     f"cursor {e.filename} does not read ({e.strerror}); reading as a fresh "
                     "reader: every message from the start is delivered again"
                 )
             return ByteCursor()
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:  # once per Waiter, however often it recurs
+            self.warnings.append(text)
+
+    def _adopt(self) -> None:
+        """Take the cursor another process acting as this name stored since (what it was
+        given, this one does not give again)."""
+        assert self._log is not None
+        self._log.mark_read()
+        stored = self._stored(self._store, self._ref, warn=True)
+        if stored is not None and stored.valid_for(self.path) and stored.offset != self._pos:
+            self._pos, self._tail = stored.offset, None
+            self._ino = stored.inode if stored.inode is not None else self._ino
+            self._shown = (self._pos, None)
 
     def _restart(self, ino: int) -> None:
         """The file is not the one the place was taken in: read it from its start."""
@@ -189,7 +206,7 @@ class Waiter:
             self._log.save({"inode": self._ino, "offset": place[0]})
         except (OSError, NoSpace) as e:
             why = getattr(e, "strerror", None) or str(e)
-            self.warnings.append(
+            self._warn(
                 f"cursor {self._log.path} cannot be stored ({why}); the next wait delivers "
                 "these messages again"
             )
@@ -219,6 +236,8 @@ class Waiter:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._log is not None:
             self._log.fold()  # here, not between a wake and the return
+            if self._log.changed():
+                self._adopt()
         try:
             while True:
                 found = self._check()
@@ -233,6 +252,8 @@ class Waiter:
         except WaitTimeout as e:
             self._save(self._shown)
             e.payload = {"messages": [], "cursor": self._shown[0], "ended": False}
+            if self.warnings:
+                e.payload["warnings"] = list(self.warnings)
             raise
         except BaseException:
             self._back()

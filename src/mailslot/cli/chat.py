@@ -226,7 +226,9 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
         ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
         emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]) + ended)
 
-    wait(Path(file), env.agent, timeout=timeout, cursor=cursor, show=show)
+    batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor, show=show)
+    for warning in batch.warnings:
+        click.echo(f"mailslot: warning: {warning}", err=True)
 
 
 @chat.command("end")

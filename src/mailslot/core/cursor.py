@@ -28,17 +28,20 @@ back to one line is done before the reader blocks, never between its wake and it
 
 Something other than a regular file at a cursor's name (a directory, a FIFO, a symlink) is an
 ``OSError`` naming that name -- never a temp file -- which a reader reports as a warning and
-reads as "nothing seen" (re-delivery).
+reads as "nothing seen" (re-delivery). Values whose key names something gone are removed by
+``sweep``, and only once their file has been left alone for a while.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -228,6 +231,15 @@ def _mode(path: Path) -> int:
         return stat.S_IFREG
 
 
+def _idle_file(path: Path, cutoff: float) -> bool:
+    """Whether ``path`` is a regular file last written before ``cutoff`` (epoch seconds)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff
+
+
 def _sweep(directory: Path) -> None:
     """Remove the temps of rewrites whose writer was killed before the rename (each as large as
     the set it held): a rewrite is rare enough to pay for the listing."""
@@ -396,6 +408,23 @@ class ValueLog:
         self._ino = -1
         self._end = -1  # the file's size once the last write of this log landed
         self._line = b""  # the newest line this log wrote
+        self._known: tuple[int, int] | None = None  # (inode, size) as this log last left it
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_ino, st.st_size
+
+    def mark_read(self) -> None:
+        """Note the file as it is now: the value in it is known to the caller."""
+        self._known = self._stamp()
+
+    def changed(self) -> bool:
+        """Whether the file differs from how this log last wrote it or ``mark_read`` found it
+        (another process acting as the same reader saved a value since)."""
+        return self._stamp() != self._known
 
     def open(self) -> None:
         """Open (or reopen) the file for appending, creating it and its directory if missing."""
@@ -453,6 +482,7 @@ class ValueLog:
             raise OSError(e.errno, e.strerror, str(self.path)) from None
         self._end += len(line)
         self._line = line.lstrip(b"\n")
+        self._known = (self._ino, self._end)
 
     def fold(self) -> None:
         """Rewrite the file as this log's newest line if it has grown past ``COMPACT_BYTES``
@@ -464,6 +494,7 @@ class ValueLog:
         except (NoSpace, OSError):
             return  # the value is stored already: the file is folded on a later try
         self.close()
+        self.mark_read()
         _sweep(self.path.parent)
 
     def close(self) -> None:
@@ -524,6 +555,36 @@ class CursorStore:
     def value_log(self, key: str) -> ValueLog:
         """The value of ``key`` as a ``ValueLog`` (for a reader that saves again and again)."""
         return ValueLog(self.path_for(key), key)
+
+    def sweep(self, keep: Callable[[str], bool], idle: float) -> list[Path]:
+        """Remove the values whose key ``keep`` rejects, among the files nobody wrote for
+        ``idle`` seconds; return the paths removed. A file that does not read, or whose name is
+        not its key's, stays: it is not known to be unwanted. Reads only the idle files."""
+        removed: list[Path] = []
+        cutoff = time.time() - idle
+        try:
+            entries = list(os.scandir(self.dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return removed
+        for entry in entries:
+            if not entry.name.endswith(".json"):
+                continue
+            path = Path(entry.path)
+            if not _idle_file(path, cutoff):
+                continue
+            try:
+                raw = read_regular(path, VALUE_MAX_BYTES)
+                value = next(filter(None, map(_record, _newest_lines(raw, path))), None)
+            except (FormatError, OSError):
+                continue
+            key = value.get("key") if value is not None else None
+            if not isinstance(key, str) or entry.name != f"{_slug(key)}.json" or keep(key):
+                continue
+            if _idle_file(path, cutoff):  # a save since the read keeps it
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed.append(path)
+        return removed
 
     def load_bytes(self, key: str) -> ByteCursor:
         """The byte cursor for ``key``; offset 0 if none was stored."""
