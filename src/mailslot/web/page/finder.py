@@ -50,7 +50,7 @@ class PageSearch:
 
     def _changed(self) -> set[Path]:
         """The roots with events since the last call (every root when that is not known)."""
-        changed = self._watch.take_changed()
+        changed = self._watch.take_changes()
         if changed is None:
             return set(self.roots)
         return {r for r in self.roots for p in changed if p == r or p.is_relative_to(r)}

@@ -184,7 +184,7 @@ WATCH_IDLE_S = 600.0
 class _Kept:
     """One exchange's view kept current by file events, topic by topic.
 
-    A follower thread takes the watch's events (``core.wait.Watch.take_changed``: which armed
+    A follower thread takes the watch's events (``core.wait.Watch.take_changes``: which armed
     directories had events) and keeps them as pending. The next request reads again only what
     they name: an inbox or ``done/`` that changed is listed again and its topics compared with
     the last listing (a topic created, archived or removed); a topic directory that changed has
@@ -230,7 +230,7 @@ class _Kept:
             while time.monotonic() - self.asked < WATCH_IDLE_S and not self.stop.is_set():
                 if not watch.wait(1.0):
                     continue
-                changed = watch.take_changed()
+                changed = watch.take_changes()
                 with self.lock:
                     if changed is None:
                         self.whole = True
