@@ -376,3 +376,27 @@ def test_a_long_lived_watcher_sees_an_entry_turned_into_a_stray(ex) -> None:
         hand_entry(ex.root, "olu", topic, 3, "claude", format_time(), **RENAMED_IN)
         (item,) = w.watch(5).items
         assert (item.kind, item.key) == ("entry", f"{topic}/0003-claude")
+
+
+def test_a_directory_at_the_seen_mark_is_a_warning_and_a_fresh_reader(ex) -> None:
+    send(ex, "claude", "marked", "fyi", "one")
+    watch(ex, "olu", timeout=5)
+    mark = CursorStore(WATCH_NAMESPACE).path_for(cursor_key(ex, "olu"))
+    mark.unlink()
+    mark.mkdir()  # a user's stray `mkdir`, or a tool that made the name a directory
+    r = run(ex.root, "exchange", "watch", "--timeout", "5", "--json", agent="olu")
+    out = json.loads(r.stdout)  # exit 0: delivered as to a fresh reader, no crash
+    (warning,) = out["warnings"]
+    assert f"seen-mark {mark} is a directory" in warning and "fresh reader" in warning
+    assert ".tmp" not in warning and [i["body"] for i in out["items"]] == ["one\n"]
+    with Watcher(ex, "olu") as w:  # one watcher takes each thing once, in memory
+        assert len(w.watch(5).items) == 1
+        send(ex, "claude", "marked", "fyi", "two")
+        assert [i.entry.body for i in w.watch(5).items if i.entry] == ["two\n"]
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+    assert mark.is_dir() and not list(mark.iterdir())  # left as it was: the user's to remove
+    mark.rmdir()
+    assert len(watch(ex, "olu", timeout=5).items) == 2  # marked on disk again from here
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)

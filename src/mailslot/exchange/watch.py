@@ -33,6 +33,7 @@ may re-deliver, never lose. Each mark drops the keys of topics that are neither 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -171,6 +172,17 @@ def _stray_why(path: str) -> str:
     return why or "not a regular file"
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What sits at ``path`` when it is there and not a regular file (``a directory``)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
     when = format_time(d.entry.at) if d.entry is not None and d.entry.at else "~"
     return (when, d.topic, d.key)
@@ -198,6 +210,7 @@ class Watcher:
         self.key = cursor_key(ex, agent)
         self.warnings: list[str] = []
         self._log = self.store.seen_log(self.key)
+        self._kept: set[str] = set()  # what was taken while the seen-mark cannot be written
         self.seen = self._load_seen()
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
         # entry file -> what its events said last (APPEARED, WRITING, CLOSED), while not taken
@@ -390,19 +403,32 @@ class Watcher:
         return sorted(out, key=_sort_key)
 
     def _load_seen(self) -> SeenSet:
-        """The stored seen-set; an unreadable one is a warning and reads as fresh (re-delivers)."""
+        """The stored seen-set; an unreadable one is a warning and reads as fresh (re-delivers).
+
+        Something other than a file at the seen-mark's path (a directory, a FIFO) cannot be
+        replaced either: the reader is fresh, keeps what it takes in memory only, and says so.
+        """
         try:
             return self._log.load()
         except (FormatError, OSError) as e:
-            why = getattr(e, "strerror", None) or str(e)
-            msg = (
-                f"seen-mark {self.store.path_for(self.key)} does not read ({why}); "
+            path = self.store.path_for(self.key)
+            fresh = (
                 f"treating {self.agent} as a fresh reader: everything in to-{self.side}/ "
                 "is delivered again"
             )
+            kind = _not_a_file(path)
+            if kind is not None:
+                msg = (
+                    f"seen-mark {path} is {kind}, not a file: {fresh}, and nothing is marked "
+                    "seen until it is removed"
+                )
+            else:
+                why = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
+                msg = f"seen-mark {path} does not read ({why}); {fresh}"
             if msg not in self.warnings:
                 self.warnings.append(msg)
             self._log.seen.keys.clear()
+            self._log.seen.keys.update(self._kept)
             return self._log.seen
 
     def _topics(self) -> set[str]:
@@ -472,13 +498,20 @@ class Watcher:
 
             def mark() -> None:  # appended, no fsync: a power cut re-delivers, never loses
                 before = list(self._log.meta.get("pruned_at") or [])
-                if self._prune(current):
-                    current.keys.update(d.key for d in fresh)
-                    self._log.rewrite()
-                else:
-                    after = self._log.meta.get("pruned_at")
-                    meta = {"pruned_at": after} if after != before else None
-                    self._log.add([d.key for d in fresh], meta)
+                try:
+                    if self._prune(current):
+                        current.keys.update(d.key for d in fresh)
+                        self._log.rewrite()
+                    else:
+                        after = self._log.meta.get("pruned_at")
+                        meta = {"pruned_at": after} if after != before else None
+                        self._log.add([d.key for d in fresh], meta)
+                except OSError:
+                    if _not_a_file(self.store.path_for(self.key)) is None:
+                        raise
+                    # said when it was loaded: kept in memory, delivered again by the next one
+                    self._kept.update(d.key for d in fresh)
+                    current.keys.update(self._kept)
 
             show_then_record((lambda: show(result)) if show is not None else None, mark)
         for d in fresh:
