@@ -110,3 +110,37 @@ def test_a_cursor_out_of_range_is_one_line_naming_it(tmp_path: Path) -> None:
         assert r.stderr.startswith("mailslot: error:") and "field 'since'" in r.stderr
     r = run("chat", "wait", path, "--as", "alice", "--cursor", "1000000", "--timeout", "0")
     assert r.exit_code == 1 and "field 'cursor'" in r.stderr and "past the end" in r.stderr
+
+
+def test_a_wait_whose_output_nobody_reads_ends_by_its_timeout_and_marks_nothing(
+    tmp_path: Path, run_cli
+) -> None:
+    """Four long messages overflow a pipe (64 KiB) that nobody reads: the write would block for
+    ever. The timeout covers the output: the command ends by it, exit 1 saying so, and the
+    cursor has not moved, so the next wait shows all four again."""
+    path = run("chat", "new", "t", "--dir", str(tmp_path), "--as", "alice").output.splitlines()[0]
+    assert run("chat", "join", path, "--as", "bob").exit_code == 0
+    for n in range(4):
+        assert run("chat", "say", path, f"{n}" + "x" * 60_000, "--as", "alice").exit_code == 0
+    for timeout, args in (("2", ["--json"]), ("0", [])):
+        r_fd, w_fd = os.pipe()  # read by nobody until the command has ended
+        started = time.monotonic()
+        cmd = ["chat", "wait", path, "--as", "bob", "--timeout", timeout, *args]
+        p = subprocess.Popen(
+            [sys.executable, "-m", "mailslot", *cmd],
+            stdout=w_fd,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(w_fd)
+        try:
+            _, err = p.communicate(timeout=60)
+        finally:
+            p.kill()  # a wait still held by the pipe fails the test without staying behind
+            os.close(r_fd)
+        assert p.returncode == 1, err
+        assert time.monotonic() - started < float(timeout) + 30  # not held by the pipe
+        assert err.startswith("mailslot: error:") and "before the timeout" in err, err
+        assert "nothing was marked read" in err and err.count("\n") == 1
+    r = run_cli("chat", "wait", path, "--as", "bob", "--timeout", "5", "--json")
+    assert [m["body"][:1] for m in json.loads(r.stdout)["messages"]] == ["0", "1", "2", "3"]

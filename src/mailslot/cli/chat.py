@@ -211,20 +211,29 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
 
     Only others' messages since your cursor (kept per file and name in your state dir) are
     shown, and the cursor moves past them once they are written out: output that fails (a
-    closed pipe) or is interrupted leaves them for the next wait. Exit 3 on timeout; exit 4
-    when the file was removed or the chat has ended.
+    closed pipe) or is interrupted leaves them for the next wait. The timeout covers the
+    output: standard output that nobody reads (a full pipe) ends the wait by it, exit 1,
+    nothing marked read. Exit 3 on timeout; exit 4 when the file was removed or the chat has
+    ended.
 
     \b
     Example:
       mailslot chat wait FILE --timeout 300 --json
     """
+    import time
+
     from mailslot.chat import wait
 
+    deadline = time.monotonic() + timeout  # the output too: a full pipe ends the wait by it
     exit_promptly()
 
     def show(batch: Any) -> None:  # written and flushed before the cursor moves
         ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
-        emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]) + ended)
+
+        def text(d: dict[str, Any]) -> str:
+            return _messages_text(d["messages"]) + ended
+
+        emit(batch.to_json(), as_json, text, deadline=deadline)
 
     batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor, show=show)
     for warning in batch.warnings:

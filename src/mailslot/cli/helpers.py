@@ -247,13 +247,20 @@ def unit_written(path: Path | str | None, unit: str) -> str:
     return f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now {unit}"
 
 
-def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = None) -> None:
+def emit(
+    data: Any,
+    as_json: bool,
+    text: Callable[[Any], str] | str | None = None,
+    *,
+    deadline: float | None = None,
+) -> None:
     """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``), whole and
-    flushed (``write_out``): once it returns the output is out, else it raised ``OSError``."""
+    flushed (``write_out``): once it returns the output is out, else it raised ``OSError`` (or
+    ``Incomplete`` when it could not go out by ``deadline``)."""
     import json
 
     if as_json:
-        write_out(json.dumps(data, indent=None, ensure_ascii=False, default=str))
+        write_out(json.dumps(data, indent=None, ensure_ascii=False, default=str), deadline=deadline)
         return
     out: str
     if text is None:
@@ -263,19 +270,21 @@ def emit(data: Any, as_json: bool, text: Callable[[Any], str] | str | None = Non
     else:
         out = text(data)
     if out:
-        write_out(out)
+        write_out(out, deadline=deadline)
 
 
-def write_out(text: str) -> None:
+def write_out(text: str, *, deadline: float | None = None) -> None:
     """Write ``text`` and a newline to standard output, every byte, flushed; else ``OSError``
-    (``BrokenPipeError`` when the reader closed the pipe).
+    (``BrokenPipeError`` when the reader closed the pipe). With a ``deadline``
+    (``time.monotonic()``), ``Incomplete`` when standard output takes no more by then (a
+    blocking reader's timeout covers its output: ``core.handover.write_before``).
 
     Straight to the descriptor: an unbuffered text stream (``PYTHONUNBUFFERED``, common in
     containers) silently drops what a short write left over, so a reader that closed the pipe
     half-way would pass for one that read it all -- and a blocking reader would mark as seen
     what nobody was shown. A stream without a descriptor (a test runner's) gets ``click.echo``.
     """
-    from mailslot.core.fsio import write_all
+    from mailslot.core.handover import write_before
 
     stream = sys.stdout
     try:
@@ -284,7 +293,8 @@ def write_out(text: str) -> None:
         click.echo(text)
         return
     stream.flush()
-    write_all(fd, (text + "\n").encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    data = (text + "\n").encode(stream.encoding or "utf-8", stream.errors or "strict")
+    write_before(fd, data, deadline)
 
 
 def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:

@@ -11,6 +11,10 @@ that its reader was not shown (``show_then_record``):
 * SIGINT or SIGTERM arriving after the output was written is held until the record is written,
   then raised (exit 130 / 143), so output already out is recorded once.
 
+* The output cannot be written by the reader's deadline (nobody reads its standard output: a
+  full pipe): ``write_before`` gives up at the deadline with ``Incomplete``, so a wait with a
+  timeout ends by it, and nothing is recorded. What went out of the output is cut short.
+
 A signal landing in the few bytecodes between the end of the output and the start of the hold
 unwinds before the record: the safe direction (shown twice, never lost). Signals can be held
 only in the main thread; in any other thread (a server's worker) ``held_signals`` holds none.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]
 import os
+import select
 import signal
 import threading
 import time
@@ -31,7 +36,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["PAUSE_ENV", "PAUSE_LINE", "held_signals", "show_then_record"]
+from mailslot.core.errors import Incomplete
+
+__all__ = ["PAUSE_ENV", "PAUSE_LINE", "held_signals", "show_then_record", "write_before"]
 
 PAUSE_ENV = "MAILSLOT_TEST_PAUSE_AFTER_OUTPUT"
 PAUSE_LINE = b"mailslot: paused between output and record (test hook)\n"
@@ -43,6 +50,9 @@ _HELD = tuple(
 _set_handler: Callable[[int, Any], Any] = _signal.signal
 
 T = TypeVar("T")
+
+# A write of at most this many bytes to a pipe that polls writable never blocks (POSIX PIPE_BUF).
+_WRITE_STEP = select.PIPE_BUF
 
 
 def _deliver(signum: int, handler: Any) -> None:
@@ -99,3 +109,31 @@ def show_then_record(show: Callable[[], None] | None, record: Callable[[], T]) -
         if show is not None:
             _test_pause(caught)
         return record()
+
+
+def write_before(fd: int, data: bytes, deadline: float | None) -> None:
+    """Write every byte of ``data`` to ``fd`` by ``deadline`` (``time.monotonic()``; ``None``:
+    however long it takes). ``Incomplete`` when the descriptor takes no more by then (a pipe
+    nobody reads), with part of ``data`` possibly written; ``OSError`` as ``os.write`` raises it
+    (``BrokenPipeError`` for a reader that went away).
+
+    Waits on ``poll`` and writes at most ``PIPE_BUF`` bytes once writable, which a pipe takes
+    without blocking; the descriptor's own flags are left alone (another process may share them:
+    a terminal, the caller's pipe). A descriptor that blocks after polling writable (a socket
+    short of room, a terminal stopped with ^S) can still hold a write past the deadline.
+    """
+    view = memoryview(data)
+    if deadline is None:
+        while view:
+            view = view[os.write(fd, view) :]
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while view:
+        left = deadline - time.monotonic()
+        if not poller.poll(max(0, int(left * 1000) + 1) if left > 0 else 0):
+            raise Incomplete(
+                "standard output took no more before the timeout (nobody is reading it: a full "
+                "pipe); nothing was marked read, so the next wait shows it again"
+            )
+        view = view[os.write(fd, view[:_WRITE_STEP]) :]
