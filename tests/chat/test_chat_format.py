@@ -110,3 +110,46 @@ def test_no_body_can_add_or_change_a_message(parts: list[str]) -> None:
     messages, _ = parse_messages((block + render_message("bob", WHEN, "after")).encode())
     assert [m.sender for m in messages] == ["eve", "bob"]
     assert messages[0].body == body.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+
+
+_PIECES = ["\n", "---MSG---", "FROM:", "TIME:", "---", " ", "\t", "\r", "\\", "x", "é", "\udcff"]
+
+
+@given(
+    st.lists(st.sampled_from(["x", "\\", "---MSG---", "FROM: m", "TIME: t", "---", " ", "é", ""])),
+    st.lists(st.sampled_from(_PIECES), max_size=6),
+    st.integers(min_value=0, max_value=400),
+    st.integers(min_value=0, max_value=10**6),
+)
+def test_the_one_block_reading_equals_the_general_parser(
+    parts: list[str], noise: list[str], cut: int, base: int
+) -> None:
+    """What a waiter reads after a wake -- one block, whole or cut, maybe followed by noise --
+    parses to the same messages and the same offset through the fast reading and the general
+    parser."""
+    from mailslot.chat.format import _parse
+
+    body = "\n".join(parts)
+    whole = render_message("eve", WHEN, body).encode() if body.strip() else b"\n---MSG---\n"
+    tail = "".join(noise).encode("utf-8", errors="surrogateescape")
+    crlf = whole.replace(b"\n", b"\r\n")
+    for data in (whole, whole[:cut], whole + tail, whole[:cut] + tail, crlf):
+        assert parse_messages(data, base) == _parse(data, base), data
+
+
+@given(
+    st.lists(st.sampled_from([" ", "\t", "eve", "é", "\\", "\r", "-", ":"]), max_size=4),
+    st.lists(st.sampled_from([" ", "\t", "2026", "\r", "\n", "FROM:"]), max_size=4),
+    st.sampled_from(["---", "--- ", "---\r", "--", "----"]),
+    st.lists(st.sampled_from(["\n", "x", " ", "---MSG---", "\\TIME:", "\r"]), max_size=5),
+)
+def test_the_one_block_reading_equals_the_general_parser_on_odd_headers(
+    sender: list[str], when: list[str], rule: str, body: list[str]
+) -> None:
+    from mailslot.chat.format import _parse
+
+    data = (
+        "\n---MSG---\nFROM:" + "".join(sender) + "\nTIME:" + "".join(when) + "\n" + rule + "\n"
+    ).encode() + "".join(body).encode()
+    for end in (b"", b"\n"):
+        assert parse_messages(data + end, 7) == _parse(data + end, 7), data + end

@@ -409,6 +409,9 @@ class ValueLog:
         self._end = -1  # the file's size once the last write of this log landed
         self._line = b""  # the newest line this log wrote
         self._known: tuple[int, int] | None = None  # (inode, size) as this log last left it
+        self._order: tuple[str, ...] = ()
+        self._slots: list[str] = []
+        self._form = ""
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -446,15 +449,18 @@ class ValueLog:
 
     def save(self, value: dict[str, Any]) -> None:
         """Append ``value`` (with the key) as the newest line; see the class for the failures."""
-        fields = sorted({"key": None, **value}.items())
-        line = (
-            "{"
-            + ", ".join(
-                f'"{k}": {self._key_json if k == "key" else v if type(v) is int else json.dumps(v)}'
-                for k, v in fields
+        if tuple(value) != self._order:  # the line's form, made once per set of fields
+            self._order = tuple(value)
+            names = sorted({"key", *value})  # as CursorStore.save writes it (sort_keys)
+            self._slots = [k for k in names if k != "key"]
+            key = self._key_json.replace("%", "%%")
+            self._form = (
+                "{"
+                + ", ".join(f"{json.dumps(k)}: {key if k == 'key' else '%s'}" for k in names)
+                + "}\n"
             )
-            + "}\n"
-        ).encode()
+        values = (value[k] for k in self._slots)
+        line = (self._form % tuple(v if type(v) is int else json.dumps(v) for v in values)).encode()
         if self._fd >= 0:
             st = os.fstat(self._fd)
             if st.st_nlink and st.st_size == self._end:  # still at its name, nobody else wrote

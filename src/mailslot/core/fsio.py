@@ -1125,7 +1125,7 @@ def _read_visible(
     """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock; with its
     intent's ``sidecar`` named, an absent one is found without an exception raised and caught."""
     size = os.fstat(fd).st_size
-    if sidecar is not None and not os.path.lexists(sidecar):
+    if sidecar is not None and not os.access(sidecar, os.F_OK, follow_symlinks=False):
         end = size  # under the lock no live writer makes one: none means nothing torn
     else:
         end = _visible_end(real, fd, size)
@@ -1176,7 +1176,7 @@ class HeldReader:
                 os.close(fd)
                 raise
             self._fd = fd
-            self._sidecar = str(_intent_path(self._real))
+            self._sidecar = _intent_path(self._real)
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
