@@ -110,3 +110,17 @@ def test_a_root_that_does_not_refresh_is_said_once_and_again_when_that_changes(
         finally:
             stop.set()
             t.join(timeout=30)
+
+
+def test_events_name_the_topics_to_refresh_or_the_whole_root(roots: Roots) -> None:
+    ex = roots.ex.root
+    topic = ex / "to-olu" / "2026-12-01-gate-bug"
+    archived = ex / "to-claude" / "done" / "2026-11-02-old"
+    changed = events.changed_topics([ex, roots.bus], [topic, archived])
+    assert changed == {ex: {"2026-12-01-gate-bug", "2026-11-02-old"}}
+    assert events.changed_topics([ex, roots.bus], [topic, ex / "to-olu"]) == {ex: None}
+    assert events.changed_topics([ex, roots.bus], [roots.bus / "peer" / "inbox"]) == {
+        roots.bus: None
+    }
+    assert events.changed_topics([ex, roots.bus], None) == {ex: None, roots.bus: None}
+    assert events.changed_topics([ex, roots.bus], []) == {}

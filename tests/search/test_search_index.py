@@ -191,3 +191,25 @@ def test_an_index_directory_made_open_is_made_private(roots: Roots) -> None:
     os.chmod(directory, 0o755)
     refresh(roots.ex.root)
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+def test_a_refresh_told_which_topics_changed_reads_only_those(roots: Roots) -> None:
+    """``refresh(root, topics=...)``: the named topics are brought up to date (a new entry, a
+    topic gone, a new topic), the others are taken as unchanged until a whole refresh."""
+    import shutil
+
+    refresh(roots.ex.root)
+    gate = next(roots.ex.inbox("olu").glob("*-gate-bug")).name
+    lunch = next(roots.ex.inbox("claude").glob("*-lunch")).name
+    send(roots.ex, "claude", gate, "fyi", "a quokka at the gate")
+    send(roots.ex, "olu", lunch, "fyi", "a numbat at lunch")
+    assert refresh(roots.ex.root, topics=[gate]).added == 1
+    assert links([roots.ex.root], "quokka", fresh=False)
+    assert not links([roots.ex.root], "numbat", fresh=False)  # not named: not looked at
+    new = send(roots.ex, "claude", "brand-new", "fyi", "a bilby").topic
+    shutil.rmtree(roots.ex.inbox("claude") / lunch)
+    done = refresh(roots.ex.root, topics=[lunch, new, "no-such-topic"])
+    assert (done.added, done.removed) == (1, 1)  # the bilby; lunch's one entry forgotten
+    assert links([roots.ex.root], "bilby", fresh=False)
+    assert not links([roots.ex.root], "numbat", fresh=False)
+    assert refresh(roots.ex.root).total == done.total  # a whole refresh agrees

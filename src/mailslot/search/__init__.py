@@ -18,7 +18,7 @@ deleting it). Search sits beside the faces' use of the channels: it imports chan
 
 from __future__ import annotations
 
-from mailslot.search.events import WATCH_TOPICS_MAX, follow, watch_paths
+from mailslot.search.events import WATCH_TOPICS_MAX, changed_topics, follow, watch_paths
 from mailslot.search.find import LIMIT_DEFAULT, LIMIT_MAX, refresh, reindex, search
 from mailslot.search.hit import Hit
 from mailslot.search.query import CHANNELS, parse_query
@@ -31,6 +31,7 @@ __all__ = [
     "WATCH_TOPICS_MAX",
     "Hit",
     "Refreshed",
+    "changed_topics",
     "follow",
     "parse_query",
     "refresh",

@@ -27,7 +27,7 @@ from mailslot.defaults import peer_inbox
 from mailslot.search.find import refresh
 from mailslot.search.sources import EXCHANGE, PEER, Refreshed, channels_at
 
-__all__ = ["RESCAN_SECONDS", "WATCH_TOPICS_MAX", "follow", "watch_paths"]
+__all__ = ["RESCAN_SECONDS", "WATCH_TOPICS_MAX", "changed_topics", "follow", "watch_paths"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,36 @@ def watch_paths(root: Path) -> list[Path]:
     return out
 
 
+def changed_topics(
+    roots: Iterable[Path], changed: Iterable[Path] | None
+) -> dict[Path, set[str] | None]:
+    """Which of ``roots`` had events on ``changed`` (the directories ``watch_paths`` named; None:
+    not known), each with the exchange topics whose directories had them, or None when anything
+    else did (the root itself, an inbox's listing, the peer inbox) and the root is refreshed
+    whole. A root without events is left out."""
+    from mailslot.exchange.layout import DONE
+
+    paths = None if changed is None else list(changed)
+    out: dict[Path, set[str] | None] = {}
+    for root in roots:
+        if paths is None:
+            out[root] = None
+            continue
+        for path in paths:
+            if path != root and not path.is_relative_to(root):
+                continue
+            parts = path.relative_to(root).parts
+            topic = len(parts) == 2 and parts[1] != DONE
+            archived = len(parts) == 3 and parts[1] == DONE
+            if parts and parts[0].startswith("to-") and (topic or archived):
+                names = out.setdefault(root, set())
+                if names is not None:
+                    names.add(parts[-1])
+            else:
+                out[root] = None
+    return out
+
+
 def follow(
     roots: Iterable[Path | str],
     stop: threading.Event,
@@ -77,17 +107,24 @@ def follow(
 ) -> None:
     """Refresh the indexes of ``roots`` on file events until ``stop`` is set; never raises for
     a root that cannot be indexed (tried again on the next event and rescan; logged once, and
-    again when what it says changes or the root refreshes again)."""
+    again when what it says changes or the root refreshes again).
+
+    Each rescan refreshes every root whole; between rescans, the events say which roots to
+    refresh and, of an exchange, which topics (``changed_topics``)."""
     paths = [Path(r).expanduser().absolute() for r in roots]
     failing: dict[Path, str] = {}  # a root that does not refresh: what was last said of it
+    due: dict[Path, set[str] | None] = dict.fromkeys(paths)  # to refresh (None: whole)
+    rescan = 0.0
     with Watch() as watch:
         while not stop.is_set():
-            for root in paths:
-                for p in watch_paths(root):
+            if time.monotonic() >= rescan:
+                due = dict.fromkeys(paths)
+                rescan = time.monotonic() + RESCAN_SECONDS
+            for root, topics in due.items():
+                for p in watch_paths(root) if topics is None else ():
                     watch.add(p)  # armed before the refresh: nothing lands unseen
-            for root in paths:
                 try:
-                    report = refresh(root, base=base)
+                    report = refresh(root, base=base, topics=topics)
                 except (MailslotError, OSError) as e:
                     if failing.get(root) != str(e):  # said once, and again when it changes
                         log.warning("search index of %s not refreshed: %s", root, e)
@@ -97,9 +134,11 @@ def follow(
                     log.warning("search index of %s refreshed again", root)
                 if on_refresh is not None:
                     on_refresh(report)
-            deadline = time.monotonic() + RESCAN_SECONDS
-            while not stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0 or watch.wait(min(left, 0.5)):
+            due = {}
+            while not stop.is_set() and not due:
+                left = rescan - time.monotonic()
+                if left <= 0:
                     break
-            stop.wait(SETTLE_SECONDS)
+                if watch.wait(min(left, 0.5)):
+                    stop.wait(SETTLE_SECONDS)  # the rest of the burst, taken with it
+                    due = changed_topics(paths, watch.take_changes())

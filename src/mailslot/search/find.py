@@ -9,7 +9,7 @@ the files, which are the truth.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from mailslot.core.errors import LimitExceeded, NotFound
@@ -39,13 +39,16 @@ def _channels(root: Path, skip_empty: bool) -> tuple[str, ...]:
         raise
 
 
-def refresh(root: Path | str, *, base: Path | None = None) -> Refreshed:
+def refresh(
+    root: Path | str, *, base: Path | None = None, topics: Collection[str] | None = None
+) -> Refreshed:
     """Index what changed under ``root`` since the last refresh; ``NotFound`` if ``root`` holds
-    nothing to search. ``base`` is the state directory (default: the user's)."""
+    nothing to search. ``base`` is the state directory (default: the user's). ``topics``: of
+    an exchange, only these topics may have changed (``sources.refresh_index``)."""
     root = _root(root)
     channels = channels_at(root)
     with sqlite_errors(index_path(root, base)), Index(root, base=base) as index:
-        return refresh_index(index, channels)
+        return refresh_index(index, channels, topics=topics)
 
 
 def reindex(root: Path | str, *, base: Path | None = None) -> Refreshed:

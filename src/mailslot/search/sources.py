@@ -29,7 +29,7 @@ import os
 import stat
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -223,19 +223,29 @@ class _Run:
         self.added += self.index.add(src, (read(n, names[n]) for n in sorted(fresh)))
 
     # -- exchange --------------------------------------------------------------------------------
-    def exchange(self) -> None:
+    def exchange(self, topics: Collection[str] | None = None) -> None:
+        """Index the exchange's topics (``topics``: only these, by name; None: every one, and
+        forget the topics gone)."""
         from mailslot.exchange.entries import entry_names
         from mailslot.exchange.layout import DONE, load_exchange
         from mailslot.exchange.listing import topic_names
 
         ex = load_exchange(self.root)
-        stored = self.index.sources("ex:")
+        if topics is None:
+            stored = self.index.sources("ex:")
+        else:  # a prefix each: "ex:side:topic" may also match a longer topic name (dropped)
+            stored = {}
+            for key in (f"ex:{side}:{t}" for side in ex.sides for t in topics):
+                if (known := self.index.sources(key).get(key)) is not None:
+                    stored[key] = known
         seen: set[str] = set()
         for side in ex.sides:
             inbox = ex.inbox(side)
             # a live copy wins over a stale one in done/ (as list_topics decides)
             where = dict.fromkeys(topic_names(inbox / DONE), f"to-{side}/{DONE}")
             where.update(dict.fromkeys(topic_names(inbox), f"to-{side}"))
+            if topics is not None:
+                where = {t: parent for t, parent in where.items() if t in topics}
             parents = {p: _open_dir(ex.root / p) for p in set(where.values())}
             try:
                 for topic, parent in where.items():
@@ -264,7 +274,7 @@ class _Run:
                 for fd in parents.values():
                     if fd is not None:
                         os.close(fd)
-        self._forget_unseen("ex:", seen, stored)
+        self._forget_unseen("ex:", seen, stored)  # with ``topics``, only theirs are stored
 
     # -- peer inbox --------------------------------------------------------------------------------
     def peer(self) -> None:
@@ -417,14 +427,28 @@ class _Run:
         self._appended(f"log:{_LOG_NAME}", self.root / _LOG_NAME, parse)
 
 
-def refresh_index(index: Index, channels: Iterable[str] | None = None) -> Refreshed:
+def refresh_index(
+    index: Index,
+    channels: Iterable[str] | None = None,
+    *,
+    topics: Collection[str] | None = None,
+) -> Refreshed:
     """Bring ``index`` up to date with its root's files, in one transaction; ``NotFound`` if
-    the root holds nothing to search. Problems with single files are reported, not raised."""
+    the root holds nothing to search. Problems with single files are reported, not raised.
+
+    ``topics``: of the exchange, look only at these topics (by name; the others are taken as
+    unchanged, as a caller that knows from file events which changed can say); the other
+    channels are brought up to date whole, as they cost little when nothing changed."""
     root = index.root
     found = channels_at(root) if channels is None else tuple(channels)
     run = _Run(index, root)
     with index.writing():
-        steps = ((EXCHANGE, run.exchange), (PEER, run.peer), (CHAT, run.chats), (LOG, run.log))
+        steps = (
+            (EXCHANGE, functools.partial(run.exchange, topics)),
+            (PEER, run.peer),
+            (CHAT, run.chats),
+            (LOG, run.log),
+        )
         for channel, step in steps:
             if channel not in found:
                 run._forget_unseen(_PREFIX[channel], set())

@@ -7,9 +7,10 @@ per topic directory on every request (over 100 ms at 12,000 topics). The page in
 ahead of the searches, and searches with ``fresh=False``. So that a search made right after a
 message lands never misses it (the follower takes its event and refreshes a few tens of
 milliseconds later), the search keeps watches of its own on the same directories
-(``search.watch_paths``, armed before each refresh) and, before it answers, refreshes the roots
-that had events since its last answer; a root whose events are not known (events lost, or
-polling) is refreshed every time. After a write made through the page, every root is refreshed
+(``search.watch_paths``, armed before each refresh) and, before it answers, refreshes what had
+events since its last answer (``search.changed_topics``: of an exchange, only the topics whose
+directories had them); a root whose events are not known (events lost, or polling) is
+refreshed whole every time. After a write made through the page, every root is refreshed
 (the watches cover the newest ``search.WATCH_TOPICS_MAX`` topics of an exchange). A write to an
 older topic made elsewhere is found at the follower's rescan.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from mailslot.core.errors import MailslotError
 from mailslot.core.wait import Watch
-from mailslot.search import Hit, follow, refresh, search, watch_paths
+from mailslot.search import Hit, changed_topics, follow, refresh, search, watch_paths
 
 __all__ = ["PageSearch"]
 
@@ -36,7 +37,8 @@ class PageSearch:
         self.roots = [Path(r).expanduser().absolute() for r in roots]
         self._lock = threading.Lock()  # the watch and the refreshes before an answer
         self._watch = Watch()
-        self._stale: set[Path] = set(self.roots)  # refreshed before the next answer
+        # refreshed before the next answer: root -> the topics that changed (None: anything)
+        self._stale: dict[Path, set[str] | None] = dict.fromkeys(self.roots)
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=follow, args=(self.roots, self._stop), name="page-search", daemon=True
@@ -46,25 +48,22 @@ class PageSearch:
     def written(self) -> None:
         """A write went through the page: the next search must see it."""
         with self._lock:
-            self._stale.update(self.roots)
-
-    def _changed(self) -> set[Path]:
-        """The roots with events since the last call (every root when that is not known)."""
-        changed = self._watch.take_changes()
-        if changed is None:
-            return set(self.roots)
-        return {r for r in self.roots for p in changed if p == r or p.is_relative_to(r)}
+            self._stale.update(dict.fromkeys(self.roots))
 
     def find(self, query: str, limit: int) -> list[Hit]:
         """The best ``limit`` hits for ``query`` (``search``'s errors, as it raises them), with
-        every root that changed since the last search refreshed first."""
+        what changed since the last search refreshed first."""
         with self._lock:
-            stale, self._stale = self._stale | self._changed(), set()
-            for root in stale:
-                for path in watch_paths(root):
+            stale = self._stale
+            for root, topics in changed_topics(self.roots, self._watch.take_changes()).items():
+                before = stale.get(root, set())  # None: the whole root already
+                stale[root] = None if before is None or topics is None else before | topics
+            self._stale = {}
+            for root, topics in stale.items():
+                for path in watch_paths(root) if topics is None else ():
                     self._watch.add(path)  # armed before the refresh: nothing lands unseen
                 try:
-                    refresh(root)
+                    refresh(root, topics=topics)
                 except MailslotError:  # nothing to search there yet; search says so
                     pass
         return search(self.roots, query, limit=limit, fresh=False, skip_empty=True)
