@@ -119,3 +119,21 @@ def test_an_entry_that_cannot_be_written_here_holds_back_only_itself(tmp_path: P
     link.unlink()
     wait_for(lambda: converged(pair.a, pair.b), 30, "the stuck topic once the symlink is gone")
     assert list(elsewhere.iterdir()) == [] and _litter(pair.b.root) == []
+
+
+def test_temps_a_killed_bridge_left_where_it_writes_are_swept_once_stale(pair) -> None:
+    import time
+
+    rel = send_many(pair.a, "a", "swept", 1, "one")[0]
+    wait_for(lambda: (pair.b.root / rel).exists(), what="the entry on b")
+    folder = (pair.b.root / rel).parent
+    pair.b.kill9()
+    stale, fresh = folder / ".0002-a.md.4242.0badf00d.tmp", folder / ".0003-a.md.4242.0badf00d.tmp"
+    for p in (stale, fresh):
+        p.write_bytes(b"half an entry")  # what a bridge killed mid-write leaves: never read
+    old = time.time() - 600
+    os.utime(stale, (old, old))
+    pair.b.start()
+    wait_for(lambda: not stale.exists(), what="the stale temp swept")
+    assert fresh.exists()  # young: its writer may be alive
+    assert (pair.b.root / rel).read_bytes() == (pair.a.root / rel).read_bytes()

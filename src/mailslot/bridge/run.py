@@ -66,7 +66,7 @@ from mailslot.bridge.wire import (
 from mailslot.core.clock import format_time
 from mailslot.core.dirwatch import Change, DirWatch
 from mailslot.core.errors import LockBusy, MailslotError, NoSpace
-from mailslot.core.fsio import atomic_write, read_regular
+from mailslot.core.fsio import atomic_write, read_regular, sweep_temps
 from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.layout import DONE, Exchange, load_exchange
@@ -79,6 +79,9 @@ CONSUMER = "mailslot-bridge"
 STATUS_NAME = "status.json"
 # Files are the truth: a full rescan republishes whatever an event was missed for.
 RECONCILE_SECONDS = 30.0
+# Temps a bridge killed mid-write left where it materialises (folders only remote sides write)
+# are removed at a reconcile once this old and unlocked; the home host's tick never runs here.
+TEMP_SWEEP_SECONDS = 2 * RECONCILE_SECONDS
 # How often status.json is rewritten (and how stale ``bridge status`` may be).
 STATUS_SECONDS = 1.0
 # A publish the local server does not answer within this is retried (idempotent by subject).
@@ -87,8 +90,10 @@ PUBLISH_TIMEOUT = 2.0
 PUBLISH_WINDOW = 128
 # The most messages materialised (and their syncs shared) in one go.
 FETCH_BATCH = 256
-# A message not acknowledged within this is redelivered (a bridge killed mid-write).
-ACK_WAIT_SECONDS = 30.0
+# A message not acknowledged within this is redelivered: what a bridge killed mid-batch had
+# fetched reaches its successor this long after. A redelivery to a bridge still writing it is
+# harmless (materialising is idempotent), so short beats long.
+ACK_WAIT_SECONDS = 5.0
 # The retry pause after the local server failed a publish or a fetch.
 RETRY_SECONDS = 0.5
 # NATS error code of a publish refused by a stream limit: the subject holds its one message
@@ -461,6 +466,9 @@ class Bridge:
                     if not watch.watching(topic_dir):
                         watch.add(topic_dir)
                     jobs.append(Job("place", ex.name, "", topic))
+                    if ex.hosts[writer] != self.config.host:
+                        with contextlib.suppress(OSError):
+                            sweep_temps(topic_dir, TEMP_SWEEP_SECONDS)
                     for name in names:
                         jobs.append(Job("file", ex.name, side, topic, name))
                         if receipts and local_reader and _entry_name(name):
