@@ -22,7 +22,7 @@ from chat_helpers import bash_write, bash_write_started
 
 from mailslot import chat
 from mailslot.chat import room
-from mailslot.core.errors import LockBusy, MailslotError
+from mailslot.core.errors import LockBusy, MailslotError, WaitTimeout
 
 BIG = "the long plan, " * 2000  # a 30 KB message: its write is the first large one
 SAID = "Hand-run agent, waiting on the lock."  # what a hand-run bash agent appends
@@ -140,3 +140,22 @@ def test_a_message_the_disk_does_not_confirm_is_reported_as_written(
         chat.say(chat_file, "said once", "alice")
     monkeypatch.undo()
     assert [m.body for m in chat.read(chat_file).messages].count("said once") == 1
+
+
+def test_a_waiter_holding_its_place_never_returns_a_block_torn_by_a_kill(
+    chat_file: Path, killed_in_write
+) -> None:
+    """A Waiter reads through a file it keeps open: a block whose writer was SIGKILLed mid-write
+    is not returned, its place stays before the fragment, and once the next writer cuts the
+    fragment out (the bytes after the place change under it) only whole messages come."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "before the crash", "alice")
+    with chat.Waiter(chat_file, "bob") as w:
+        assert [m.body for m in w.wait(5).messages] == ["before the crash"]
+        killed_in_write("chat", "say", str(chat_file), BIG, "--as", "alice", at_bytes=16384)
+        with pytest.raises(WaitTimeout):
+            w.wait(0.2)
+        os.rmdir(f"{chat_file}.lock")
+        chat.say(chat_file, "after the crash", "alice")
+        got = w.wait(5).messages
+    assert [(m.sender, m.body) for m in got] == [("alice", "after the crash")]

@@ -289,3 +289,22 @@ def test_a_directory_at_the_cursor_path_is_a_warning_and_a_fresh_reader(
     assert lines and all(x.startswith("mailslot: warning: cursor ") for x in lines), r.stderr
     assert ".tmp" not in r.stderr and "Traceback" not in r.stderr
     assert cursor_file.is_dir()  # the user's to remove: never removed for them
+
+
+def test_a_chat_edited_in_place_before_a_stored_cursor_is_read_again_not_skipped(
+    chat_file: Path,
+) -> None:
+    """An editor that saves in place (same inode) took four bytes out of an old message, then a
+    new one was appended: the stored offset now points into the new block. A wait in a fresh
+    process (``chat.wait``) sees the bytes before its offset changed and reads from the start --
+    everything again, never the new message skipped as a half block."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "before the edit", "alice")
+    assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["before the edit"]
+    edited = chat_file.read_bytes().replace(b"before the edit", b"before edit")
+    with open(chat_file, "r+b") as f:
+        f.write(edited)
+        f.truncate()
+    bash_write(chat_file, "zara", "after the edit")
+    got = [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages]
+    assert got[-2:] == ["before edit", "after the edit"]

@@ -15,9 +15,10 @@ Invariants and why:
   writer's fragment (``read_from``), and a block still being written (a hand-run ``cat >>``) is
   held back by the parser until it ends.
 * Only what was appended is read, and only while the file is the one the place was taken in:
-  the same inode, not shorter, and the bytes just before the place unchanged. A file replaced (an
-  editor's save), cut shorter (a ``>`` meant as ``>>``) or rewritten in place is read again from
-  its start -- seen messages again, the safe direction, never a skip.
+  the same inode, not shorter, and the bytes just before the place unchanged (the stored cursor
+  keeps their CRC, so a wait in a new process checks them too). A file replaced (an editor's
+  save), cut shorter (a ``>`` meant as ``>>``) or rewritten in place is read again from its
+  start -- seen messages again, the safe direction, never a skip of a block cut in half.
 * A stored cursor that is not a file (a directory at its name) is a warning, and the reader is a
   fresh one (everything is delivered again); a cursor that cannot be stored is a warning too: the
   messages were shown, the next wait shows them again. A damaged cursor file is refused, naming
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -91,12 +93,16 @@ class Waiter:
                 raise _no_chat(self.path)  # never joined, waited on or given a cursor
             raise Gone(_GONE, path=self.path)
         self._ref, self._store = ref, store
+        self._before: int | None = None  # the stored CRC of the bytes before the place
         self._log: ValueLog | None = None
         if cursor is None:
             self._log = store.value_log(_cursor_key(self.path, self.who))
             self._log.mark_read()
             stored = self._stored(store, ref, warn=True)
-            cursor = stored.offset if stored is not None and stored.valid_for(self.path) else 0
+            if stored is not None and stored.valid_for(self.path):
+                cursor, self._before = stored.offset, stored.before
+            else:
+                cursor = 0
         try:
             data = read_from(self.path, 0)
             self._ino = os.stat(self._spath).st_ino
@@ -134,13 +140,14 @@ class Waiter:
         self._log.mark_read()
         stored = self._stored(self._store, self._ref, warn=True)
         if stored is not None and stored.valid_for(self.path) and stored.offset != self._pos:
-            self._pos, self._tail = stored.offset, None
+            self._pos, self._tail, self._before = stored.offset, None, stored.before
             self._ino = stored.inode if stored.inode is not None else self._ino
             self._shown = (self._pos, None)
 
     def _restart(self, ino: int) -> None:
         """The file is not the one the place was taken in: read it from its start."""
         self._ino, self._pos, self._tail, self._ended = ino, 0, b"", None
+        self._before = None
         self._shown = (0, b"")
 
     def _read(self) -> bytes:
@@ -154,10 +161,14 @@ class Waiter:
             self._restart(self._reader.ino)
             return self._read()
         head = data[:back]
-        if self._tail is not None and head != self._tail:
+        if self._tail is None and self._before is not None:
+            unchanged = zlib.crc32(head) == self._before
+        else:
+            unchanged = self._tail is None or head == self._tail
+        if not unchanged:
             self._restart(self._ino)  # rewritten in place: every byte is in doubt
             return self._read()
-        self._tail = head
+        self._tail, self._before = head, None
         return data[back:]
 
     def _check(self) -> list[ChatMessage] | None:
@@ -202,8 +213,12 @@ class Waiter:
         self._shown = place
         if self._log is None:
             return
+        tail = place[1]
+        value = {"inode": self._ino, "offset": place[0]}
+        if tail is not None:
+            value["before"] = zlib.crc32(tail)
         try:
-            self._log.save({"inode": self._ino, "offset": place[0]})
+            self._log.save(value)
         except (OSError, NoSpace) as e:
             why = getattr(e, "strerror", None) or str(e)
             self._warn(
@@ -214,6 +229,8 @@ class Waiter:
     def _back(self) -> None:
         """Return to the place after what the caller has had (a batch it was not given)."""
         self._pos, self._tail = self._shown
+        if self._tail is not None:
+            self._before = None
 
     def wait(
         self,

@@ -71,10 +71,13 @@ def state_dir() -> Path:
 
 @dataclass(frozen=True)
 class ByteCursor:
-    """A position in an append-only file: ``offset`` bytes consumed of the file ``inode``."""
+    """A position in an append-only file: ``offset`` bytes consumed of the file ``inode``;
+    ``before``, when known, the CRC-32 of the bytes just before ``offset`` as they were read (a
+    file rewritten in place under the same inode differs there)."""
 
     offset: int = 0
     inode: int | None = None
+    before: int | None = None
 
     def valid_for(self, path: Path) -> bool:
         """Whether this cursor still points into ``path`` (same file, not shorter than offset)."""
@@ -90,12 +93,14 @@ class ByteCursor:
     def from_value(cls, value: dict[str, Any], path: Path) -> ByteCursor:
         """The cursor a stored value holds; ``FormatError`` naming ``path`` when its offset is
         not a whole number of bytes from 0 or its inode not a whole number."""
-        offset, inode = value.get("offset", 0), value.get("inode")
+        offset, inode, before = value.get("offset", 0), value.get("inode"), value.get("before")
         if type(offset) is not int or offset < 0:
             raise FormatError("corrupt cursor: 'offset' is not a byte count", path=path)
         if inode is not None and type(inode) is not int:
             raise FormatError("corrupt cursor: 'inode' is not a number", path=path)
-        return cls(offset, inode)
+        if before is not None and type(before) is not int:
+            raise FormatError("corrupt cursor: 'before' is not a number", path=path)
+        return cls(offset, inode, before)
 
     @classmethod
     def at_end(cls, path: Path) -> ByteCursor:
