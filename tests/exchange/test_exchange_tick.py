@@ -312,7 +312,7 @@ def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkey
     _full_listing_never(monkeypatch)
     root = ex.root
     p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", body="x" * 5000)
-    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z", "required")
     _age_tree(root)
     tick(root)
     p.write_text("---\nfrom: olu\nat: 2098-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
@@ -321,6 +321,89 @@ def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkey
     monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
     out = tick(root)
     assert [w["path"] for w in out["rewritten"]] == [f"to-claude/{T}/0001-olu.md"]
+    # the newest entry, rewritten in place too, is read again in its slot: nothing owed now
+    q = hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z", "fyi", body="no.\n")
+    _age_tree(root)
+    out = tick(root)
+    assert [w["path"] for w in out["rewritten"]] == [f"to-claude/{T}/{q.name}"]
+    assert out["debts"] == []
+
+
+def _quiet_tree(root: Path) -> None:
+    """Three topics, none of which hangs on the guard: one owes a reply, one a close, one
+    nothing; every directory settled."""
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", "required")
+    other = "2026-11-02-closing"
+    hand_entry(root, "olu", other, 1, "claude", "2098-11-01T09:00:00Z")
+    hand_state(root, "olu", other, "done", "2098-11-01T09:05:00Z")
+    hand_entry(root, "olu", "2026-11-03-quiet", 1, "claude", "2098-11-01T09:00:00Z")
+    _age_tree(root)
+
+
+def _no_whole_state(monkeypatch) -> None:
+    from mailslot.exchange import tickstate
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("a tick with nothing new read the whole state")
+
+    monkeypatch.setattr(tickstate, "load_state", refuse)
+
+
+def test_a_tick_with_nothing_new_keeps_every_outcome_without_reading_the_state(
+    ex, monkeypatch
+) -> None:
+    from mailslot.exchange import tick as tick_mod
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    _quiet_tree(root)
+    first = tick(root)
+    index = (root / "INDEX.md").read_text()
+    _no_whole_state(monkeypatch)
+    r = tick_mod.tick(ex)
+    assert r.debts == first["debts"] and len(r.debts) == 2, r.debts
+    assert not r.new_entries and not r.state_changes and not r.errors and not r.warnings
+    assert (root / "INDEX.md").read_text() == index
+
+
+def test_a_tick_with_nothing_new_still_sees_state_rewritten_in_place(ex, monkeypatch) -> None:
+    from mailslot.exchange import tick as tick_mod
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_state(root, "claude", T, "open", "2098-11-01T09:20:00Z")
+    _quiet_tree(root)
+    tick(root)
+    hand_state(root, "claude", T, "in-progress", "2098-11-01T09:30:00Z")  # in place
+    _age_tree(root)
+    r = tick_mod.tick(ex)
+    assert r.state_changes == [{"topic": T, "side": "olu", "from": "open", "to": "in-progress"}]
+    assert "in-progress (1)" in (root / "INDEX.md").read_text()
+
+
+def test_quiet_records_left_beside_another_state_are_ignored(ex, monkeypatch) -> None:
+    """A tick killed between writing the state and its quiet records leaves records that name
+    another state: the next tick reads the whole state instead (here, the quiet records still
+    know the topic as live, the state knows it archived: its reopening must be told)."""
+    import shutil
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    _age_tree(root)
+    tick(root)
+    meta = root / ".mailslot"
+    kept = meta / "kept.json"
+    shutil.copy(meta / "tick-quiet.json", kept)
+    hand_state(root, "claude", T, "done", "2098-11-01T10:00:00Z")
+    hand_state(root, "olu", T, "done", "2098-11-01T10:00:00Z")
+    assert tick(root)["archived"] == [T]
+    kept.replace(meta / "tick-quiet.json")  # as if the tick died before writing it
+    for side in ("claude", "olu"):
+        (root / f"to-{side}" / "done" / T).rename(root / f"to-{side}" / T)
+    hand_state(root, "olu", T, "open", "2098-11-01T11:00:00Z")
+    out = tick(root)
+    assert out["reopened"] == [T] and out["archived"] == [] and not out["warnings"]
 
 
 def _git_child(pid: int, verb: str) -> bool:

@@ -44,10 +44,12 @@ __all__ = [
     "build_view",
     "compute_debts",
     "counts_as_required",
+    "index_row",
     "md_cell",
     "owed_entry",
     "reason_code",
     "render_index",
+    "render_index_rows",
     "short_error",
     "unreadable_detail",
 ]
@@ -255,9 +257,26 @@ def _cell(view: TopicView, side: str) -> str:
     return f"{view.status.get(side, 'open')} ({view.counts.get(side, 0)})"
 
 
+def index_row(ex: Exchange, view: TopicView) -> str:
+    """``view``'s line in INDEX.md's table of topics."""
+    a, b = ex.sides
+    last = format_time(view.last_activity) if view.last_activity else "-"
+    notes = [f"HELD for {s} ({md_cell(e, 60)})" for s, e in sorted(view.held.items())]
+    notes += [f"waiting: {reason_code(w)}: {md_cell(w)}" for w in view.waiting]
+    note = "; ".join(notes) or "-"
+    return f"| `{view.name}` | {_cell(view, a)} | {_cell(view, b)} | {last} | {note} |"
+
+
 def render_index(ex: Exchange, views: list[TopicView], late: Iterable[Debt] = ()) -> str:
     """The INDEX.md text for the live topics ``views`` (sorted by name) and the ``unseen``
     debts ``late`` found in archived topics."""
+    debts = [d for v in views for d in v.debts]
+    return render_index_rows(ex, [index_row(ex, v) for v in views], [*debts, *late])
+
+
+def render_index_rows(ex: Exchange, rows: list[str], debts: list[Debt]) -> str:
+    """The INDEX.md text from the live topics' table ``rows`` (``index_row``, by topic) and
+    every debt (the live topics' in the same order, then the ``unseen`` ones)."""
     a, b = ex.sides
     lines = [
         "# Exchange index",
@@ -267,7 +286,6 @@ def render_index(ex: Exchange, views: list[TopicView], late: Iterable[Debt] = ()
         "`done/` on both sides.",
         "",
     ]
-    debts = [d for v in views for d in v.debts] + list(late)
     lines += ["## Waiting on someone", ""]
     if not debts:
         lines += ["Nothing: no side owes a reply, a close or a re-read.", ""]
@@ -293,12 +311,7 @@ def render_index(ex: Exchange, views: list[TopicView], late: Iterable[Debt] = ()
         f"| topic | {a} | {b} | last activity | hold / note |",
         "|---|---|---|---|---|",
     ]
-    for v in views:
-        last = format_time(v.last_activity) if v.last_activity else "-"
-        notes = [f"HELD for {s} ({md_cell(e, 60)})" for s, e in sorted(v.held.items())]
-        notes += [f"waiting: {reason_code(w)}: {md_cell(w)}" for w in v.waiting]
-        note = "; ".join(notes) or "-"
-        lines.append(f"| `{v.name}` | {_cell(v, a)} | {_cell(v, b)} | {last} | {note} |")
-    if not views:
+    lines += rows
+    if not rows:
         lines.append("| (no live topics) | | | | |")
     return "\n".join(lines) + "\n"

@@ -6,6 +6,13 @@ STATE.md -- through a cache keyed by the same signature, so a tick with nothing 
 file at all. Keys are logical (``to-<side>/<topic>/<name>`` even while a copy sits in ``done/``),
 so an archive or recovery move is not mistaken for new traffic.
 
+A quiet tick does not even read those records: ``QuickRecord`` is the little the tick keeps per
+copy beside them (its directory's mtime, STATE.md's size and mtime, and ``quick_key``: a digest
+of the listing, the newest entry's arrival, HELD.md's presence and the strays). A copy whose
+directory and STATE.md match it, outside its rotation slot, is a ``stub``: unchanged, built
+without a listing; one listed in its slot whose ``quick_key`` is the same is unchanged too
+(``quiet``). A topic whose copies are all quiet may keep its last outcome (``tick``).
+
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
 not look like traffic, or it would notify about itself every run.
 
@@ -20,11 +27,13 @@ it anyway.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, NamedTuple
 
 from mailslot.core.clock import parse_time
@@ -41,18 +50,20 @@ from mailslot.exchange.listing import (
 )
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
-from mailslot.exchange.tree import stray_kind
 
 __all__ = [
     "CopyRecord",
     "Parsed",
+    "QuickRecord",
     "Required",
     "SideCopy",
     "TopicScan",
     "cached",
     "current_sig",
+    "materialize",
     "parse_file",
     "parse_sig",
+    "quick_key",
     "scan_tree",
 ]
 
@@ -94,6 +105,16 @@ class CopyRecord(NamedTuple):
     required: list[Any] | None  # Required
 
 
+class QuickRecord(NamedTuple):
+    """What the tick keeps per copy to pass over it without its ``CopyRecord`` (a JSON list in
+    this field order): kept only for a copy listed settled or passed over unchanged."""
+
+    dir_mtime: int
+    state_size: int  # -1: no STATE.md
+    state_mtime: int
+    key: str  # quick_key
+
+
 # Where the next run finds a kept record's signature and readings (it is a JSON list).
 SIG = CopyRecord._fields.index("sig")
 PARSED = CopyRecord._fields.index("parsed")
@@ -123,6 +144,17 @@ class SideCopy:
     # once the tick worked it out (req_known); None: none the other side has not answered
     req: Required | None = None
     req_known: bool = False
+    trusted_key: str = ""  # quick_key as kept (a stub) or as listed (a listed copy)
+    quiet: bool = False  # the same as the last run's QuickRecord says (passed over or listed)
+    stub: bool = False  # built from a QuickRecord alone: ``materialize`` before any other use
+
+    def quick(self) -> list[Any] | None:
+        """The ``QuickRecord`` to keep for this copy (``None`` if it is not settled)."""
+        if not self.settled or self.dir_mtime < 0:
+            return None
+        state = self.files.get(STATE_NAME)
+        size, mtime = state if state is not None else (-1, 0)
+        return [self.dir_mtime, size, mtime, quick_key(self)]
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -180,14 +212,23 @@ class TopicScan:
         return placement(c.archived for c in self.copies.values()) == HALF_ARCHIVED
 
 
-def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int = 0) -> SideCopy:
+def _scan_dir(
+    path: str,
+    key: str,
+    inbox_side: str,
+    archived: bool,
+    now_ns: int = 0,
+    dir_mtime: int | None = None,
+) -> SideCopy:
+    """``path`` listed, every file stat'd. ``dir_mtime``: the directory's mtime, taken by the
+    caller before this listing (else it is taken here)."""
     copy = SideCopy(inbox_side, path, archived, key)
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
     ctimes: dict[str, int] = {}
     try:
         # the directory's mtime before listing: a change during the listing makes it newer
-        copy.dir_mtime = os.stat(path).st_mtime_ns
+        copy.dir_mtime = os.stat(path).st_mtime_ns if dir_mtime is None else dir_mtime
         copy.settled = copy.dir_mtime < now_ns - RACY_NS
         with os.scandir(path) as it:
             for e in it:
@@ -198,17 +239,17 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
                     copy.held = True
                     continue
                 st = e.stat(follow_symlinks=False)
-                if stray_kind(name, st.st_mode) is not None:
+                m = match(name)
+                if (m is None and name != STATE_NAME) or not S_ISREG(st.st_mode):
                     copy.strays.append(name)  # reported, and the topic is not archived
-                    continue
+                    continue  # (tree.stray_kind says why)
                 size, mtime = st.st_size, st.st_mtime_ns
                 files[name] = (size, mtime)
                 parts.append(f"{name}\t{size}\t{mtime}")
-                m = match(name)
                 if m:
                     entries.append((int(m[1]), m[2], name))
                     ctimes[name] = st.st_ctime_ns
-                elif name == STATE_NAME:
+                else:
                     copy.state_ctime = written_ns(st)
     except (FileNotFoundError, NotADirectoryError):
         pass
@@ -221,6 +262,38 @@ def _scan_dir(path: str, key: str, inbox_side: str, archived: bool, now_ns: int 
         copy.top = EntryName(number, sender, name)
         copy.top_ctime = ctimes[name]
     return copy
+
+
+def quick_key(copy: SideCopy) -> str:
+    """A digest of what the tick's outcome for ``copy`` depends on beyond its readings: every
+    file's name, size and mtime (``sig``), the entries' arrivals (the newest one's only, for a
+    copy rebuilt from its record: the digest then differs once, when it is next listed),
+    HELD.md, the strays."""
+    if copy.stub:
+        return copy.trusted_key  # as kept: nothing in it was looked at
+    h = hashlib.blake2b(copy.sig.encode(), digest_size=8)
+    h.update(f"\0{copy.top_ctime}\0{int(copy.held)}\0{'/'.join(copy.strays)}".encode())
+    if copy.ctimes:  # listed: every entry's arrival, so a chmod or a rewrite that put its mtime
+        h.update(repr(sorted(copy.ctimes.items())).encode())  # back is seen in its slot
+    return h.hexdigest()
+
+
+def _rotation_turn(name: str, now_ns: int) -> bool:
+    """Whether it is directory ``name``'s slot for a full listing."""
+    return zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION
+
+
+def materialize(copy: SideCopy, rec: list[Any] | None, now_ns: int) -> SideCopy:
+    """The whole copy for a ``stub`` (rebuilt from its ``CopyRecord`` ``rec`` when that still
+    holds, else listed); any other copy as it is."""
+    if not copy.stub:
+        return copy
+    name = copy.key.partition("/")[2]
+    full = _trusted(copy.dir, copy.key, name, copy.inbox_side, copy.dir_mtime, rec, now_ns, True)
+    if full is None:
+        full = _scan_dir(copy.dir, copy.key, copy.inbox_side, False, now_ns)
+    full.quiet = quick_key(full) == copy.trusted_key
+    return full
 
 
 def current_sig(copy: SideCopy) -> str:
@@ -237,19 +310,27 @@ def _stat_of(path: str) -> os.stat_result | None:
 
 
 def _trusted(
-    path: str, key: str, name: str, side: str, dir_mtime: int, rec: list[Any] | None, now_ns: int
+    path: str,
+    key: str,
+    name: str,
+    side: str,
+    dir_mtime: int,
+    rec: list[Any] | None,
+    now_ns: int,
+    any_mtime: bool = False,
 ) -> SideCopy | None:
     """The copy rebuilt from its record (a ``CopyRecord`` as JSON left it) when nothing can have
-    changed, else ``None``."""
+    changed, else ``None``. ``any_mtime``: the caller has checked the directory against a newer
+    ``QuickRecord`` already (the record's own mtime may be older: a quiet tick keeps no record)."""
     if rec is None or len(rec) != len(CopyRecord._fields):
         return None
     # CopyRecord's fields, unpacked (a NamedTuple per copy costs the tick milliseconds)
     sig, _, rec_mtime, held, count, top, state_sig, top_sig, settled, strays, required = rec
-    if not settled or rec_mtime != dir_mtime:
+    if not settled or (rec_mtime != dir_mtime and not any_mtime):
         return None
     if required is not None and len(required) != len(Required._fields):
         return None  # a record from before arrivals were kept: list the directory
-    if zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION:
+    if _rotation_turn(name, now_ns):
         return None  # this directory's turn for a full listing
     newest = None
     if top:
@@ -283,8 +364,31 @@ def _trusted(
     return copy
 
 
+def _passed_over(path: str, key: str, side: str, dir_mtime: int, q: list[Any]) -> SideCopy | None:
+    """A ``stub`` for the copy whose ``QuickRecord`` ``q`` still holds (its directory's mtime,
+    STATE.md's size and mtime), else ``None``."""
+    if len(q) != len(QuickRecord._fields):
+        return None
+    _, state_size, state_mtime, qkey = q
+    if state_size >= 0:
+        st = _stat_of(f"{path}/{STATE_NAME}")
+        if st is None or st.st_size != state_size or st.st_mtime_ns != state_mtime:
+            return None  # rewritten in place (or gone): list the directory
+        files = {STATE_NAME: (state_size, state_mtime)}
+    else:
+        files = {}
+    copy = SideCopy(side, path, False, key, files=files, trusted_key=str(qkey))
+    copy.dir_mtime, copy.settled, copy.stub, copy.quiet = dir_mtime, True, True, True
+    return copy
+
+
 def _scan_inbox(
-    ex: Exchange, side: str, records: dict[str, list[Any]], now_ns: int, links: list[str]
+    ex: Exchange,
+    side: str,
+    records: dict[str, list[Any]],
+    now_ns: int,
+    links: list[str],
+    quick: dict[str, list[Any]] | None,
 ) -> list[tuple[str, SideCopy]]:
     inbox = str(ex.inbox(side))
     out = []
@@ -294,11 +398,23 @@ def _scan_inbox(
             dirs.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
         except FileNotFoundError:
             continue  # moved away since the listing (an archive, a reopen): not here now
+    turn, crc = (now_ns // SLOT_NS) % ROTATION, zlib.crc32  # _rotation_turn, inlined
     for name, mtime in dirs:
         path = f"{inbox}/{name}"
         key = f"to-{side}/{name}"
-        copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns)
-        out.append((name, copy or _scan_dir(path, key, side, False, now_ns)))
+        if quick is None:
+            copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns)
+            out.append((name, copy or _scan_dir(path, key, side, False, now_ns, mtime)))
+            continue
+        q = quick.get(key)
+        copy = None
+        if q is not None and q[0] == mtime and crc(name.encode()) % ROTATION != turn:
+            copy = _passed_over(path, key, side, mtime, q)
+        if copy is None:
+            copy = _scan_dir(path, key, side, False, now_ns, mtime)
+            copy.trusted_key = quick_key(copy)
+            copy.quiet = q is not None and len(q) == 4 and copy.trusted_key == q[3]
+        out.append((name, copy))
     return out
 
 
@@ -312,14 +428,19 @@ def parse_sig(sig: str) -> dict[str, Sig]:
 
 
 def scan_tree(
-    ex: Exchange, records: dict[str, list[Any]] | None = None, links: list[str] | None = None
+    ex: Exchange,
+    records: dict[str, list[Any]] | None = None,
+    links: list[str] | None = None,
+    quick: dict[str, list[Any]] | None = None,
 ) -> tuple[dict[str, TopicScan], set[str]]:
     """``(live topics, archived topic names)``; a half-archived topic is live, both copies in.
 
     ``records`` are the tick's records of the last scan (``SideCopy.record``), used to skip
-    listing directories that cannot have changed; without them everything is listed. Symlinks
-    where an inbox, ``done/`` or a topic directory belongs are never followed: they are skipped
-    and appended to ``links``.
+    listing directories that cannot have changed; without them everything is listed. With
+    ``quick`` (the last run's ``QuickRecord`` per copy) those are used instead: a copy they
+    vouch for is a ``stub`` (see the module docstring), any other is listed. Symlinks where an
+    inbox, ``done/`` or a topic directory belongs are never followed: they are skipped and
+    appended to ``links``.
     """
     now_ns = time.time_ns()
     topics: dict[str, TopicScan] = {}
@@ -327,8 +448,10 @@ def scan_tree(
     links = links if links is not None else []
     for side in ex.sides:
         done[side] = set(topic_names(ex.inbox(side) / DONE, links))
-        for name, copy in _scan_inbox(ex, side, records or {}, now_ns, links):
-            scan = topics.setdefault(name, TopicScan(name))
+        for name, copy in _scan_inbox(ex, side, records or {}, now_ns, links, quick):
+            scan = topics.get(name)
+            if scan is None:
+                scan = topics[name] = TopicScan(name)
             scan.copies[side] = copy
             if name in done[side]:
                 scan.conflict = f"to-{side}/ has both {name}/ and {DONE}/{name}/"

@@ -15,8 +15,11 @@ Meant for a timer every two minutes. Each step guards against a failure a real b
 ``_Tick.run`` is these steps in order (leftovers of dead writers are cleaned first; the state
 for the next run is saved last): ``scan`` the tree, ``settle`` each topic (decide, archive or
 recover, diff, hold, view), report what is gone and what reached ``done/`` unread, then INDEX.md,
-commit, notify. Reading files is ``readings``, the holds ``holds``, the result ``tickresult``,
-what is kept between runs ``tickstate``.
+commit, notify. A topic none of whose copies changed since the last run (``scan``: stubs and
+quiet copies), whose outcome did not hang on the clock, the guard or a hold, keeps that outcome
+(``pass_over``): a tick with nothing new reads neither a file nor its megabytes of records.
+Reading files is ``readings``, the holds ``holds``, the result ``tickresult``, what is kept
+between runs ``tickstate``.
 
 A tick that cannot do its job (lock held, git failing, a move refused) reports what it did and
 then fails with a clear message: a crash must never look like a quiet no-op.
@@ -50,7 +53,8 @@ from mailslot.exchange.index import (
     Debt,
     TopicView,
     build_view,
-    render_index,
+    index_row,
+    render_index_rows,
 )
 from mailslot.exchange.late import late_debts
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
@@ -62,11 +66,12 @@ from mailslot.exchange.scan import (
     SideCopy,
     TopicScan,
     current_sig,
+    materialize,
     parse_sig,
     scan_tree,
 )
 from mailslot.exchange.tickresult import TickFailed, TickResult
-from mailslot.exchange.tickstate import TICK_GIT, TICK_STATE, GitCheck
+from mailslot.exchange.tickstate import TICK_GIT, TICK_STATE, GitCheck, Outcome
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
@@ -111,11 +116,22 @@ class _Tick:
         self.notifier = notifier
         self.r = result
         self.now = now()
-        self.prev = tickstate.load_state(ex.meta, result.warnings)
-        self.prev_copies: dict[str, list[Any]] = self.prev.get("copies", {})
+        # The last run's outcomes and quick records; without them (or with notifications
+        # pending) the whole state is read now, else only once something changed.
+        self.quiet_prev = tickstate.load_quiet(ex.meta)
+        if self.quiet_prev is not None and self.quiet_prev.get("pending"):
+            self.quiet_prev = None
+        self.prev: dict[str, Any] = {}
+        self.prev_copies: dict[str, list[Any]] = {}
+        self.prev_status: dict[str, str] = {}
+        self.prev_ns = 0
+        self.loaded = False
+        self.outcomes: dict[str, list[Any] | None] = {}  # topic -> Outcome, for the next run
         self.live: dict[str, SideCopy] = {}  # copy key -> this run's copy of a live topic
         self.touched = False  # this tick changed something on disk (git must look)
         self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
+        if self.quiet_prev is None:
+            self.load()
         self.git_prev = tickstate.load_git(ex.meta, self.prev)
         self.git_clean, self.git_checked, self.rsig = self.git_prev or GitCheck()
         self.frozen = False
@@ -124,13 +140,79 @@ class _Tick:
         self.holds = load_holds(ex)  # the HELD.md files this tick stands behind
         self.holds_before = dict(self.holds)
         self.read = Readings(ex, self.prev_copies, bridged(ex.meta))
-        self.prev_topics = set(self.prev.get("topics", []))
-        self.prev_archived = set(self.prev.get("archived", []))
-        self.prev_status: dict[str, str] = self.prev.get("status", {})
-        self.prev_ns = int(self.prev.get("tick_ns", 0))
+        told = self.quiet_prev if self.quiet_prev is not None else self.prev
+        known = told.get("known") if self.quiet_prev is not None else told.get("topics", [])
+        self.prev_topics = set(known or [])
+        self.prev_archived = set(told.get("archived", []))
+        self.prev_unseen = set(told.get("unseen", []))
         self.status: dict[str, str] = {}  # "<topic>/<side>" -> status, for the next run
         self.known: list[str] = []  # live topics told (new, reopened) or known already
+        self.passed: list[str] = []  # topics that kept their outcome (pass_over)
+        self.index_id: list[int] | None = None  # INDEX.md's identity once written or checked
+        self.late: list[dict[str, Any]] = []  # the unseen debts of archived topics (Debt)
         self.still_archived: set[str] = set()  # archived ones back in part: not yet reopened
+
+    def load(self) -> None:
+        """Read the whole state of the last run (once): what any topic that changed needs."""
+        if self.loaded:
+            return
+        self.loaded = True
+        self.prev = tickstate.load_state(self.ex.meta, self.r.warnings)
+        self.prev_copies.update(self.prev.get("copies", {}))
+        self.prev_status.update(self.prev.get("status", {}))
+        self.prev_ns = int(self.prev.get("tick_ns", 0))
+
+    def quiet_names(self, topics: dict[str, TopicScan]) -> set[str]:
+        """Topics that keep the last run's outcome: every copy unchanged (``scan``), on the same
+        sides, and an outcome kept."""
+        if self.quiet_prev is None:
+            return set()
+        known = self.quiet_prev["known"]
+        out = set()
+        for name, scan in topics.items():
+            kept = known.get(name)
+            if (
+                kept is not None
+                and scan.conflict is None
+                and all(c.quiet for c in scan.copies.values())
+                and kept[0] == list(scan.copies)
+            ):
+                out.add(name)
+        return out
+
+    def pass_over(self, scan: TopicScan, rows: list[str], debts: list[Debt]) -> None:
+        """A topic that keeps its last outcome: its statuses, row and debts as they were."""
+        name = scan.name
+        kept = self.quiet_prev["known"][name]  # type: ignore[index]
+        for copy in scan.copies.values():
+            self.live[copy.key] = copy
+        self.known.append(name)
+        self.outcomes[name] = kept
+        self.passed.append(name)
+        rows.append(kept[2])
+        for side, reason, entry, detail in kept[3]:
+            debt = Debt(name, side, reason, entry, detail)
+            debts.append(debt)
+            self.r.debts.append(debt.to_json())
+
+    def keep(self, scan: TopicScan, decision: Decision, view: TopicView, row: str) -> None:
+        """Keep this topic's outcome for the next run when it holds for as long as no copy
+        changes: not hanging on the guard (a side not done), no hold, stray, conflict or copy in
+        ``done/``, not bridged (arrival receipts change beside the tree)."""
+        copies = scan.copies.values()
+        stable = (
+            not scan.conflict
+            and not decision.candidate
+            and not decision.waiting
+            and not decision.holds
+            and self.read.bridged is None
+            and not any(c.held or c.strays or c.archived or c.quick() is None for c in copies)
+        )
+        if stable:
+            debts = [[d.side, d.reason, d.entry, d.detail] for d in view.debts]
+            self.outcomes[scan.name] = list(Outcome(list(scan.copies), view.status, row, debts))
+        else:
+            self.outcomes[scan.name] = None
 
     def decide(self, scan: TopicScan, status: dict[str, str]) -> Decision:
         """The guard's word on this topic, and never archive past a stray file (fail safe: a file
@@ -290,15 +372,33 @@ class _Tick:
         ex, r = self.ex, self.r
         r.cleaned += clean_leftovers(ex)  # killed writers' temps, empty topic folders
         topics, archived = self.scan()
-        views = []
+        quiet = self.quiet_names(topics)
+        if len(quiet) < len(topics):
+            self.load()
+        rows: list[str] = []
+        debts: list[Debt] = []
+        now_ns = time.time_ns()
         for name in sorted(topics):
-            view = self.settle(topics[name], archived)
+            scan = topics[name]
+            if name in quiet:
+                self.pass_over(scan, rows, debts)
+                continue
+            for side, copy in scan.copies.items():
+                scan.copies[side] = materialize(copy, self.prev_copies.get(copy.key), now_ns)
+            view, decision = self.settle(scan, archived)
             if view is not None:
-                views.append(view)
+                row = index_row(ex, view)
+                rows.append(row)
+                debts.extend(view.debts)
+                self.keep(scan, decision, view, row)
         self.report_gone(topics, archived)
         late = self.report_late(archived)
+        same = len(quiet) == len(topics) == len(self.prev_topics) and not self.r.unseen
+        same = same and self.quiet_prev is not None
+        same = same and [d.to_json() for d in late] == self.quiet_prev.get("late")  # type: ignore[union-attr]
+        self.late = [d.to_json() for d in late]
         try:
-            self.write_index(views, late)
+            self.write_index(rows, [*debts, *late], same)
         except (MailslotError, OSError) as e:
             r.errors.append(f"cannot write INDEX.md: {e}")
         self.commit()
@@ -312,7 +412,8 @@ class _Tick:
         """Live topics and archived names (``scan.scan_tree``); a symlink in the tree is an
         error and freezes every move this run."""
         links: list[str] = []
-        topics, archived = scan_tree(self.ex, self.prev_copies, links)
+        quick = self.quiet_prev["copies"] if self.quiet_prev is not None else None
+        topics, archived = scan_tree(self.ex, self.prev_copies, links, quick)
         for link in sorted(set(links)):
             rel = os.path.relpath(link, self.ex.root)
             self.r.symlinks.append(rel)
@@ -323,9 +424,10 @@ class _Tick:
         self.frozen = bool(links)  # no archive or recovery move while a symlink is in the tree
         return topics, archived
 
-    def settle(self, scan: TopicScan, archived: set[str]) -> TopicView | None:
+    def settle(self, scan: TopicScan, archived: set[str]) -> tuple[TopicView | None, Decision]:
         """One topic: decide, archive or recover it, diff it against the last run, place or
-        lift its holds; its view for INDEX.md, or ``None`` once it is archived."""
+        lift its holds; its view for INDEX.md (``None`` once it is archived) and the guard's
+        word."""
         r, name = self.r, scan.name
         if scan.conflict:
             r.errors.append(f"topic {name}: {scan.conflict}; settle it by hand")
@@ -371,9 +473,9 @@ class _Tick:
             archived.add(name)
             for side in self.ex.sides:
                 self.live.pop(f"to-{side}/{name}", None)
-            return None
+            return None, decision
         self.hold(scan, decision)
-        return self.view(scan, status, last, decision)
+        return self.view(scan, status, last, decision), decision
 
     def report_gone(self, topics: dict[str, TopicScan], archived: set[str]) -> None:
         """Topics the last run saw that are neither live nor archived now: loudly removed."""
@@ -387,7 +489,7 @@ class _Tick:
         r = self.r
         late = late_debts(self.ex, self.ex.sides, archived)
         r.debts.extend(d.to_json() for d in late)
-        known = set(self.prev.get("unseen", []))
+        known = self.prev_unseen
         self.unseen = sorted(f"to-{d.side}/{DONE}/{d.topic}/{d.entry}" for d in late)
         for key in self.unseen:
             if key not in known:  # told once, like any new entry; INDEX.md keeps it standing
@@ -479,15 +581,24 @@ class _Tick:
         r.debts.extend(d.to_json() for d in view.debts)
         return view
 
-    def write_index(self, views: list[TopicView], late: list[Debt]) -> None:
-        text = render_index(self.ex, views, late)
+    def write_index(self, rows: list[str], debts: list[Debt], same: bool) -> None:
+        """INDEX.md from ``rows`` and ``debts``, written only if it reads otherwise. ``same``:
+        every topic and debt is as the last run had them, so an INDEX.md that is still the
+        file it left (``tickstate.identity``) is not even rendered."""
         path = self.ex.root / "INDEX.md"
+        kept = self.quiet_prev.get("index") if self.quiet_prev is not None else None
+        if same and kept is not None and kept == tickstate.identity(path):
+            self.index_id = kept
+            return
+        text = render_index_rows(self.ex, rows, debts)
         try:
             if path.read_text() == text:
+                self.index_id = tickstate.identity(path)
                 return
         except OSError:
             pass
         atomic_write(path, text, mode=0o644)
+        self.index_id = tickstate.identity(path)
         self.touched = True
 
     def root_sig(self) -> str:
@@ -547,20 +658,61 @@ class _Tick:
             self.pending = [*pending, *lines][-500:]  # bounded: the git log keeps the rest
 
     def save(self, topics: list[str], archived: set[str]) -> None:
-        pending = self.pending if self.pending is not None else self.prev.get("pending", [])
-        state = {
-            "copies": {ck: c.record(self.read.parsed.get(ck, {})) for ck, c in self.live.items()},
-            "status": self.status,
-            "topics": topics,
-            "archived": sorted(archived),
-            "unseen": self.unseen,
-            "pending": pending if self.notifier is not None else [],
-            "tick_ns": time.time_ns(),
-        }
+        """The state for the next run: the whole of it only when this run read it (something
+        changed), or when what it keeps of archived topics changed; then the quiet part."""
         git = GitCheck(self.git_clean, self.git_checked, self.rsig)
         if self.holds != self.holds_before:
             save_holds(self.ex, self.holds)
-        tickstate.save(self.ex.meta, state, self.prev, git, self.git_prev)
+        told = sorted(archived)
+        kept = self.quiet_prev
+        if kept is None or (
+            (told, self.unseen, self.pending) != (kept["archived"], kept["unseen"], None)
+            or set(topics) != self.prev_topics
+        ):
+            self.load()  # the whole state changes: what it keeps of archived topics, or more
+        pending: list[str] = []
+        if self.loaded:
+            pending = self.pending if self.pending is not None else self.prev.get("pending", [])
+            pending = pending if self.notifier is not None else []
+            now_ns = time.time_ns()
+            for name in self.passed:  # their statuses, as kept
+                for writer, now_is in self.outcomes[name][1].items():  # type: ignore[index]
+                    self.status[f"{name}/{writer}"] = now_is
+            copies = {}
+            for ck, c in self.live.items():
+                rec = self.prev_copies.get(ck) if c.stub else None
+                if rec is None:
+                    c = materialize(c, self.prev_copies.get(ck), now_ns)
+                    rec = c.record(self.read.parsed.get(ck, {}))
+                copies[ck] = rec
+            state = {
+                "copies": copies,
+                "status": self.status,
+                "topics": topics,
+                "archived": told,
+                "unseen": self.unseen,
+                "pending": pending,
+                "tick_ns": time.time_ns(),
+            }
+            tickstate.save(self.ex.meta, state, self.prev, git, self.git_prev)
+        else:
+            tickstate.save_git(self.ex.meta, git, self.git_prev)
+        kept_quick = self.quiet_prev["copies"] if self.quiet_prev is not None else {}
+        quick = {}
+        for ck, c in self.live.items():
+            q = kept_quick.get(ck) if c.stub else c.quick()
+            if q is not None:
+                quick[ck] = q
+        quiet = {
+            "copies": quick,
+            "index": self.index_id,
+            "late": self.late,
+            "known": {name: self.outcomes.get(name) for name in topics},
+            "archived": told,
+            "unseen": self.unseen,
+            "pending": bool(pending),
+        }
+        tickstate.save_quiet(self.ex.meta, quiet, self.quiet_prev)
 
 
 def tick(

@@ -7,6 +7,14 @@ entries already told, the notification lines not yet sent, and when it ran. ``ti
 the last git check (``GitCheck``), kept apart because it changes on a quiet tick and the state is
 megabytes over 10,000 topics. Each is written only when it changed, atomically; an unreadable
 state is a warning and reads as empty (everything is new: loud, never lost).
+
+``tick-quiet.json`` is what a tick needs to pass over a tree in which nothing changed without
+reading the megabytes: per copy its ``scan.QuickRecord``, per known live topic its last outcome
+(``Outcome``, or ``null`` when it must be worked out every run), the archived names, the unseen
+entries told, whether notifications are pending, and the identity (inode, size, mtime) of the
+``tick-state.json`` it goes with. It is written after that file, so a tick killed in between
+leaves one that names another state: it is then ignored and the tick reads the whole state, as
+any tick did before it existed.
 """
 
 from __future__ import annotations
@@ -17,10 +25,24 @@ from typing import Any, NamedTuple
 
 from mailslot.core.fsio import atomic_write
 
-__all__ = ["TICK_GIT", "TICK_STATE", "GitCheck", "load_git", "load_state", "save"]
+__all__ = [
+    "TICK_GIT",
+    "TICK_QUIET",
+    "TICK_STATE",
+    "GitCheck",
+    "Outcome",
+    "identity",
+    "load_git",
+    "load_quiet",
+    "load_state",
+    "save",
+    "save_git",
+    "save_quiet",
+]
 
 TICK_STATE = "tick-state.json"
 TICK_GIT = "tick-git.json"
+TICK_QUIET = "tick-quiet.json"
 VERSION = 3
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 
@@ -36,6 +58,58 @@ class GitCheck(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         """The form ``tick-git.json`` holds."""
         return {"git_clean": self.clean, "git_checked_ns": self.checked_ns, "root": self.root}
+
+
+class Outcome(NamedTuple):
+    """A live topic's outcome that holds while none of its copies changes (a JSON list in this
+    field order): which inbox sides have a copy, each side's status, its INDEX.md row, its
+    debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``)."""
+
+    sides: list[str]
+    status: dict[str, str]
+    row: str
+    debts: list[list[Any]]
+
+
+def identity(path: Path) -> list[int] | None:
+    """``[inode, size, mtime_ns]`` of the file at ``path`` (a rewrite, atomic or in place,
+    changes it), or ``None``."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def load_quiet(meta: Path) -> dict[str, Any] | None:
+    """The last ``tick-quiet.json`` if it goes with the ``tick-state.json`` there now, else
+    ``None`` (missing, unreadable, or left by a tick killed between the two writes)."""
+    try:
+        data = json.loads((meta / TICK_QUIET).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        return None
+    if data.get("state") is None or data.get("state") != identity(meta / TICK_STATE):
+        return None
+    for key, kind in (("copies", dict), ("known", dict), ("archived", list), ("unseen", list)):
+        if not isinstance(data.get(key), kind):
+            return None
+    return data
+
+
+def save_quiet(meta: Path, quiet: dict[str, Any], prev: dict[str, Any] | None) -> None:
+    """Write ``quiet`` (``version`` and the state's identity added) unless it is what the last
+    run left."""
+    quiet = {"version": VERSION, "state": identity(meta / TICK_STATE), **quiet}
+    if quiet != prev:
+        atomic_write(meta / TICK_QUIET, json.dumps(quiet, separators=(",", ":")), mode=0o600)
+
+
+def save_git(meta: Path, git: GitCheck, git_prev: GitCheck | None) -> None:
+    """Write ``git`` unless it is what the last run left."""
+    if git != git_prev:
+        atomic_write(meta / TICK_GIT, json.dumps(git.to_json()) + "\n", mode=0o600)
 
 
 def load_state(meta: Path, warnings: list[str]) -> dict[str, Any]:
@@ -90,7 +164,6 @@ def save(
     last run left (``tick_ns`` aside: a quiet tick rewrites nothing)."""
     state = {"version": VERSION, **state}
     moved = any(k in prev for k in _GIT_KEYS)  # kept in the state by an older tick: move once
-    if git != git_prev or moved:
-        atomic_write(meta / TICK_GIT, json.dumps(git.to_json()) + "\n", mode=0o600)
+    save_git(meta, git, None if moved else git_prev)
     if moved or any(state[k] != prev.get(k) for k in state if k != "tick_ns"):
         atomic_write(meta / TICK_STATE, json.dumps(state, separators=(",", ":")), mode=0o600)
