@@ -381,6 +381,30 @@ def test_a_tick_with_nothing_new_still_sees_state_rewritten_in_place(ex, monkeyp
     assert "in-progress (1)" in (root / "INDEX.md").read_text()
 
 
+def test_an_entry_rewritten_with_its_size_and_mtime_put_back_is_read_again_in_its_slot(
+    ex, monkeypatch
+) -> None:
+    """(size, mtime) cannot tell this rewrite, but its ctime moved, which nobody can put back:
+    the full listing in the directory's slot reads the entry again (git keeps both versions)."""
+    import os
+
+    from mailslot.exchange import scan
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", "required", body="a\n")
+    _age_tree(root)
+    assert [d["entry"] for d in tick(root)["debts"]] == [p.name]
+    before = p.stat()
+    text = p.read_text().replace("required", "fyi").replace("a\n", "aaaaaa\n")
+    p.write_text(text)
+    os.utime(p, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (p.stat().st_size, p.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    _age_tree(root)
+    monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
+    assert tick(root)["debts"] == []
+
+
 def test_quiet_records_left_beside_another_state_are_ignored(ex, monkeypatch) -> None:
     """A tick killed between writing the state and its quiet records leaves records that name
     another state: the next tick reads the whole state instead (here, the quiet records still

@@ -70,9 +70,12 @@ class Readings:
         if got is None:
             prev = copy.trusted or self.prev_copies.get(copy.key)
             got = prev[PARSED].get(name) if prev is not None else None
-            if got is None or cached(got, sig) is None:
+            ctime = copy.ctimes.get(name)  # known for a listed copy's entries
+            if got is None or cached(got, sig, ctime) is None:
                 where = Path(copy.dir, name)
-                got = parse_file(where, self.ex.writer_of(inbox_side)).to_list(sig)
+                got = parse_file(where, self.ex.writer_of(inbox_side)).to_list(sig, ctime)
+            elif ctime is not None and (len(got) < 6 or got[5] is None):
+                got = [*got[:5], ctime]  # kept from now on with its ctime
             mine[name] = got
         return Parsed.from_list(got)
 

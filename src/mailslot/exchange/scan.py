@@ -472,23 +472,27 @@ class Parsed(NamedTuple):
     word: str | None  # action for an entry, status for a STATE.md
     error: str | None
 
-    def to_list(self, sig: Sig) -> list[Any]:
-        """The form the tick state keeps (``CopyRecord.parsed``): the file's ``Sig``, then the
-        reading."""
+    def to_list(self, sig: Sig, ctime_ns: int | None = None) -> list[Any]:
+        """The form the tick state keeps (``CopyRecord.parsed``): the file's ``Sig``, the
+        reading, then the file's ctime when known (a kept list may end before it)."""
         size, mtime_ns = sig
-        return [size, mtime_ns, self.time_us, self.word, self.error]
+        return [size, mtime_ns, self.time_us, self.word, self.error, ctime_ns]
 
     @classmethod
     def from_list(cls, kept: list[Any]) -> Parsed:
         """The reading in a kept ``to_list``."""
-        _, _, time_us, word, error = kept
-        return cls(time_us, word, error)
+        return cls(kept[2], kept[3], kept[4])
 
 
-def cached(kept: list[Any], sig: Sig) -> Parsed | None:
-    """The reading kept (``Parsed.to_list``) if it was made of a file with the same ``sig``."""
-    size, mtime_ns, time_us, word, error = kept
-    return Parsed(time_us, word, error) if (size, mtime_ns) == sig else None
+def cached(kept: list[Any], sig: Sig, ctime_ns: int | None = None) -> Parsed | None:
+    """The reading kept (``Parsed.to_list``) if it was made of a file with the same ``sig`` and,
+    when both are known, the same ctime (a rewrite that put the mtime back still moved it)."""
+    if (kept[0], kept[1]) != sig:
+        return None
+    was = kept[5] if len(kept) > 5 else None
+    if ctime_ns is not None and was is not None and was != ctime_ns:
+        return None
+    return Parsed(kept[2], kept[3], kept[4])
 
 
 def _us(value: object, path: Path) -> int | None:
