@@ -102,8 +102,15 @@ def test_output_past_its_bound_is_refused_and_the_program_stopped(tmp_path: Path
 
 
 _INTERRUPTED = """
-import sys
+import signal, sys
+from pathlib import Path
 from mailslot.core.command import run_command
+
+def on_interrupt(signum, frame):
+    Path(sys.argv[2]).touch()  # the interrupt is being acted on, inside run_command
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGINT, on_interrupt)
 try:
     run_command(["sh", "-c", sys.argv[1]], timeout=60)
 except KeyboardInterrupt:
@@ -112,18 +119,29 @@ except KeyboardInterrupt:
 
 
 def test_an_interrupt_lets_the_program_finish_its_step(tmp_path: Path) -> None:
-    started, finished = tmp_path / "started", tmp_path / "finished"
-    step = f"touch {started}; sleep 1; echo whole > {finished}"
+    started, interrupted = tmp_path / "started", tmp_path / "interrupted"
+    go, finished = tmp_path / "go", tmp_path / "finished"
+    # The step runs until the test lets it end, so the interrupt always lands inside it.
+    step = f"touch {started}; until [ -e {go} ]; do sleep 0.01; done; echo whole > {finished}"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _INTERRUPTED, step],
+        [sys.executable, "-c", _INTERRUPTED, step, str(interrupted)],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )
-    end = time.monotonic() + 30
-    while not started.exists() and time.monotonic() < end:
-        time.sleep(0.01)
+
+    def until(ready: Path) -> None:
+        end = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, f"ended before {ready.name}"
+            assert time.monotonic() < end, f"no {ready.name} within 60 s"
+            time.sleep(0.005)
+
+    until(started)
     proc.send_signal(signal.SIGINT)
+    until(interrupted)  # the interrupt is being acted on while the step still runs
+    assert not finished.exists()
+    go.touch()
     out, _ = proc.communicate(timeout=60)
     assert out.strip() == "interrupted"  # the interrupt still goes on once the step is done
     assert finished.read_text() == "whole\n"  # the step it was in was not cut short
