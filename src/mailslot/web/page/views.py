@@ -16,6 +16,7 @@ exchange), in the background while the page shows the last view and when it was 
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -158,13 +159,47 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class _Table:
     """What a view is made of, kept per topic so a change reads again only its topics: the
     topic directories known in each inbox and its ``done/`` (by inbox side and archived or
-    not), each topic's row and its STATE.md warnings, the time picture's marks."""
+    not), each topic's row, the rows in the view's order and the totals per side (both kept as
+    rows come and go), STATE.md warnings, the time picture's marks."""
 
+    sides: tuple[str, str]
     names: dict[tuple[str, bool], set[str]]
     rows: dict[str, TopicRow] = field(default_factory=dict)
+    order: list[tuple[bool, float, str]] = field(default_factory=list)  # sorted ``_order``s
+    open_count: dict[str, int] = field(default_factory=dict)
+    debt_count: dict[str, int] = field(default_factory=dict)
+    held_count: int = 0
     warnings: dict[str, list[str]] = field(default_factory=dict)
     marks: dict[str, TopicMarks | None] = field(default_factory=dict)
     held: set[str] = field(default_factory=set)  # topics with a HELD.md: read again with holds
+
+    def __post_init__(self) -> None:
+        self.open_count = dict.fromkeys(self.sides, 0)
+        self.debt_count = dict.fromkeys(self.sides, 0)
+
+    def put(self, row: TopicRow) -> None:
+        """Add ``row`` (in place of the topic's last one)."""
+        self.drop(row.name)
+        self.rows[row.name] = row
+        bisect.insort(self.order, _order(row))
+        self._count(row, 1)
+
+    def drop(self, name: str) -> None:
+        """Take topic ``name``'s row out, if it has one."""
+        row = self.rows.pop(name, None)
+        if row is not None:
+            del self.order[bisect.bisect_left(self.order, _order(row))]
+            self._count(row, -1)
+
+    def _count(self, row: TopicRow, sign: int) -> None:
+        for side in self.sides:
+            if row.where != ARCHIVED and row.status.get(side) != "done":
+                self.open_count[side] += sign
+        for d in row.debts:
+            if d.side in self.debt_count:
+                self.debt_count[d.side] += sign
+        if row.held:
+            self.held_count += sign
 
 
 def _mtime(path: Path) -> int:
@@ -310,7 +345,7 @@ class _Kept:
         table.warnings.pop(name, None)
         table.held.discard(name)
         if not pair:
-            table.rows.pop(name, None)
+            table.drop(name)
             return
         summary = topic_summary(ex, name, pair, holds)
         debts: list[Debt] = []
@@ -324,19 +359,23 @@ class _Kept:
         debts += late.get(name, [])
         if any(d.held for d in pair.values()):
             table.held.add(name)
-        table.rows[name] = TopicRow(
-            name,
-            summary.where,
-            summary.status,
-            summary.counts,
-            summary.last_activity,
-            tuple(summary.held),
-            tuple(debts),
+        table.put(
+            TopicRow(
+                name,
+                summary.where,
+                summary.status,
+                summary.counts,
+                summary.last_activity,
+                tuple(summary.held),
+                tuple(debts),
+            )
         )
 
     def _read_whole(self, watch: Any) -> _Table:
         tops = self._tops()
-        table = _Table({where: self._listed(watch, top) for top, where in tops.items()})
+        table = _Table(
+            self.ex.sides, {where: self._listed(watch, top) for top, where in tops.items()}
+        )
         holds = load_holds(self.ex)
         late = _late(self.ex, None)
         for name in sorted(set[str]().union(*table.names.values())):
@@ -436,20 +475,12 @@ def _topic_dir(ex: Exchange, side: str, archived: bool, name: str) -> Path:
 
 def _assemble(ex: Exchange, table: _Table) -> ExchangeView:
     """The view of ``table``: its rows in order, the totals per side, the warnings."""
-    rows = sorted(table.rows.values(), key=_order)
-    open_count = {
-        side: sum(1 for r in rows if r.where != ARCHIVED and r.status.get(side) != "done")
-        for side in ex.sides
-    }
-    debt_count = {
-        side: sum(1 for r in rows for d in r.debts if d.side == side) for side in ex.sides
-    }
     return ExchangeView(
         ex.sides,
-        rows,
-        open_count,
-        debt_count,
-        sum(1 for r in rows if r.held),
+        [table.rows[name] for _, _, name in table.order],
+        dict(table.open_count),
+        dict(table.debt_count),
+        table.held_count,
         _heartbeat(ex),
         read_doctor(ex),
         [w for name in sorted(table.warnings) for w in table.warnings[name]],
