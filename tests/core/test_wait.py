@@ -13,7 +13,17 @@ import pytest
 
 from mailslot.core.errors import WaitTimeout
 from mailslot.core.fsio import atomic_create, locked_append
-from mailslot.core.wait import Watch, wait_for_change, wait_until
+from mailslot.core.wait import (
+    APPEARED,
+    CLOSED,
+    GONE,
+    WRITING,
+    Watch,
+    being_written,
+    settled,
+    wait_for_change,
+    wait_until,
+)
 
 
 @pytest.mark.parametrize("force_poll", [False, True])
@@ -253,3 +263,139 @@ def test_take_changed_names_carries_the_names_in_each_directory(tmp_path: Path) 
         assert w.take_changed_names() == {}
     with Watch([a], force_poll=True) as w:
         assert w.take_changed_names() is None  # polling: not known which
+
+
+# -- which names changed, and whether a file is still being written ---------------------------
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
+
+
+def _states(w: Watch, d: Path) -> dict[str, str]:
+    assert w.wait(5.0)
+    changed = w.take_changes()
+    assert changed is not None
+    return {name: c.state for name, c in (changed.get(d) or {}).items()}
+
+
+@linux_only
+def test_changes_name_the_file_and_a_new_folder(tmp_path: Path) -> None:
+    with Watch([tmp_path]) as w:
+        assert w.watching(tmp_path) and w.fileno() is not None
+        atomic_create(tmp_path / "0001-a.md", "hello\n")
+        (tmp_path / "topic").mkdir()
+        assert w.wait(5.0)
+        changed = w.take_changes()
+        assert changed is not None
+        got = {(c.name, c.is_dir, c.gone) for c in (changed[tmp_path] or {}).values()}
+        assert {("0001-a.md", False, False), ("topic", True, False)} <= got
+        os.unlink(tmp_path / "0001-a.md")
+        assert _states(w, tmp_path) == {"0001-a.md": GONE}
+    assert not Watch(force_poll=True).watching(tmp_path)
+
+
+@linux_only
+def test_the_last_event_says_whether_a_file_is_written_closed_or_only_there(
+    tmp_path: Path,
+) -> None:
+    with Watch([tmp_path]) as w:
+        f = open(tmp_path / "0001-a.md", "w")  # noqa: SIM115 -- kept open across the steps
+        f.write("half")
+        f.flush()
+        assert _states(w, tmp_path) == {"0001-a.md": WRITING}  # created, written, open
+        f.close()
+        assert _states(w, tmp_path) == {"0001-a.md": CLOSED}
+        os.chmod(tmp_path / "0001-a.md", 0o600)  # attributes only: nothing said of content
+        assert w.wait(5.0)
+        w.take_changes()
+        (tmp_path / ".tmp").write_text("whole")
+        os.link(tmp_path / ".tmp", tmp_path / "0002-a.md")  # linked in: whole, or not known
+        assert _states(w, tmp_path)["0002-a.md"] == APPEARED
+        os.rename(tmp_path / ".tmp", tmp_path / "0003-a.md")
+        assert _states(w, tmp_path) == {".tmp": GONE, "0003-a.md": CLOSED}
+
+
+def _hold_open(path: Path) -> subprocess.Popen[bytes]:
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"f = open({str(path)!r}, 'w'); f.write('half'); f.flush(); input()",
+        ],
+        stdin=subprocess.PIPE,
+    )
+    while not path.exists() or not path.stat().st_size:
+        time.sleep(0.01)
+    return writer
+
+
+def test_a_file_held_open_by_its_writer_is_being_written(tmp_path: Path) -> None:
+    path = tmp_path / "0001-a.md"
+    writer = _hold_open(path)
+    try:
+        assert being_written(path) is True
+    finally:
+        writer.communicate(b"\n", timeout=10)
+    assert being_written(path) is False
+    atomic_create(tmp_path / "0002-a.md", "whole\n")
+    assert being_written(tmp_path / "0002-a.md") is False
+    assert being_written(tmp_path / "missing") is None
+
+
+def test_asking_never_dies_of_a_writer_opening_the_file_meanwhile(tmp_path: Path) -> None:
+    # a writer that opens the file while the lease is held breaks it, and the kernel signals
+    # the asker: by default SIGIO, which would end the process
+    path = tmp_path / "0001-a.md"
+    path.write_text("x")
+    opener = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, time\nend = time.monotonic() + 2\n"
+            "while time.monotonic() < end: os.close(os.open(sys.argv[1], os.O_WRONLY))",
+            str(path),
+        ]
+    )
+    asker = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom mailslot.core.wait import being_written\n"
+            "end = time.monotonic() + 2\n"
+            "while time.monotonic() < end: being_written(sys.argv[1])\nprint('alive')",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    opener.wait(60)
+    assert asker.returncode == 0 and asker.stdout == "alive\n", asker
+
+
+def test_a_file_open_past_the_bound_is_whole_with_a_note(tmp_path: Path, monkeypatch) -> None:
+    from mailslot.core import wait
+
+    path = tmp_path / "0001-a.md"
+    writer = _hold_open(path)
+    try:
+        st = path.stat()
+        now = time.time()
+        held = settled(path, st, None, now)
+        assert not held.whole and held.again == pytest.approx(st.st_ctime + wait.OPEN_SETTLE)
+        assert not settled(path, st, WRITING, now).whole  # the events say so without asking
+        late = settled(path, st, None, st.st_ctime + wait.OPEN_SETTLE)
+        assert late.whole and late.note is not None and "still open" in late.note
+    finally:
+        writer.communicate(b"\n", timeout=10)
+    st = path.stat()
+    assert settled(path, st, None, time.time()) == (True, None, None)
+    monkeypatch.setattr(wait, "being_written", lambda p: None)  # another user's file
+    quiet = settled(path, st, None, st.st_ctime + 0.1)
+    assert not quiet.whole and quiet.again == pytest.approx(st.st_ctime + wait.QUIET_SETTLE)
+    assert settled(path, st, None, st.st_ctime + wait.QUIET_SETTLE).whole
+    assert settled(path, st, CLOSED, st.st_ctime).whole  # closed by its writer: whole at once
+    assert settled(path, st, APPEARED, st.st_ctime).whole  # linked in with content
+    # a clock set back never pushes the look-again past the bound from now
+    assert settled(path, st, None, st.st_ctime - 3600).again == pytest.approx(
+        st.st_ctime - 3600 + wait.QUIET_SETTLE
+    )

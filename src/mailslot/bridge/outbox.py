@@ -25,9 +25,9 @@ from mailslot.bridge.wire import (
     entry_subject,
     state_subject,
 )
-from mailslot.core.dirwatch import being_written
 from mailslot.core.fsio import read_regular
 from mailslot.core.names import TOPIC_RE
+from mailslot.core.wait import being_written
 
 __all__ = ["Outgoing", "local_inboxes", "placement", "read_outgoing", "scan_names"]
 

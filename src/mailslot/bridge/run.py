@@ -64,10 +64,10 @@ from mailslot.bridge.wire import (
     receipt_subject,
 )
 from mailslot.core.clock import format_time
-from mailslot.core.dirwatch import Change, DirWatch
 from mailslot.core.errors import LockBusy, MailslotError, NoSpace
 from mailslot.core.fsio import atomic_write, read_regular, sweep_temps
 from mailslot.core.names import TOPIC_RE
+from mailslot.core.wait import TOUCHED, WRITING, Change, Watch
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.layout import DONE, Exchange, load_exchange
 
@@ -446,7 +446,7 @@ class Bridge:
             yield inbox, Spot(ex, "inbox", side, "")
             yield inbox / DONE, Spot(ex, "done", side, "")
 
-    def _scan_all(self, watch: DirWatch, where: dict[Path, Spot], jobs: list[Job]) -> None:
+    def _scan_all(self, watch: Watch, where: dict[Path, Spot], jobs: list[Job]) -> None:
         """Queue everything this host should have published (idempotent); watch every folder."""
         for ex in self.config.exchanges:
             receipts = ex.home != self.config.host
@@ -482,7 +482,7 @@ class Bridge:
             jobs.append(Job("chat", link.chat.name))
 
     def _on_change(
-        self, watch: DirWatch, where: dict[Path, Spot], change: Change, jobs: list[Job]
+        self, watch: Watch, where: dict[Path, Spot], change: Change, jobs: list[Job]
     ) -> None:
         """Queue what ``change`` means to publish."""
         spot = where.get(change.directory)
@@ -517,10 +517,11 @@ class Bridge:
             await asyncio.gather(*(self._do(j) for j in jobs[i : i + PUBLISH_WINDOW]))
 
     async def _publisher(self) -> None:
-        watch = DirWatch()
+        watch = Watch()
         loop = asyncio.get_running_loop()
-        if watch.available:
-            loop.add_reader(watch.fileno(), self._wake.set)
+        events = watch.fileno()  # None: no names from the kernel, a rescan on the timer
+        if events is not None:
+            loop.add_reader(events, self._wake.set)
         where: dict[Path, Spot] = {}
         try:
             jobs: list[Job] = []
@@ -535,20 +536,22 @@ class Bridge:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 self._wake.clear()
                 jobs = []
-                for change in watch.read():
-                    self._on_change(watch, where, change, jobs)
+                changed = watch.take_changes() if events is not None else {}
+                for names in (changed or {}).values():
+                    for change in (names or {}).values():
+                        if change.state not in (WRITING, TOUCHED):  # not done, or no content
+                            self._on_change(watch, where, change, jobs)
                 jobs += self.receipts
                 self.receipts = []
                 jobs += sorted(self.retry - set(jobs))
-                if watch.overflowed or time.monotonic() >= next_reconcile:
-                    watch.overflowed = False
+                if changed is None or time.monotonic() >= next_reconcile:  # events were lost
                     self._scan_all(watch, where, jobs)
                     next_reconcile = time.monotonic() + RECONCILE_SECONDS
                 await self._run(jobs)
                 self.ledger.flush()
         finally:
-            if watch.available:
-                loop.remove_reader(watch.fileno())
+            if events is not None:
+                loop.remove_reader(events)
             watch.close()
 
     # -- receiving ---------------------------------------------------------------------

@@ -77,9 +77,9 @@ def _raise_errno(what: str) -> None:
 class INotify:
     """An inotify instance (close-on-exec). ``OSError`` if the kernel refuses one."""
 
-    def __init__(self, *, nonblocking: bool = False) -> None:
+    def __init__(self) -> None:
         c = _c()
-        fd = c.inotify_init1(os.O_CLOEXEC | (os.O_NONBLOCK if nonblocking else 0))
+        fd = c.inotify_init1(os.O_CLOEXEC)
         if fd < 0:
             _raise_errno("inotify_init1")
         self.fd: int = fd
@@ -100,10 +100,7 @@ class INotify:
     def read(self, timeout: int | None = None) -> list[Event]:
         """The events queued now; with ``timeout`` (ms; ``None``: forever) waits for the first
         when none is queued (0: never blocks)."""
-        wait = None if timeout is None else timeout / 1000
-        if (timeout is not None or not os.get_blocking(self.fd)) and not select.select(
-            [self.fd], [], [], wait
-        )[0]:
+        if timeout is not None and not select.select([self.fd], [], [], timeout / 1000)[0]:
             return []
         try:
             data = os.read(self.fd, _READ_SIZE)

@@ -13,12 +13,15 @@ watched before the check that could find its contents).
 Backends: inotify on Linux, kqueue on BSD/macOS, polling only as a fallback (no kernel support,
 or the inotify watch limit reached). Events are hints: callers always re-check the disk.
 
-With inotify a ``Watch`` also says *which* names changed in a watched directory and what the last
-event said about each (``take_changes``: a ``Change`` per name). That is how a reader tells a file
-still being written in place (``cat > f``: ``WRITING`` until its writer closes it) from one that
-is whole (``CLOSED``: closed after writing, or renamed into place); a file linked into place, or
-created and not yet written, is only ``APPEARED``. ``being_written`` asks the kernel the same
-question for any file, events or not.
+This is mailslot's one watcher of files: a waiter blocks in ``wait``; a long runner with its own
+event loop (the bridge) waits on ``fileno`` and takes what changed. With inotify a ``Watch`` also
+says *which* names changed in a watched directory and what the last event said about each
+(``take_changes``: a ``Change`` per name), so such a runner re-reads only those names. That is
+also how a reader tells a file still being written in place (``cat > f``: ``WRITING`` until its
+writer closes it) from one that is whole (``CLOSED``: closed after writing, or renamed into
+place); a file linked into place, or created and not yet written, is only ``APPEARED``.
+``being_written`` asks the kernel the same question for any file, events or not, and
+``settled`` puts the two together with a bound, for whoever reads files others write.
 """
 
 from __future__ import annotations
@@ -120,6 +123,10 @@ class _Backend:
     def add(self, path: Path) -> bool:
         raise NotImplementedError
 
+    def fileno(self) -> int | None:
+        """A descriptor readable while events that carry names wait (inotify's only)."""
+        return None
+
     def wait(self, timeout: float | None) -> bool:
         raise NotImplementedError
 
@@ -183,6 +190,9 @@ class _Inotify(_Backend):
 
     def watching(self, path: Path) -> bool:
         return path in self._live
+
+    def fileno(self) -> int | None:
+        return self._ino.fileno()
 
     def wait(self, timeout: float | None) -> bool:
         ms = None if timeout is None else max(0, int(timeout * 1000))
@@ -358,6 +368,19 @@ class Watch:
             self._poll = _Poll()
         if first_time:
             self._poll.add(target)
+
+    def watching(self, path: Path | str) -> bool:
+        """Whether ``path`` itself has a kernel watch that still reports (not its parent's, not
+        polling): a caller that lists a directory once and then follows its events re-adds a
+        directory for which this is false."""
+        p = Path(path)
+        return p in self._added and self._kernel is not None and self._kernel.watching(p)
+
+    def fileno(self) -> int | None:
+        """The descriptor that becomes readable when kernel events carrying names wait, for an
+        event loop (``loop.add_reader``) that then calls ``take_changes``; ``None`` without
+        inotify, when only a rescan on a timer can tell what changed."""
+        return None if self._kernel is None else self._kernel.fileno()
 
     def armed_as(self, path: Path | str) -> tuple[int, int] | None:
         """The ``(device, inode)`` that ``path`` named when it was last armed by ``add``, or
