@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from mailslot.cli.helpers import emit, json_option, unit_dir_option, unit_written
+
+if TYPE_CHECKING:
+    from mailslot.bridge.config import BridgeConfig
 
 __all__ = ["bridge"]
 
@@ -19,10 +23,29 @@ _DIR = click.option(
 )
 
 
+_NATS_URL = click.option("--nats-url", help="Use this running server instead of starting one.")
+
+
 def _dir(directory: Path | None) -> Path:
     from mailslot.bridge.config import default_dir
 
     return directory if directory is not None else default_dir()
+
+
+def _config(directory: Path | None) -> BridgeConfig:
+    from mailslot.bridge.config import load_config
+
+    return load_config(_dir(directory))
+
+
+def _split(value: str, metavar: str, hint: str, *, secret: bool = False) -> tuple[str, str]:
+    """``KEY=VALUE`` as ``(KEY, VALUE)``; a usage error naming ``metavar`` otherwise (a secret
+    value is never echoed back)."""
+    key, eq, rest = value.partition("=")
+    if not eq or (secret and not rest):
+        shown = f"{key!r}=..." if secret else repr(value)
+        raise click.BadParameter(f"expected {metavar}, got {shown}", param_hint=hint)
+    return key, rest
 
 
 @click.group("bridge")
@@ -52,7 +75,7 @@ def bridge() -> None:
     multiple=True,
     help="nats-leaf://[HOST:PASSWORD@]ADDR:PORT of a peer (this host's credential there).",
 )
-@click.option("--nats-url", help="Use this running server instead of starting one.")
+@_NATS_URL
 @click.option("--user", help="The bridge's user on this host's own server.")
 @click.option("--password", help="That user's password.")
 @click.option(
@@ -111,23 +134,11 @@ def init_cmd(
 
     exchange = None
     if root is not None:
-        hosts = {}
-        for pair in sides:
-            side, eq, side_host = pair.partition("=")
-            if not eq:
-                raise click.BadParameter(f"expected SIDE=HOST, got {pair!r}", param_hint="--side")
-            hosts[side] = side_host
+        hosts = dict(_split(pair, "SIDE=HOST", "--side") for pair in sides)
         exchange = BridgedExchange(
             name=name or root.absolute().name, root=root, hosts=hosts, home=home or host
         )
-    users = []
-    for pair in leaf_users:
-        peer, eq, secret = pair.partition("=")
-        if not eq or not secret:
-            raise click.BadParameter(
-                f"expected HOST=PASSWORD, got {peer!r}=...", param_hint="--leaf-user"
-            )
-        users.append((peer, secret))
+    users = [_split(pair, "HOST=PASSWORD", "--leaf-user", secret=True) for pair in leaf_users]
     settings = NatsSettings(
         leaf_users=tuple(sorted(users)),
         url=nats_url,
@@ -143,9 +154,7 @@ def init_cmd(
     )
     bridged_chat = None
     if chat is not None:
-        chat_name, eq, chat_path = chat.partition("=")
-        if not eq:
-            raise click.BadParameter(f"expected NAME=FILE, got {chat!r}", param_hint="--chat")
+        chat_name, chat_path = _split(chat, "NAME=FILE", "--chat")
         bridged_chat = BridgedChat(chat_name, Path(chat_path))
     config = init_bridge(_dir(directory), host, settings, peers, exchange, bridged_chat)
     emit(
@@ -161,7 +170,7 @@ def init_cmd(
 
 @bridge.command("serve")
 @_DIR
-@click.option("--nats-url", help="Use this running server instead of starting one.")
+@_NATS_URL
 def serve_cmd(directory: Path | None, nats_url: str | None) -> None:
     """Run this host's bridge, starting and supervising its nats-server.
 
@@ -171,11 +180,10 @@ def serve_cmd(directory: Path | None, nats_url: str | None) -> None:
     """
     import logging
 
-    from mailslot.bridge.config import load_config
     from mailslot.bridge.serve import serve
 
     logging.basicConfig(level=logging.INFO, format="mailslot bridge: %(levelname)s %(message)s")
-    serve(load_config(_dir(directory)), nats_url)
+    serve(_config(directory), nats_url)
 
 
 @bridge.command("status")
@@ -188,10 +196,9 @@ def status_cmd(directory: Path | None, as_json: bool) -> None:
     Example:
       mailslot bridge status --json
     """
-    from mailslot.bridge.config import load_config
     from mailslot.bridge.status import read_status, render
 
-    data = read_status(load_config(_dir(directory)))
+    data = read_status(_config(directory))
     emit(data, as_json, render)
 
 
@@ -207,10 +214,9 @@ def doctor_cmd(directory: Path | None, as_json: bool) -> None:
     Example:
       mailslot bridge doctor --dir /var/lib/mailslot-bridge
     """
-    from mailslot.bridge.config import load_config
     from mailslot.bridge.doctor import doctor
 
-    findings = doctor(load_config(_dir(directory)))
+    findings = doctor(_config(directory))
     ok = not any(f.status == "fail" for f in findings)
 
     def text(_: object) -> str:
@@ -242,10 +248,9 @@ def install_cmd(
       mailslot bridge install --dir /var/lib/mailslot-bridge --user mailslot
       systemctl daemon-reload && systemctl enable --now mailslot-bridge-HOST.service
     """
-    from mailslot.bridge.config import load_config
     from mailslot.bridge.install import install_bridge
 
-    unit = install_bridge(load_config(_dir(directory)), user, unit_dir, dry_run=dry_run)
+    unit = install_bridge(_config(directory), user, unit_dir, dry_run=dry_run)
     data = {"unit": unit.name, "path": str(unit.path) if unit.path else None, "text": unit.text}
     if dry_run:
         emit(data, as_json, unit.text.rstrip("\n"))
