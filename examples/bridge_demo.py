@@ -38,12 +38,13 @@ class Link:
         self.target, self.port = target, port()
         self.srv: socket.socket | None = None
         self.conns: list[socket.socket] = []
+        self._lock = threading.Lock()  # the accepting thread adds connections, cut takes them
 
     def heal(self) -> None:
         srv = socket.socket()
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(("127.0.0.1", self.port))
-        srv.listen(8)
+        srv.listen(16)
         self.srv = srv
         threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
 
@@ -62,30 +63,35 @@ class Link:
                 c.close()
                 continue
             u.settimeout(None)
-            self.conns += [c, u]
+            with self._lock:
+                self.conns += [c, u]
             for a, b in ((c, u), (u, c)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
+    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := a.recv(65536):
+                self.carried(data)
                 b.sendall(data)
         for s in (a, b):
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
 
+    def carried(self, data: bytes) -> None:
+        """Called with every chunk the link carries, either way (nothing here)."""
+
     def cut(self) -> None:
         srv, self.srv = self.srv, None
         if srv is not None:
             with contextlib.suppress(OSError):
-                srv.shutdown(socket.SHUT_RDWR)
+                srv.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
             srv.close()
-        for s in self.conns:
+        with self._lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
-        self.conns = []
 
 
 class Host:

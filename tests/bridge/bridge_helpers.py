@@ -1,6 +1,6 @@
 """Hosts on one machine for the bridge tests: each its own exchange root, bridge dir, nats-server
-(started by a real ``mailslot bridge serve`` process) and ports on 127.0.0.1. A small TCP proxy
-carries a leafnode link so a test can cut it (a real partition) and heal it."""
+(started by a real ``mailslot bridge serve`` process) and ports on 127.0.0.1. The demo's TCP
+proxy carries a leafnode link so a test can cut it (a real partition) and heal it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,13 +18,12 @@ from typing import Any
 
 import pytest
 
+# The cuttable link is the demo's own: the tests partition hosts the way the demo shows.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+from bridge_demo import Link
+from bridge_demo import port as free_port
+
 EX = "ex"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
@@ -53,74 +50,16 @@ def cli(*args: str, check: bool = True, timeout: float = 60) -> subprocess.Compl
     return proc
 
 
-class Proxy:
-    """A TCP proxy 127.0.0.1:listen -> 127.0.0.1:target that can be cut and healed."""
+class Proxy(Link):
+    """The demo's cuttable link 127.0.0.1:port -> 127.0.0.1:target, keeping every byte it
+    carried, both ways (a test looks there for plaintext)."""
 
     def __init__(self, target: int) -> None:
-        self.target = target
-        self.port = free_port()
-        self._server: socket.socket | None = None
-        self._conns: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self.up = False
-        self.seen = bytearray()  # every byte carried, both ways (to look for plaintext)
+        super().__init__(target)
+        self.seen = bytearray()
 
-    def start(self) -> None:
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("127.0.0.1", self.port))
-        srv.listen(16)
-        self._server = srv
-        self.up = True
-        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
-
-    def _accept(self, srv: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = srv.accept()
-            except OSError:
-                return
-            if self._server is not srv:  # cut while accepting
-                client.close()
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=2)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                self.seen += data
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        """Close the listener and every carried connection: a partition."""
-        self.up = False
-        if self._server is not None:
-            srv, self._server = self._server, None
-            with contextlib.suppress(OSError):
-                srv.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-            srv.close()
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for s in conns:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-
-    def heal(self) -> None:
-        self.start()
+    def carried(self, data: bytes) -> None:
+        self.seen += data
 
 
 class Host:
@@ -325,7 +264,7 @@ class Pair:
         self.b.init(["a"], hosts, "a", "--leaf-remote", leaf, *chat_b, *b_extra)
 
     def start(self) -> None:
-        self.proxy.start()
+        self.proxy.heal()
         self.a.start()
         self.b.start()
 

@@ -19,7 +19,7 @@ def trio(tmp_path: Path):
     a.init(["b", "c"], hosts, "a", "--leaf-advertise", f"127.0.0.1:{proxy.port}")
     b.init(["a", "c"], hosts, "a", "--leaf-remote", f"nats-leaf://127.0.0.1:{proxy.port}")
     c.init(["a", "b"], hosts, "a", "--leaf-remote", f"nats-leaf://127.0.0.1:{a.leaf_port}")
-    proxy.start()
+    proxy.heal()
     for h in (a, b, c):
         h.start()
     try:
