@@ -159,3 +159,31 @@ def test_a_waiter_holding_its_place_never_returns_a_block_torn_by_a_kill(
         chat.say(chat_file, "after the crash", "alice")
         got = w.wait(5).messages
     assert [(m.sender, m.body) for m in got] == [("alice", "after the crash")]
+
+
+def test_a_fresh_reader_killed_while_it_waits_leaves_no_cursor_behind(tmp_path: Path) -> None:
+    """A reader with no cursor yet and nothing from others to read, SIGKILLed while blocked:
+    nothing was stored (not even an empty file a later wait would refuse as damaged)."""
+    import subprocess
+    import sys
+    import time
+
+    from mailslot.core.cursor import CursorStore
+
+    path = chat.new_chat("alone", tmp_path, "bob", cwd=tmp_path).path
+    (cursor_file,) = CursorStore("chat").dir.glob("*bob*")
+    cursor_file.unlink()
+    wait = ["chat", "wait", str(path), "--as", "bob", "--timeout", "60"]
+    proc = subprocess.Popen([sys.executable, "-m", "mailslot", *wait])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        wchan = Path(f"/proc/{proc.pid}/wchan").read_text()
+        if "poll" in wchan or "select" in wchan:
+            break  # blocked in its wait, past everything done before it
+        time.sleep(0.02)
+    assert proc.poll() is None  # still waiting: bob has nothing from others
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert not cursor_file.exists()
+    with pytest.raises(WaitTimeout):  # read as a fresh reader, not refused as damaged
+        chat.wait(path, "bob", timeout=0)

@@ -255,6 +255,7 @@ class Waiter:
             self._log.fold()  # here, not between a wake and the return
             if self._log.changed():
                 self._adopt()
+            self._log.prepare()
         try:
             while True:
                 found = self._check()

@@ -434,14 +434,18 @@ class ValueLog:
         (another process acting as the same reader saved a value since)."""
         return self._stamp() != self._known
 
-    def open(self) -> None:
-        """Open (or reopen) the file for appending, creating it and its directory if missing."""
+    def open(self, *, create: bool = True) -> None:
+        """Open (or reopen) the file for appending, creating it and its directory if missing
+        (``create=False``: ``FileNotFoundError`` instead: an empty file is no value)."""
         self.close()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        flags |= os.O_CREAT if create else 0
         try:
             try:
                 fd = os.open(self.path, flags, 0o666)
             except FileNotFoundError:
+                if not create:
+                    raise
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, flags, 0o666)
         except OSError as e:
@@ -451,6 +455,14 @@ class ValueLog:
             os.close(fd)
             raise OSError(errno.EINVAL, "not a regular file", str(self.path))
         self._fd, self._ino, self._end = fd, st.st_ino, -1
+
+    def prepare(self) -> None:
+        """Open the file, if it exists, ahead of a save that must be quick (before a wait
+        blocks); a failure here is left for that save to meet and report. Never creates it: a
+        process killed before its first save must not leave an empty file behind."""
+        if self._fd < 0:
+            with contextlib.suppress(OSError):
+                self.open(create=False)
 
     def save(self, value: dict[str, Any]) -> None:
         """Append ``value`` (with the key) as the newest line; see the class for the failures."""
