@@ -10,7 +10,9 @@
   which has no session yet, carries a token that must equal its cookie (double submit).
 * Sessions live in this process only (a restart logs everyone out), in an HttpOnly,
   ``SameSite=Strict`` cookie, and end after ``SESSION_SECONDS``; a revoked credential ends its
-  sessions at the next request.
+  sessions at the next request. Kept on disk they would be a second store of bearer secrets
+  that outlives the server, to guard and to leak, for little: a restart is rare and costs each
+  person one paste of a credential that stays valid.
 * Every response carries a strict CSP (no inline script, nothing from elsewhere).
 """
 
