@@ -212,9 +212,9 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
     Only others' messages since your cursor (kept per file and name in your state dir) are
     shown, and the cursor moves past them once they are written out: output that fails (a
     closed pipe) or is interrupted leaves them for the next wait. The timeout covers the
-    output: standard output that nobody reads (a full pipe) ends the wait by it, exit 1,
-    nothing marked read. Exit 3 on timeout; exit 4 when the file was removed or the chat has
-    ended.
+    output: standard output that nobody reads (a full pipe, nothing taken for 2 s past the
+    timeout) ends the wait, exit 1, nothing marked read. Exit 3 on timeout; exit 4 when the
+    file was removed or the chat has ended.
 
     \b
     Example:
@@ -224,7 +224,7 @@ def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: b
 
     from mailslot.chat import wait
 
-    deadline = time.monotonic() + timeout  # the output too: a full pipe ends the wait by it
+    deadline = time.monotonic() + timeout  # the output too: a pipe nobody reads ends the wait
     exit_promptly()
 
     def show(batch: Any) -> None:  # written and flushed before the cursor moves

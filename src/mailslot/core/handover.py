@@ -11,9 +11,10 @@ that its reader was not shown (``show_then_record``):
 * SIGINT or SIGTERM arriving after the output was written is held until the record is written,
   then raised (exit 130 / 143), so output already out is recorded once.
 
-* The output cannot be written by the reader's deadline (nobody reads its standard output: a
-  full pipe): ``write_before`` gives up at the deadline with ``Incomplete``, so a wait with a
-  timeout ends by it, and nothing is recorded. What went out of the output is cut short.
+* The output is not taken (nobody reads standard output: a full pipe): ``write_before`` gives up
+  once nothing was taken for ``OUTPUT_STALL_SECONDS`` past the reader's deadline, with
+  ``Incomplete``, so a wait with a timeout ends soon after it, and nothing is recorded. What
+  went out of the output is cut short.
 
 A signal landing in the few bytecodes between the end of the output and the start of the hold
 unwinds before the record: the safe direction (shown twice, never lost). Signals can be held
@@ -38,7 +39,14 @@ from typing import Any, TypeVar
 
 from mailslot.core.errors import Incomplete
 
-__all__ = ["PAUSE_ENV", "PAUSE_LINE", "held_signals", "show_then_record", "write_before"]
+__all__ = [
+    "OUTPUT_STALL_SECONDS",
+    "PAUSE_ENV",
+    "PAUSE_LINE",
+    "held_signals",
+    "show_then_record",
+    "write_before",
+]
 
 PAUSE_ENV = "MAILSLOT_TEST_PAUSE_AFTER_OUTPUT"
 PAUSE_LINE = b"mailslot: paused between output and record (test hook)\n"
@@ -53,6 +61,10 @@ T = TypeVar("T")
 
 # A write of at most this many bytes to a pipe that polls writable never blocks (POSIX PIPE_BUF).
 _WRITE_STEP = select.PIPE_BUF
+# Past a reader's deadline its output goes on while the other end takes some of it at least this
+# often: a consumer that reads (``--timeout 0`` and a long answer) gets all of it, one that takes
+# nothing for this long is not reading, and the command ends.
+OUTPUT_STALL_SECONDS = 2.0
 
 
 def _deliver(signum: int, handler: Any) -> None:
@@ -111,10 +123,14 @@ def show_then_record(show: Callable[[], None] | None, record: Callable[[], T]) -
         return record()
 
 
-def write_before(fd: int, data: bytes, deadline: float | None) -> None:
-    """Write every byte of ``data`` to ``fd`` by ``deadline`` (``time.monotonic()``; ``None``:
-    however long it takes). ``Incomplete`` when the descriptor takes no more by then (a pipe
-    nobody reads), with part of ``data`` possibly written; ``OSError`` as ``os.write`` raises it
+def write_before(
+    fd: int, data: bytes, deadline: float | None, *, stall: float = OUTPUT_STALL_SECONDS
+) -> None:
+    """Write every byte of ``data`` to ``fd``, giving up once the descriptor has taken nothing
+    for ``stall`` seconds past ``deadline`` (``time.monotonic()``; ``None``: however long it
+    takes): ``Incomplete``, with part of ``data`` possibly written. A reader that keeps taking
+    the output gets all of it, however late; one that takes nothing (a full pipe nobody reads)
+    holds the writer until ``deadline + stall`` at most. ``OSError`` as ``os.write`` raises it
     (``BrokenPipeError`` for a reader that went away).
 
     Waits on ``poll`` and writes at most ``PIPE_BUF`` bytes once writable, which a pipe takes
@@ -130,10 +146,11 @@ def write_before(fd: int, data: bytes, deadline: float | None) -> None:
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
     while view:
-        left = deadline - time.monotonic()
-        if not poller.poll(max(0, int(left * 1000) + 1) if left > 0 else 0):
+        wait = max(0.0, deadline - time.monotonic()) + stall
+        if not poller.poll(int(wait * 1000) + 1):
             raise Incomplete(
-                "standard output took no more before the timeout (nobody is reading it: a full "
-                "pipe); nothing was marked read, so the next wait shows it again"
+                f"standard output took nothing for {stall:g}s past the timeout (nobody is "
+                "reading it: a full pipe); nothing was marked read, so the next wait shows it "
+                "again"
             )
         view = view[os.write(fd, view[:_WRITE_STEP]) :]
