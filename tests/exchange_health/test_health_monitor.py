@@ -159,3 +159,74 @@ def test_a_manual_run_cannot_swallow_a_change_the_scheduler_has_not_seen(ex) -> 
     for _ in range(3):
         _mon(ex, scope="required")  # someone "tests" it by hand
     assert _mon(ex, scope="required") != scheduler_baseline  # the next real tick wakes the agent
+
+
+def _every_case(ex) -> None:
+    """Topics in every shape the monitor tells apart, each directory settled (an old mtime)."""
+    now = format_time()
+    send(ex, "claude", "asked", "required", "a question")
+    t = send(ex, "claude", "mixed", "required", "a question").topic
+    send(ex, "claude", t, "fyi", "and a P.S.")  # the newest is fyi: the scopes differ
+    t = send(ex, "claude", "acked", "required", "a question").topic
+    hand_state(ex.root, "claude", t, "in-progress", format_time(), "olu")
+    t = send(ex, "claude", "closing", "fyi", "that settles it").topic
+    set_state(ex, "claude", t, "done")
+    t = send(ex, "claude", "answered", "required", "a question").topic
+    send(ex, "olu", t, "fyi", "an answer")
+    t = send(ex, "olu", "mine", "required", "olu asks").topic
+    hand_state(ex.root, "olu", t, "no such status", now, "claude")  # does not read
+    t = send(ex, "claude", "future", "required", "a question").topic
+    hand_state(ex.root, "claude", t, "in-progress", "2099-01-01T00:00:00Z", "olu")
+    old = time.time() - 3600
+    for d in ex.root.glob("to-*/20*"):
+        os.utime(d, (old, old))
+
+
+def _without_the_ticks_records(ex, agent: str, scope: str, monkeypatch) -> str:
+    from mailslot.exchange import monitor as mon
+
+    with monkeypatch.context() as m:
+        m.setattr(mon, "load_quiet", lambda meta: None)
+        return monitor(ex, agent, action=scope).text()
+
+
+def test_what_the_tick_kept_says_exactly_what_the_files_say(ex, monkeypatch) -> None:
+    _every_case(ex)
+    tick(ex)
+    tick(ex)  # every directory now settled in the tick's records
+    for agent in ("olu", "claude"):
+        for scope in ("any", "required"):
+            kept = monitor(ex, agent, action=scope).text()
+            assert kept == _without_the_ticks_records(ex, agent, scope, monkeypatch)
+    assert (
+        "mixed: 0001-claude.md (required) awaits you"
+        in monitor(ex, "olu", action="required").text()
+    )
+
+
+def test_a_quiet_exchange_is_answered_without_opening_an_entry(ex, monkeypatch) -> None:
+    from mailslot.exchange import monitor as mon
+
+    _every_case(ex)
+    tick(ex)
+    tick(ex)
+    opened: list[str] = []
+    real = mon.peek_entry
+    monkeypatch.setattr(mon, "peek_entry", lambda p: opened.append(str(p)) or real(p))
+    out = monitor(ex, "olu", action="required").text()
+    assert "asked: 0001-claude.md (required) awaits you" in out
+    assert [p for p in opened if "-future" not in p] == []  # a future STATE is read each time
+
+
+def test_a_change_after_the_tick_is_seen_at_once(ex) -> None:
+    _every_case(ex)
+    tick(ex)
+    tick(ex)
+    topic = next(ex.inbox("olu").glob("*-answered")).name
+    assert topic not in _mon(ex)
+    send(ex, "claude", topic, "required", "one more question")  # a new name in the directory
+    assert f"{topic}: 0003-claude.md (required) awaits you" in _mon(ex)
+    acked = next(ex.inbox("claude").glob("*-acked")).name
+    assert f"{acked}: olu is done" not in _mon(ex, "claude")
+    hand_state(ex.root, "claude", acked, "done", format_time(), "olu")  # in place: same mtime dir
+    assert f"{acked}: olu is done, you are not" in _mon(ex, "claude")

@@ -27,6 +27,14 @@ of the tree: run it by hand as often as you like; the scheduler's own diff is th
 
 Only presence and those few fields are read (names, ``action``/``at``, ``status``/
 ``updated_at``), never whole bodies. Lines are sorted; the output is empty when nothing awaits.
+
+Writing nothing, the monitor keeps nothing either; it reads what the tick keeps, read-only. While
+the tick's heartbeat is fresh, a topic whose directories (mtime) and STATE.md files (size,
+mtime) are as the tick last recorded them (``tickstate.load_quiet``) takes the lines the tick
+worked out for it then with this same code (``kept_lines``); a topic that changed since, or
+that the tick works out anew every run (a hold, both sides done, a stray, a copy in ``done/``),
+is read here. An entry rewritten in place is seen when the tick's rotation lists its directory
+again (within ten minutes), as the tick sees it.
 Answering or acknowledging removes a line, which changes the output once more -- the price of
 keeping no memory, and cheap next to a swallowed message.
 """
@@ -46,10 +54,25 @@ from mailslot.exchange.holds import is_trusted, load_holds
 from mailslot.exchange.inbox import peek_entry, peek_state
 from mailslot.exchange.index import answers
 from mailslot.exchange.late import late_debts
-from mailslot.exchange.layout import HELD_NAME, STATE_NAME, Exchange
-from mailslot.exchange.listing import TopicDir, arrivals, topic_pairs
+from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.listing import (
+    TopicDir,
+    arrivals,
+    list_dir,
+    topic_entries,
+    topic_names,
+    topic_pairs,
+)
+from mailslot.exchange.tickstate import load_quiet
 
-__all__ = ["HEARTBEAT_STALE", "Awaiting", "MonitorResult", "heartbeat_age", "monitor"]
+__all__ = [
+    "HEARTBEAT_STALE",
+    "Awaiting",
+    "MonitorResult",
+    "heartbeat_age",
+    "kept_lines",
+    "monitor",
+]
 
 # The tick runs every 2 minutes; five missed runs is a dead timer, not a slow one.
 HEARTBEAT_STALE = timedelta(minutes=10)
@@ -181,43 +204,153 @@ def monitor(
         raise InvalidName("action scope", action, "required or any")
     side = ex.side_of(agent)
     other = ex.other(side)
-    with gc_paused():  # 20,000 listings alive until the end; freed when _awaiting returns
-        out = _awaiting(ex, side, other, action)
     beat = heartbeat_age(ex)
+    with gc_paused():  # 20,000 listings alive until the end; freed when _awaiting returns
+        fresh = beat is not None and beat[1] <= stale_after
+        out = _awaiting(ex, side, other, action, load_quiet(ex.meta) if fresh else None)
     if beat is not None and beat[1] > stale_after:
         out.append(Awaiting("tick", None, since=format_time(beat[0])))
     return MonitorResult(agent, side, other, action, out)
 
 
-def _awaiting(ex: Exchange, side: str, other: str, action: str) -> list[Awaiting]:
+def _topic(
+    ex: Exchange, name: str, pair: dict[str, TopicDir], side: str, action: str, holds: Any
+) -> list[Awaiting]:
+    """What awaits ``side`` on topic ``name`` (its directories ``pair`` by inbox side), in the
+    listing's order: entry, held, then the STATE.md lines. ``holds``: ``load_holds``, or
+    ``None`` to leave the held line out (a topic with a HELD.md is never kept)."""
+    out: list[Awaiting] = []
+    theirs, mine = pair.get(side), pair.get(ex.other(side))
+    if theirs is not None and not theirs.archived:
+        out += _entry_line(name, _entries_waiting(theirs, mine, action))
+        held = theirs.held and holds is not None
+        if held and is_trusted(holds, side, name, theirs.file(HELD_NAME)):
+            out.append(Awaiting("held", name))
+    return out + _state_lines(ex, name, pair, side)
+
+
+def _entry_line(name: str, waiting: list[tuple[str, str | None]]) -> list[Awaiting]:
+    if not waiting:
+        return []
+    entry, act = waiting[-1]
+    return [Awaiting("entry", name, entry, act, len(waiting))]
+
+
+def _state_lines(ex: Exchange, name: str, pair: dict[str, TopicDir], side: str) -> list[Awaiting]:
+    out: list[Awaiting] = []
+    theirs, mine = pair.get(side), pair.get(ex.other(side))
+    their_state = (
+        peek_state(theirs.file(STATE_NAME)) if theirs is not None and theirs.has_state else None
+    )
+    if their_state is not None and their_state.status == "unknown" and theirs is not None:
+        out.append(_unreadable(name, theirs.file(STATE_NAME), their_state.error, ex))
+    if their_state is not None and their_state.status == "done":
+        mine_status = "open"
+        if mine is not None and mine.has_state:
+            my_state = peek_state(mine.file(STATE_NAME))
+            mine_status = my_state.status
+            if mine_status == "unknown":
+                out.append(_unreadable(name, mine.file(STATE_NAME), my_state.error, ex))
+        if mine_status != "done":
+            out.append(Awaiting("close", name))
+    return out
+
+
+def kept_lines(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> dict[str, list[Any]]:
+    """What the tick keeps of topic ``name`` for the monitor (``pair``: its live directories):
+    per caller side that has any, its lines for ``--action any`` and for ``--action required``
+    (``None``: the same), each ``[kind, entry, action, count, detail]``. Only for a topic with
+    no HELD.md whose STATE.md times are not in the future: nothing else in them moves with the
+    clock."""
+    out: dict[str, list[Any]] = {}
+    for side in ex.sides:
+        theirs, mine = pair.get(side), pair.get(ex.other(side))
+        waiting = _entries_waiting(theirs, mine, "any") if theirs is not None else []
+        required = [w for w in waiting if w[1] != "fyi"]  # what scope "required" skips
+        rest = _state_lines(ex, name, pair, side)
+        scopes = [
+            [[a.kind, a.entry, a.action, a.count, a.detail] for a in [*entry, *rest]]
+            for entry in (_entry_line(name, waiting), _entry_line(name, required))
+        ]
+        if scopes[0] or scopes[1]:
+            out[side] = [scopes[0], None if scopes[1] == scopes[0] else scopes[1]]
+    return out
+
+
+def _awaiting(
+    ex: Exchange, side: str, other: str, action: str, kept: dict[str, Any] | None
+) -> list[Awaiting]:
     out: list[Awaiting] = []
     holds = load_holds(ex)
-    for name, pair in topic_pairs(ex).items():
-        theirs, mine = pair.get(side), pair.get(other)
-        if theirs is not None and not theirs.archived:
-            waiting = _entries_waiting(theirs, mine, action)
-            if waiting:
-                entry, act = waiting[-1]
-                out.append(Awaiting("entry", name, entry, act, len(waiting)))
-            if theirs.held and is_trusted(holds, side, name, theirs.file(HELD_NAME)):
-                out.append(Awaiting("held", name))
-        their_state = (
-            peek_state(theirs.file(STATE_NAME)) if theirs is not None and theirs.has_state else None
-        )
-        if their_state is not None and their_state.status == "unknown" and theirs is not None:
-            out.append(_unreadable(name, theirs.file(STATE_NAME), their_state.error, ex))
-        if their_state is not None and their_state.status == "done":
-            mine_status = "open"
-            if mine is not None and mine.has_state:
-                my_state = peek_state(mine.file(STATE_NAME))
-                mine_status = my_state.status
-                if mine_status == "unknown":
-                    out.append(_unreadable(name, mine.file(STATE_NAME), my_state.error, ex))
-            if mine_status != "done":
-                out.append(Awaiting("close", name))
+    pairs = topic_pairs(ex) if kept is None else _unchanged_or_listed(ex, kept, side, action, out)
+    for name, pair in pairs.items():
+        out.extend(_topic(ex, name, pair, side, action, holds))
+    out.sort(key=lambda a: a.topic or "")  # stable: a topic's own lines keep their order
     for debt in late_debts(ex, [side]):  # entries that reached done/ unread
         out.append(Awaiting("unseen", debt.topic, debt.entry))
     return out
+
+
+def _unchanged_or_listed(
+    ex: Exchange, kept: dict[str, Any], side: str, action: str, out: list[Awaiting]
+) -> dict[str, dict[str, TopicDir]]:
+    """Topics the tick's ``kept`` records vouch for are answered from them into ``out``; the
+    directories of every other topic, listed (as ``topic_pairs`` would)."""
+    quick, known = kept["copies"], kept["known"]
+    found: dict[str, dict[str, tuple[str, int]]] = {}  # topic -> inbox side -> (dir, mtime)
+    for s in ex.sides:
+        inbox = str(ex.inbox(s))
+        for e in topic_entries(inbox):
+            try:
+                mtime = e.stat(follow_symlinks=False).st_mtime_ns
+            except FileNotFoundError:
+                continue
+            found.setdefault(e.name, {})[s] = (f"{inbox}/{e.name}", mtime)
+    done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
+    listed: dict[str, dict[str, TopicDir]] = {}
+    scope = 1 if action == "required" else 0
+    for name in sorted(found):
+        dirs = found[name]
+        kept_topic = known.get(name)
+        ok = kept_topic is not None and len(kept_topic) > 4 and kept_topic[4] is not None
+        sides = kept_topic[0] if ok else ()
+        if len(dirs) != len(sides):
+            ok = False
+        for s in sides if ok else ():
+            d = dirs.get(s)
+            if d is None or not _same(quick.get(f"to-{s}/{name}"), d[0], d[1]):
+                ok = False
+                break
+        if ok and len(dirs) < len(ex.sides):  # a copy in done/ makes it half-archived
+            ok = not any(name in done[s] for s in ex.sides if s not in dirs)
+        if ok:
+            mine = kept_topic[4].get(side)
+            lines = (mine[scope] if mine[scope] is not None else mine[0]) if mine else ()
+            for kind, entry, act, count, detail in lines:
+                out.append(Awaiting(kind, name, entry, act, count, detail=detail))
+            continue
+        pair = {}
+        for s in ex.sides:
+            if s in dirs:
+                pair[s] = list_dir(dirs[s][0], name, False)
+            elif name in done[s]:  # half-archived: its copy in done/ (as topic_pairs)
+                pair[s] = list_dir(f"{ex.inbox(s)}/{DONE}/{name}", name, True)
+        listed[name] = pair
+    return listed
+
+
+def _same(q: list[Any] | None, path: str, mtime: int) -> bool:
+    """Whether a directory and its STATE.md are as the tick's ``QuickRecord`` ``q`` found
+    them."""
+    if q is None or len(q) != 4 or q[0] != mtime:
+        return False
+    if q[1] < 0:
+        return True
+    try:
+        st = os.stat(f"{path}/{STATE_NAME}", follow_symlinks=False)
+    except OSError:
+        return False
+    return bool(st.st_size == q[1] and st.st_mtime_ns == q[2])
 
 
 def _unreadable(topic: str, path: str, error: str | None, ex: Exchange) -> Awaiting:

@@ -9,8 +9,8 @@ so an archive or recovery move is not mistaken for new traffic.
 A quiet tick does not even read those records: ``QuickRecord`` is the little the tick keeps per
 copy beside them (its directory's mtime, STATE.md's size and mtime, and ``quick_key``: a digest
 of the listing, the newest entry's arrival, HELD.md's presence and the strays). A copy whose
-directory and STATE.md match it, outside its rotation slot, is a ``stub``: unchanged, built
-without a listing; one listed in its slot whose ``quick_key`` is the same is unchanged too
+directory and STATE.md match it, outside its rotation slot, is a ``Stub``: unchanged, passed
+over without a listing; one listed in its slot whose ``quick_key`` is the same is unchanged too
 (``quiet``). A topic whose copies are all quiet may keep its last outcome (``tick``).
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
@@ -31,6 +31,7 @@ import hashlib
 import os
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
@@ -57,6 +58,7 @@ __all__ = [
     "QuickRecord",
     "Required",
     "SideCopy",
+    "Stub",
     "TopicScan",
     "cached",
     "current_sig",
@@ -144,9 +146,8 @@ class SideCopy:
     # once the tick worked it out (req_known); None: none the other side has not answered
     req: Required | None = None
     req_known: bool = False
-    trusted_key: str = ""  # quick_key as kept (a stub) or as listed (a listed copy)
-    quiet: bool = False  # the same as the last run's QuickRecord says (passed over or listed)
-    stub: bool = False  # built from a QuickRecord alone: ``materialize`` before any other use
+    trusted_key: str = ""  # quick_key when listed; cleared when HELD.md comes or goes
+    quiet: bool = False  # listed, and the same as the last run's QuickRecord says
 
     def quick(self) -> list[Any] | None:
         """The ``QuickRecord`` to keep for this copy (``None`` if it is not settled)."""
@@ -154,7 +155,7 @@ class SideCopy:
             return None
         state = self.files.get(STATE_NAME)
         size, mtime = state if state is not None else (-1, 0)
-        return [self.dir_mtime, size, mtime, quick_key(self)]
+        return [self.dir_mtime, size, mtime, self.trusted_key or quick_key(self)]
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -205,6 +206,26 @@ class TopicScan:
     name: str
     copies: dict[str, SideCopy] = field(default_factory=dict)
     conflict: str | None = None  # both a live and an archived copy on one side
+    stubs: dict[str, Stub] = field(default_factory=dict)  # copies passed over (``Stub``)
+
+    def unchanged(self) -> bool:
+        """Whether no copy changed since the last run: each passed over, or listed and quiet."""
+        return self.conflict is None and all(c.quiet for c in self.copies.values())
+
+    def sides(self) -> list[str]:
+        """The inbox sides with a copy here, in order."""
+        return sorted([*self.copies, *self.stubs])
+
+    def materialize(self, records: dict[str, list[Any]], now_ns: int, order: Sequence[str]) -> None:
+        """Every stub made a whole copy (``materialize``), for whatever needs more than that
+        nothing changed; copies in ``order`` of sides, as the scan adds them."""
+        if not self.stubs:
+            return
+        whole = dict(self.copies)
+        for side, stub in self.stubs.items():
+            whole[side] = materialize(stub, records.get(stub.key), now_ns)
+        self.copies = {side: whole[side] for side in order if side in whole}
+        self.stubs.clear()
 
     @property
     def half_archived(self) -> bool:
@@ -269,8 +290,6 @@ def quick_key(copy: SideCopy) -> str:
     file's name, size and mtime (``sig``), the entries' arrivals (the newest one's only, for a
     copy rebuilt from its record: the digest then differs once, when it is next listed),
     HELD.md, the strays."""
-    if copy.stub:
-        return copy.trusted_key  # as kept: nothing in it was looked at
     h = hashlib.blake2b(copy.sig.encode(), digest_size=8)
     h.update(f"\0{copy.top_ctime}\0{int(copy.held)}\0{'/'.join(copy.strays)}".encode())
     if copy.ctimes:  # listed: every entry's arrival, so a chmod or a rewrite that put its mtime
@@ -283,17 +302,25 @@ def _rotation_turn(name: str, now_ns: int) -> bool:
     return zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION
 
 
-def materialize(copy: SideCopy, rec: list[Any] | None, now_ns: int) -> SideCopy:
-    """The whole copy for a ``stub`` (rebuilt from its ``CopyRecord`` ``rec`` when that still
-    holds, else listed); any other copy as it is."""
-    if not copy.stub:
-        return copy
-    name = copy.key.partition("/")[2]
-    full = _trusted(copy.dir, copy.key, name, copy.inbox_side, copy.dir_mtime, rec, now_ns, True)
-    if full is None:
-        full = _scan_dir(copy.dir, copy.key, copy.inbox_side, False, now_ns)
-    full.quiet = quick_key(full) == copy.trusted_key
-    return full
+class Stub(NamedTuple):
+    """A copy passed over: its ``QuickRecord`` (``quick``, as kept) still holds, so nothing in
+    it changed; ``materialize`` makes the whole copy when something needs it."""
+
+    key: str
+    dir: str
+    inbox_side: str
+    dir_mtime: int
+    quick: list[Any]
+
+
+def materialize(stub: Stub, rec: list[Any] | None, now_ns: int) -> SideCopy:
+    """The whole copy of ``stub``: rebuilt from its ``CopyRecord`` ``rec`` when that still
+    holds, else listed."""
+    name = stub.key.partition("/")[2]
+    copy = _trusted(stub.dir, stub.key, name, stub.inbox_side, stub.dir_mtime, rec, now_ns, True)
+    if copy is None:
+        copy = _scan_dir(stub.dir, stub.key, stub.inbox_side, False, now_ns)
+    return copy
 
 
 def current_sig(copy: SideCopy) -> str:
@@ -364,24 +391,6 @@ def _trusted(
     return copy
 
 
-def _passed_over(path: str, key: str, side: str, dir_mtime: int, q: list[Any]) -> SideCopy | None:
-    """A ``stub`` for the copy whose ``QuickRecord`` ``q`` still holds (its directory's mtime,
-    STATE.md's size and mtime), else ``None``."""
-    if len(q) != len(QuickRecord._fields):
-        return None
-    _, state_size, state_mtime, qkey = q
-    if state_size >= 0:
-        st = _stat_of(f"{path}/{STATE_NAME}")
-        if st is None or st.st_size != state_size or st.st_mtime_ns != state_mtime:
-            return None  # rewritten in place (or gone): list the directory
-        files = {STATE_NAME: (state_size, state_mtime)}
-    else:
-        files = {}
-    copy = SideCopy(side, path, False, key, files=files, trusted_key=str(qkey))
-    copy.dir_mtime, copy.settled, copy.stub, copy.quiet = dir_mtime, True, True, True
-    return copy
-
-
 def _scan_inbox(
     ex: Exchange,
     side: str,
@@ -389,9 +398,9 @@ def _scan_inbox(
     now_ns: int,
     links: list[str],
     quick: dict[str, list[Any]] | None,
-) -> list[tuple[str, SideCopy]]:
+) -> list[tuple[str, SideCopy | Stub]]:
     inbox = str(ex.inbox(side))
-    out = []
+    out: list[tuple[str, SideCopy | Stub]] = []
     dirs = []
     for e in topic_entries(inbox, links):
         try:
@@ -407,13 +416,17 @@ def _scan_inbox(
             out.append((name, copy or _scan_dir(path, key, side, False, now_ns, mtime)))
             continue
         q = quick.get(key)
-        copy = None
         if q is not None and q[0] == mtime and crc(name.encode()) % ROTATION != turn:
-            copy = _passed_over(path, key, side, mtime, q)
-        if copy is None:
-            copy = _scan_dir(path, key, side, False, now_ns, mtime)
-            copy.trusted_key = quick_key(copy)
-            copy.quiet = q is not None and len(q) == 4 and copy.trusted_key == q[3]
+            if len(q) == 4 and q[1] < 0:  # QuickRecord: no STATE.md to look at
+                out.append((name, Stub(key, path, side, mtime, q)))
+                continue
+            st = _stat_of(f"{path}/{STATE_NAME}") if len(q) == 4 else None
+            if st is not None and st.st_size == q[1] and st.st_mtime_ns == q[2]:
+                out.append((name, Stub(key, path, side, mtime, q)))
+                continue  # else rewritten in place (or gone): list the directory
+        copy = _scan_dir(path, key, side, False, now_ns, mtime)
+        copy.trusted_key = quick_key(copy)
+        copy.quiet = q is not None and len(q) == 4 and copy.trusted_key == q[3]
         out.append((name, copy))
     return out
 
@@ -452,12 +465,15 @@ def scan_tree(
             scan = topics.get(name)
             if scan is None:
                 scan = topics[name] = TopicScan(name)
-            scan.copies[side] = copy
+            if isinstance(copy, Stub):
+                scan.stubs[side] = copy
+            else:
+                scan.copies[side] = copy
             if name in done[side]:
                 scan.conflict = f"to-{side}/ has both {name}/ and {DONE}/{name}/"
     for name, scan in topics.items():
         for side in ex.sides:
-            if side not in scan.copies and name in done[side]:
+            if side not in scan.copies and side not in scan.stubs and name in done[side]:
                 where = str(ex.inbox(side) / DONE / name)
                 scan.copies[side] = _scan_dir(where, f"to-{side}/{name}", side, True)
                 scan.copies[side].dir_mtime = -1  # never trusted: it is about to move

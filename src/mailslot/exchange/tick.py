@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.clock import format_time, now
+from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import Conflict, LockBusy, MailslotError
 from mailslot.core.fsio import atomic_write, file_lock
 from mailslot.core.gcpause import gc_paused
@@ -57,13 +57,15 @@ from mailslot.exchange.index import (
     render_index_rows,
 )
 from mailslot.exchange.late import late_debts
-from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
+from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.leftovers import clean as clean_leftovers
-from mailslot.exchange.listing import linked
+from mailslot.exchange.listing import linked, list_dir
+from mailslot.exchange.monitor import kept_lines
 from mailslot.exchange.readings import Readings
 from mailslot.exchange.scan import (
     SIG,
     SideCopy,
+    Stub,
     TopicScan,
     current_sig,
     materialize,
@@ -148,6 +150,7 @@ class _Tick:
         self.status: dict[str, str] = {}  # "<topic>/<side>" -> status, for the next run
         self.known: list[str] = []  # live topics told (new, reopened) or known already
         self.passed: list[str] = []  # topics that kept their outcome (pass_over)
+        self.stubs: list[Stub] = []  # their copies passed over (scan.Stub)
         self.index_id: list[int] | None = None  # INDEX.md's identity once written or checked
         self.late: list[dict[str, Any]] = []  # the unseen debts of archived topics (Debt)
         self.still_archived: set[str] = set()  # archived ones back in part: not yet reopened
@@ -173,9 +176,9 @@ class _Tick:
             kept = known.get(name)
             if (
                 kept is not None
-                and scan.conflict is None
-                and all(c.quiet for c in scan.copies.values())
-                and kept[0] == list(scan.copies)
+                and len(kept) == len(Outcome._fields)
+                and scan.unchanged()
+                and kept[0] == scan.sides()
             ):
                 out.add(name)
         return out
@@ -186,6 +189,7 @@ class _Tick:
         kept = self.quiet_prev["known"][name]  # type: ignore[index]
         for copy in scan.copies.values():
             self.live[copy.key] = copy
+        self.stubs.extend(scan.stubs.values())
         self.known.append(name)
         self.outcomes[name] = kept
         self.passed.append(name)
@@ -206,13 +210,26 @@ class _Tick:
             and not decision.waiting
             and not decision.holds
             and self.read.bridged is None
-            and not any(c.held or c.strays or c.archived or c.quick() is None for c in copies)
+            and not any(c.held or c.strays or c.archived for c in copies)
         )
         if stable:
             debts = [[d.side, d.reason, d.entry, d.detail] for d in view.debts]
-            self.outcomes[scan.name] = list(Outcome(list(scan.copies), view.status, row, debts))
+            lines = self.monitor_lines(scan)
+            self.outcomes[scan.name] = list(Outcome(scan.sides(), view.status, row, debts, lines))
         else:
             self.outcomes[scan.name] = None
+
+    def monitor_lines(self, scan: TopicScan) -> dict[str, list[Any]] | None:
+        """What ``monitor`` would say of this topic to each side (``monitor.kept_lines``), kept
+        for it while nothing changes; ``None`` when a STATE.md is dated in the future (the
+        answer then changes with the clock)."""
+        limit = int((self.now + FUTURE_SKEW).timestamp() * 1_000_000)
+        for copy in scan.copies.values():
+            kept = self.read.parsed.get(copy.key, {}).get(STATE_NAME)
+            if STATE_NAME in copy.files and (kept is None or (kept[2] or 0) > limit):
+                return None
+        pair = {s: list_dir(c.dir, scan.name, False) for s, c in scan.copies.items()}
+        return kept_lines(self.ex, scan.name, pair)
 
     def decide(self, scan: TopicScan, status: dict[str, str]) -> Decision:
         """The guard's word on this topic, and never archive past a stray file (fail safe: a file
@@ -314,7 +331,7 @@ class _Tick:
             self.holds.pop(f"to-{side}/{scan.name}", None)
             if copy.held:
                 lift(f"{copy.dir}/{HELD_NAME}")
-                copy.held, copy.trusted = False, None
+                copy.held, copy.trusted, copy.trusted_key = False, None, ""
                 self.touched = True
         ok = True
         for s, c in scan.copies.items():
@@ -383,8 +400,7 @@ class _Tick:
             if name in quiet:
                 self.pass_over(scan, rows, debts)
                 continue
-            for side, copy in scan.copies.items():
-                scan.copies[side] = materialize(copy, self.prev_copies.get(copy.key), now_ns)
+            scan.materialize(self.prev_copies, now_ns, self.ex.sides)
             view, decision = self.settle(scan, archived)
             if view is not None:
                 row = index_row(ex, view)
@@ -534,7 +550,7 @@ class _Tick:
                         if placed is not None:
                             self.holds[ck] = placed
                         copy.held = trusted = self.touched = True
-                        copy.trusted = None
+                        copy.trusted, copy.trusted_key = None, ""
                         r.held.append(name)
                         self.r.events.append(f"HELD {name}: {decision.reasons[side]}")
                     except (OSError, MailslotError) as e:
@@ -548,7 +564,7 @@ class _Tick:
                 if lifted:
                     r.released.append(name)
                     self.r.events.append(f"released hold on {name}")
-                    copy.held, copy.trusted = False, None
+                    copy.held, copy.trusted, copy.trusted_key = False, None, ""
                     self.holds.pop(ck, None)
                     trusted = False
                     self.touched = True
@@ -678,13 +694,12 @@ class _Tick:
             for name in self.passed:  # their statuses, as kept
                 for writer, now_is in self.outcomes[name][1].items():  # type: ignore[index]
                     self.status[f"{name}/{writer}"] = now_is
-            copies = {}
-            for ck, c in self.live.items():
-                rec = self.prev_copies.get(ck) if c.stub else None
+            copies = {ck: c.record(self.read.parsed.get(ck, {})) for ck, c in self.live.items()}
+            for stub in self.stubs:
+                rec = self.prev_copies.get(stub.key)
                 if rec is None:
-                    c = materialize(c, self.prev_copies.get(ck), now_ns)
-                    rec = c.record(self.read.parsed.get(ck, {}))
-                copies[ck] = rec
+                    rec = materialize(stub, None, now_ns).record({})
+                copies[stub.key] = rec
             state = {
                 "copies": copies,
                 "status": self.status,
@@ -697,10 +712,9 @@ class _Tick:
             tickstate.save(self.ex.meta, state, self.prev, git, self.git_prev)
         else:
             tickstate.save_git(self.ex.meta, git, self.git_prev)
-        kept_quick = self.quiet_prev["copies"] if self.quiet_prev is not None else {}
-        quick = {}
+        quick = {stub.key: stub.quick for stub in self.stubs}
         for ck, c in self.live.items():
-            q = kept_quick.get(ck) if c.stub else c.quick()
+            q = c.quick()
             if q is not None:
                 quick[ck] = q
         quiet = {

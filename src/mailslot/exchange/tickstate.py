@@ -63,12 +63,14 @@ class GitCheck(NamedTuple):
 class Outcome(NamedTuple):
     """A live topic's outcome that holds while none of its copies changes (a JSON list in this
     field order): which inbox sides have a copy, each side's status, its INDEX.md row, its
-    debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``)."""
+    debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``), and what ``monitor``
+    says of it to each side (``monitor.kept_lines``; ``None`` when that moves with the clock)."""
 
     sides: list[str]
     status: dict[str, str]
     row: str
     debts: list[list[Any]]
+    monitor: dict[str, list[Any]] | None
 
 
 def identity(path: Path) -> list[int] | None:
