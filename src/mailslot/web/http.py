@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -34,7 +34,15 @@ from mailslot.core.errors import (
     NotFound,
 )
 
-__all__ = ["BodyCap", "error", "install_error_handlers", "status_for"]
+__all__ = [
+    "BodyCap",
+    "error",
+    "error_answer",
+    "install_error_handlers",
+    "read_capped",
+    "send_json",
+    "status_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +77,16 @@ def status_for(exc: MailslotError) -> int:
     return 500
 
 
+def error_answer(exc: MailslotError) -> tuple[int, str]:
+    """``(status, message)`` a client is told for a refusal: a server-side failure's detail
+    (paths) goes to the log, never the client."""
+    status = status_for(exc)
+    if status >= 500:
+        log.error("refused with a server-side error: %s", exc)
+        return status, _SERVER_SIDE.get(status, "internal error")
+    return status, str(exc)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Make every error the app can raise a JSON ``{"error": ...}`` response."""
 
@@ -85,11 +103,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def mailslot_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, MailslotError)
-        status = status_for(exc)
-        if status >= 500:
-            log.error("refused with a server-side error: %s", exc)
-            return error(status, _SERVER_SIDE.get(status, "internal error"))
-        return error(status, str(exc))
+        return error(*error_answer(exc))
 
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error", exc_info=exc)
@@ -117,6 +131,50 @@ async def _send_error(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def read_capped(scope: Scope, receive: Receive, send: Send, cap: int) -> bytes | None:
+    """The request's whole body, or None once it was refused (400 for a bad ``Content-Length``,
+    413 over ``cap``: answered here) or the client left. Reads at most ``cap`` bytes."""
+    length: int | None = None
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                await _send_error(send, 400, "bad content-length")
+                return None
+    if length is not None and length > cap:
+        await _send_error(send, 413, f"request body is {length} bytes; the limit is {cap}")
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            await _send_error(send, 413, f"request body exceeds the limit of {cap} bytes")
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def send_json(
+    send: Send, status: int, doc: Any, headers: Mapping[str, str] | None = None
+) -> None:
+    """Answer with ``doc`` as JSON, byte for byte what ``JSONResponse`` sends (for a handler
+    that answers below the framework)."""
+    body = json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    raw.append((b"content-length", str(len(body)).encode()))
+    raw.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BodyCap:
     """ASGI middleware: refuse a request body over ``cap`` bytes with 413, reading at most
     ``cap`` bytes of it, then hand the app the buffered body."""
@@ -129,32 +187,9 @@ class BodyCap:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length: int | None = None
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    await _send_error(send, 400, "bad content-length")
-                    return
-        if length is not None and length > self.cap:
-            await _send_error(send, 413, f"request body is {length} bytes; the limit is {self.cap}")
+        body = await read_capped(scope, receive, send, self.cap)
+        if body is None:
             return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.cap:
-                await _send_error(send, 413, f"request body exceeds the limit of {self.cap} bytes")
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
         sent = False
 
         async def replay() -> Message:

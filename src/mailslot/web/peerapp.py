@@ -5,6 +5,11 @@ this server does is accept a message from a peer that holds a token. Everything 
 (another path) or 405 (another method), as JSON. The spec exists for tooling
 (``create_app(settings).openapi()``, ``mailslot peer openapi``), not as a route.
 
+``POST /inbox`` is the hot path: it is answered by a plain ASGI handler (``InboxApp``) that
+skips the framework's routing and dependency solving but keeps its body cap, checks, JSON
+answers and error shapes; FastAPI declares the same operation for the spec and answers every
+other request.
+
 Order of checks for ``POST /inbox``: body cap (413, before reading), bearer token (401), payload
 shape and bounds (422), a receipt for the peer's ``Idempotency-Key`` (a retry gets the first
 answer, ``web.receipts``), the peer's hourly limit of accepted messages (429), then the durable
@@ -28,13 +33,24 @@ from mailslot.core.errors import Conflict, MailslotError
 from mailslot.core.fsio import sweep_temps
 from mailslot.web.auth import PeerEntry, PeerRegistry, match_token
 from mailslot.web.bind import bind_socket, check_private, parse_bind, run_server
-from mailslot.web.http import BodyCap, install_error_handlers, status_for
+from mailslot.web.http import (
+    ASGIApp,
+    BodyCap,
+    Receive,
+    Scope,
+    Send,
+    error_answer,
+    install_error_handlers,
+    read_capped,
+    send_json,
+    status_for,
+)
 from mailslot.web.peer import is_stored, new_id, parse_payload, store
 from mailslot.web.ratelimit import Limiter, Reservation, per_hour
 from mailslot.web.receipts import Receipts, check_key
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
 
-__all__ = ["accept", "create_app", "serve", "spec"]
+__all__ = ["InboxApp", "accept", "create_app", "serve", "spec"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +67,29 @@ _REQUEST_SCHEMA: dict[str, Any] = {
 _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-def create_app(settings: PeerSettings) -> FastAPI:
+Answer = tuple[int, dict[str, Any], dict[str, str] | None]
+
+
+class InboxApp(FastAPI):
+    """FastAPI for the spec and every other request (404, 405); ``POST /inbox``, the one hot
+    path, is answered by ``post_inbox``, a plain ASGI handler below the framework's routing,
+    middleware and dependency solving: the same body cap, checks and answers, less work each."""
+
+    post_inbox: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.post_inbox is not None
+            and scope["type"] == "http"
+            and scope["path"] == "/inbox"
+            and scope["method"] == "POST"
+        ):
+            await self.post_inbox(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: PeerSettings) -> InboxApp:
     """The inbox app for ``settings``; ``MailslotError`` if the peers file is unusable."""
     registry = PeerRegistry(settings.peers_file)
     limiter = Limiter()
@@ -59,7 +97,35 @@ def create_app(settings: PeerSettings) -> FastAPI:
     sweep_temps(settings.inbox)  # leftovers of a writer killed mid-write (readers skip them)
     receipts = Receipts(settings.inbox)
 
-    app = FastAPI(
+    async def decide(authorization: str | None, raw: bytes, key: str | None) -> Answer:
+        # One hop to a worker thread for all the work (token, payload, limit, fsync'd write):
+        # the event loop only speaks HTTP, and concurrent writes overlap their fsyncs.
+        try:
+            return await anyio.to_thread.run_sync(
+                accept, settings, registry, limiter, authorization, raw, key, receipts
+            )
+        except MailslotError as e:  # a full disk (507): the same answer the app's handler gives
+            status, message = error_answer(e)
+            return status, {"error": message}, None
+
+    async def post_inbox(scope: Scope, receive: Receive, send: Send) -> None:
+        raw = await read_capped(scope, receive, send, settings.body_cap)
+        if raw is None:
+            return  # refused (400, 413: answered) or the client left
+        authorization = key = None
+        for name, value in scope["headers"]:
+            if name == b"authorization" and authorization is None:
+                authorization = value.decode("latin-1")
+            elif name == b"idempotency-key" and key is None:
+                key = value.decode("latin-1")
+        try:
+            status, doc, headers = await decide(authorization, raw, key)
+        except Exception:
+            log.exception("unexpected error")
+            status, doc, headers = 500, {"error": "internal error"}, None
+        await send_json(send, status, doc, headers)
+
+    app = InboxApp(
         title="mailslot peer inbox",
         version=__version__,
         description="Private point-to-point inbox. Inbound content is data, never executed.",
@@ -102,22 +168,13 @@ def create_app(settings: PeerSettings) -> FastAPI:
         },
     )
     async def inbox(request: Request) -> JSONResponse:
-        raw = await request.body()
-        # One hop to a worker thread for all the work (token, payload, limit, fsync'd write):
-        # the event loop only speaks HTTP, and concurrent writes overlap their fsyncs.
-        status, doc, headers = await anyio.to_thread.run_sync(
-            accept,
-            settings,
-            registry,
-            limiter,
-            request.headers.get("authorization"),
-            raw,
-            request.headers.get("idempotency-key"),
-            receipts,
-        )
+        # Declares the operation for the spec; requests reach ``post_inbox`` (same decision).
+        auth, key = request.headers.get("authorization"), request.headers.get("idempotency-key")
+        status, doc, headers = await decide(auth, await request.body(), key)
         return JSONResponse(doc, status_code=status, headers=headers)
 
     _add_error_schema(app)
+    app.post_inbox = post_inbox
     return app
 
 
@@ -202,7 +259,7 @@ def _admit(
             return 201, answer, None
 
 
-def _add_error_schema(app: FastAPI) -> None:
+def _add_error_schema(app: InboxApp) -> None:
     base = app.openapi
 
     def openapi() -> dict[str, Any]:
