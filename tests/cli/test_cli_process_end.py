@@ -7,7 +7,10 @@ when its host closes standard input or interrupts it, even with a watch pending.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import platform
 import signal
 import subprocess
 import sys
@@ -200,3 +203,69 @@ def test_a_blocking_commands_output_reaches_a_file_whole(tmp_path: Path) -> None
     assert r.returncode == 0
     data = json.loads(out.read_text())
     assert len(data["items"]) == 40
+
+
+def _threads(proc: subprocess.Popen[bytes]) -> list[int]:
+    """The ids of ``proc``'s threads other than its main thread."""
+    return sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid)
+
+
+def _interrupt_thread(proc: subprocess.Popen[bytes], tid: int) -> None:
+    """Deliver SIGINT to thread ``tid`` of ``proc`` alone, as the kernel may deliver Ctrl-C."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    tgkill = 234 if platform.machine() == "x86_64" else 131  # aarch64
+    assert libc.syscall(tgkill, proc.pid, tid, signal.SIGINT) == 0, ctypes.get_errno()
+
+
+def _busy_server(tmp_path: Path, server: str) -> subprocess.Popen[bytes]:
+    """``server`` running with its helper threads started: the MCP server with a watch
+    pending; a web server after it answered a request."""
+    if server == "mcp":
+        return _mcp_with_a_pending_watch(tmp_path)[0]
+    headers = {}
+    if server == "peer":
+        made = _mailslot("--root", str(tmp_path), "peer", "token", "new", "tidal")
+        headers["Authorization"] = f"Bearer {made.stdout.splitlines()[-1]}"
+        args = ["peer", "serve"]
+    elif server == "web":
+        args = ["web", "--root", str(_exchange(tmp_path))]
+    else:
+        args = [server, "serve"]
+    proc = spawn("--root", str(tmp_path), *args, "--bind", "127.0.0.1:0")
+    seen: list[bytes] = []
+    until(_listening(proc, seen), proc)
+    url = seen[-1].decode().split("listening on ", 1)[1].split()[0].rstrip("/")
+    import httpx
+
+    for path in ("/", "/login", "/api/agora", "/inbox"):
+        httpx.post(f"{url}{path}", json={"body": "x"}, headers=headers, timeout=DEADLINE)
+    return proc
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill names one thread")
+@pytest.mark.parametrize("server", ["mcp", "web"])
+def test_ctrl_c_ends_a_server_whichever_of_its_threads_receives_it(
+    tmp_path: Path, server: str
+) -> None:
+    """The kernel hands a process's SIGINT to any thread not blocking it; Python acts on it
+    only in the main thread. A main thread asleep in an untimed wait would never end."""
+    threads = _threads(_probe := _busy_server(tmp_path / "probe", server))
+    _probe.kill()
+    _probe.wait()
+    assert threads, "no helper thread to aim at"
+    for i in range(len(threads)):
+        proc = _busy_server(tmp_path / f"run-{i}", server)
+        others = _threads(proc)
+        if i >= len(others):
+            proc.kill()
+            proc.wait()
+            continue
+        _interrupt_thread(proc, others[i])
+        try:
+            proc.wait(timeout=DEADLINE)  # stdin stays open: closing it would end the MCP server
+        finally:
+            proc.kill()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        assert proc.returncode == 130, (i, err)
+        assert b"Traceback" not in err
