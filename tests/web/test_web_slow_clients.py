@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -321,3 +322,49 @@ def test_a_client_that_pipelines_a_flood_is_cut_off_not_queued(
     assert answered <= PIPELINE_MAX + 1, answered  # closed, not 2,000 requests held in memory
     # The request being answered when the cut came ends quietly, no traceback in the log.
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("server", "sig", "code"),
+    [
+        pytest.param("peer", signal.SIGINT, 130, id="peer-ctrl-c"),
+        pytest.param("board", signal.SIGINT, 130, id="board-ctrl-c"),
+        pytest.param("board", signal.SIGTERM, 0, id="board-sigterm"),
+    ],
+)
+def test_a_client_that_holds_a_request_open_does_not_hold_up_a_stop(
+    peer_setup, server: str, sig: int, code: int
+) -> None:
+    """Ctrl-C or SIGTERM ends a real server within its stop grace even while a client trickles
+    a body it never finishes and another never reads its answer (deadlines far beyond)."""
+    args = [sys.executable, "-m", "mailslot", server, "serve", "--bind", "127.0.0.1:0"]
+    args += ["--header-timeout", "600", "--body-timeout", "600"]
+    if server == "peer":
+        args += ["--peers", str(peer_setup.peers_file), "--inbox", str(peer_setup.inbox)]
+        path, token = "/inbox", peer_setup.tokens["reef"]
+    else:
+        args += ["--db", str(peer_setup.root / "board.db")]
+        path, token = "/api/agora", ""
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on" in line, line
+        address = _address(line.split("listening on ", 1)[1].strip())
+        trickle = socket.create_connection(address)
+        trickle.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode()
+        )
+        unread = _stop_reading(address)
+        r = httpx.get(f"http://{address[0]}:{address[1]}{path}", timeout=30)
+        assert r.status_code in (200, 401, 405), r.text  # the server is answering others
+        proc.send_signal(sig)
+        proc.wait(timeout=60)  # the deadlines the clients hold are 600 s
+        assert proc.returncode == code, proc.stderr.read()
+        trickle.close()
+        unread.close()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -25,6 +25,7 @@ from mailslot.web.settings import ServerLimits
 
 __all__ = [
     "PRIVATE_NETWORKS",
+    "STOP_GRACE_S",
     "Bind",
     "bind_socket",
     "build_server",
@@ -127,6 +128,11 @@ def bind_socket(bind: Bind) -> socket.socket:
     return sock
 
 
+# How long a stop (Ctrl-C, SIGTERM) lets requests in flight finish before they are dropped: a
+# message is stored in milliseconds, and a client still sending its body (up to the body
+# timeout) or not reading its answer must not hold the stop for as long as it likes.
+STOP_GRACE_S = 5
+
 # Open files kept free beside the connections: the listening socket, logs, the inbox's temp
 # file and directory, the board's database and its WAL, the interpreter's own.
 FD_RESERVE = 32
@@ -172,7 +178,7 @@ def build_server(
     limits: ServerLimits,
     *,
     log_level: str = "warning",
-    graceful_s: int | None = None,
+    graceful_s: int = STOP_GRACE_S,
 ) -> Any:
     """A ``uvicorn.Server`` for ``app`` whose connections ``limits`` bounds (``web.guard``)."""
     import uvicorn
@@ -190,8 +196,8 @@ def build_server(
         proxy_headers=False,
         server_header=False,
         timeout_keep_alive=5,
-        # None: a stop waits for every request to finish; a server of endless streams (the
-        # page's live chat) gives them this long instead.
+        # A stop gives requests in flight this long, then drops them: a slow or hostile client
+        # never holds the server past it (the page's live chat streams never end by themselves).
         timeout_graceful_shutdown=graceful_s,
     )
     return uvicorn.Server(config)
@@ -203,7 +209,7 @@ def run_server(
     limits: ServerLimits,
     *,
     log_level: str = "warning",
-    graceful_s: int | None = None,
+    graceful_s: int = STOP_GRACE_S,
 ) -> None:
     """Serve ``app`` on the bound ``sock`` until a signal stops it; ``ServerFailed`` on failure."""
     server = build_server(app, limits, log_level=log_level, graceful_s=graceful_s)
