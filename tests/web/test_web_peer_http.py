@@ -279,3 +279,73 @@ def test_a_retry_after_the_server_was_killed_mid_request_is_stored_once(
     stored = peer_setup.stored()
     assert [p.stem for p in stored] == [retry.json()["id"]]  # once, under the id it was given
     assert json.loads(stored[0].read_text())["body"] == "x"
+
+
+def test_every_message_answered_201_is_whole_on_disk_after_a_kill_under_load(
+    peer_setup, peer_server
+) -> None:
+    """32 senders post as fast as they can; the server is SIGKILLed mid-load. Every message it
+    answered 201 is in the inbox, whole, under the id it answered (and a restart lists it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from mailslot.web.peer import inbox_messages
+
+    args = ["peer", "serve", "--bind", "127.0.0.1:0", "--per-hour", "1000000"]
+    args += ["--peers", str(peer_setup.peers_file), "--inbox", str(peer_setup.inbox)]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mailslot", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    answered: dict[str, str] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def sender(n: int) -> None:
+        with httpx.Client(headers=_auth(peer_setup.tokens["tidal"]), timeout=30) as c:
+            for i in range(100_000):
+                if stop.is_set():
+                    return
+                body = f"sender {n} message {i} " + "x" * (n * 37 % 500)
+                try:
+                    r = c.post(url, json={"body": body})
+                except httpx.TransportError:
+                    return  # the server is gone: this one was never answered
+                if r.status_code == 201:
+                    with lock:
+                        answered[r.json()["id"]] = body
+
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()
+        assert "listening on" in line, line
+        url = line.split("listening on ", 1)[1].strip()
+        threads += [threading.Thread(target=sender, args=(n,)) for n in range(32)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while len(answered) < 300 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(server.pid, signal.SIGKILL)  # mid-load: writes in flight on every worker
+        assert server.wait(30) == -signal.SIGKILL
+    finally:
+        stop.set()
+        server.kill()
+        server.wait(30)
+        for t in threads:
+            t.join(60)
+    assert len(answered) >= 300
+    for msg_id, body in answered.items():
+        record = json.loads((peer_setup.inbox / f"{msg_id}.json").read_text())
+        assert (record["from"], record["body"]) == ("tidal", body)
+    with peer_server():  # a restart sweeps what was cut short; listed whole
+        pass
+    listed = {m.id: m for m in inbox_messages(peer_setup.inbox)}
+    assert all(m.error is None for m in listed.values())
+    assert set(answered) <= set(listed)

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -49,6 +48,7 @@ from mailslot.web.peer import is_stored, new_id, parse_payload, store
 from mailslot.web.ratelimit import Limiter, Reservation, per_hour
 from mailslot.web.receipts import Receipts, check_key
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
+from mailslot.web.workers import WorkerPool
 
 __all__ = ["InboxApp", "accept", "create_app", "serve", "spec"]
 
@@ -66,6 +66,10 @@ _REQUEST_SCHEMA: dict[str, Any] = {
 
 _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
+
+# Threads writing messages at once: enough to overlap the fsyncs of a burst (each waits a few
+# milliseconds on the disk), few enough that they do not fight the event loop for the GIL.
+WORKERS = 16
 
 Answer = tuple[int, dict[str, Any], dict[str, str] | None]
 
@@ -97,11 +101,13 @@ def create_app(settings: PeerSettings) -> InboxApp:
     sweep_temps(settings.inbox)  # leftovers of a writer killed mid-write (readers skip them)
     receipts = Receipts(settings.inbox)
 
+    workers = WorkerPool(WORKERS, "mailslot-inbox")
+
     async def decide(authorization: str | None, raw: bytes, key: str | None) -> Answer:
         # One hop to a worker thread for all the work (token, payload, limit, fsync'd write):
         # the event loop only speaks HTTP, and concurrent writes overlap their fsyncs.
         try:
-            return await anyio.to_thread.run_sync(
+            return await workers.run(
                 accept, settings, registry, limiter, authorization, raw, key, receipts
             )
         except MailslotError as e:  # a full disk (507): the same answer the app's handler gives
