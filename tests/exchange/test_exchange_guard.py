@@ -520,6 +520,15 @@ def test_a_state_written_just_now_acknowledges_its_own_time_despite_a_coarse_cti
     assert acknowledged_by(ahead, lagging_ctime) < taken + CTIME_GRANULARITY + timedelta(seconds=1)
 
 
+def test_a_topic_begun_and_finished_between_two_ticks_is_told_new_and_archived(ex) -> None:
+    root = ex.root
+    both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")
+    out = tick(root)
+    assert out["new_topics"] == [T] and out["archived"] == [T]
+    again = tick(root)
+    assert again["new_topics"] == [] and again["archived"] == [] and again["reopened"] == []
+
+
 def test_a_topic_both_live_and_archived_on_one_side_is_reported_once_as_a_conflict(ex) -> None:
     root = ex.root
     both_done_tree(root, "2098-11-01T10:00:00Z", "2098-11-01T10:05:00Z")

@@ -474,8 +474,9 @@ class _Tick:
                 )
         # Known as live once wholly live: a conflict (its error only) or a copy still in done/
         # is not, so the topic is told new or reopened when it is settled, not lost in between.
-        if done:
-            pass
+        if done:  # told new (or reopened) and archived at once when it was wholly live
+            if not scan.half_archived and name not in self.prev_topics:
+                (r.reopened if reopened else r.new_topics).append(name)
         elif not scan.conflict and not any(c.archived for c in scan.copies.values()):
             if name not in self.prev_topics:
                 (r.reopened if reopened else r.new_topics).append(name)
