@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mailslot.core.errors import NoSpace
 from mailslot.core.fsio import (
     INTENT_RECORD_MAX,
     file_lock,
@@ -257,7 +258,7 @@ def test_a_full_disk_appends_nothing(small_disk: Path, fill_disk, free_pages: in
     log = small_disk / "LOG.md"
     locked_append(log, "x" * 4095 + "\n")  # a whole page: the next record needs a new one
     fill_disk(small_disk, free_pages)  # 0: no room for the intent; 1: none for the record
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(NoSpace, match=r"no space left to write LOG\.md"):
         locked_append(log, "second\n", fsync=True)
     assert log.read_bytes() == b"x" * 4095 + b"\n"
     assert _sidecars(small_disk) == [] and torn_of(log) is None
@@ -427,7 +428,10 @@ def test_a_planted_repair_plan_changes_nothing(tmp_path: Path, kind: str) -> Non
     )
 
 
-def test_failed_append_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("errno_", "raised"), [(28, NoSpace), (5, OSError)], ids=["ENOSPC", "EIO"])
+def test_failed_append_is_cut_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errno_: int, raised: type[Exception]
+) -> None:
     log = tmp_path / "log"
     locked_append(log, "first\n")
     real_write = os.write
@@ -437,10 +441,10 @@ def test_failed_append_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         calls["n"] += 1
         if calls["n"] == 1:
             return real_write(fd, bytes(data[: len(data) // 2]))
-        raise OSError(28, "No space left on device")
+        raise OSError(errno_, os.strerror(errno_))
 
     monkeypatch.setattr(os, "write", half_then_fail)
-    with pytest.raises(OSError):
+    with pytest.raises(raised):
         locked_append(log, "second record\n")
     monkeypatch.undo()
     assert log.read_text() == "first\n"

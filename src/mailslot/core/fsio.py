@@ -95,6 +95,7 @@ __all__ = [
     "highest_number",
     "is_temp_name",
     "locked_append",
+    "no_space",
     "numbered_create",
     "publish_temp",
     "read_from",
@@ -122,8 +123,9 @@ def _as_bytes(data: str | bytes) -> bytes:
 
 
 @contextlib.contextmanager
-def _no_space(path: Path) -> Iterator[None]:
-    """Turn a full disk or quota into ``NoSpace``: a refusal the faces can name (507, exit 1)."""
+def no_space(path: Path) -> Iterator[None]:
+    """Turn a full disk or quota into ``NoSpace`` naming ``path``: a refusal the faces can name
+    (507, exit 1). For writes that leave nothing behind when they fail."""
     try:
         yield
     except OSError as e:
@@ -165,7 +167,7 @@ def append_unsynced(path: Path, data: bytes, *, mode: int = 0o666, fresh_line: b
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         if fresh_line and st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             data = b"\n" + data
-        with _no_space(path):
+        with no_space(path):
             write_all(fd, data)
         return os.fstat(fd).st_size
     finally:
@@ -280,7 +282,7 @@ def held_temp(
     when the block ends, published or not.
     """
     directory = Path(directory)
-    with _no_space(directory / (what or final_name)):
+    with no_space(directory / (what or final_name)):
         tmp, fd = _locked_temp(directory, final_name, mode)
         try:
             _fill(fd, chunks, sync)
@@ -297,7 +299,7 @@ def publish_temp(tmp: Path, final: Path) -> Path:
     ``Conflict`` if ``final`` exists: the temp is kept, so the caller may try another name (and
     removes it when it gives up). On success the temp name is gone and the directory fsync'd.
     """
-    with _no_space(Path(final)):
+    with no_space(Path(final)):
         _link_into_place(Path(tmp), Path(final))
         fsync_dir(Path(final).parent)
     return Path(final)
@@ -326,7 +328,7 @@ def _link_into_place(tmp: Path, final: Path) -> None:
 def atomic_create(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
     """Create ``path`` with ``data``, durable and all-or-nothing; ``Conflict`` if it exists."""
     path = Path(path)
-    with _no_space(path):
+    with no_space(path):
         tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode)
         try:
             _link_into_place(tmp, path)
@@ -384,7 +386,7 @@ def create_many(items: Sequence[tuple[Path, bytes, int]]) -> list[bool]:
     created: list[bool] = []
     try:
         for path, data, mode in items:
-            with _no_space(path):
+            with no_space(path):
                 tmp, fd = _locked_temp(Path(path).parent, Path(path).name, mode)
                 temps.append((tmp, fd))
                 _fill(fd, (data,), sync=False)
@@ -393,7 +395,7 @@ def create_many(items: Sequence[tuple[Path, bytes, int]]) -> list[bool]:
                 os.fsync(fd)
         for (path, _, _), (tmp, _) in zip(items, temps, strict=True):
             try:
-                with _no_space(Path(path)):
+                with no_space(Path(path)):
                     _link_into_place(tmp, Path(path))
                 created.append(True)
             except Conflict:
@@ -418,7 +420,7 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: b
     direction is re-delivery), on a hot path where two fsyncs would dominate.
     """
     path = Path(path)
-    with _no_space(path):
+    with no_space(path):
         tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode, sync=durable)
         try:
             os.replace(tmp, path)
@@ -456,7 +458,8 @@ def stage_write(path: Path, data: str | bytes, *, mode: int = 0o666) -> Staged:
     fails, nothing is written yet), append, then commit -- or discard if the append failed.
     """
     path = Path(path)
-    return Staged(_write_temp(path.parent, path.name, _as_bytes(data), mode), path)
+    with no_space(path):
+        return Staged(_write_temp(path.parent, path.name, _as_bytes(data), mode), path)
 
 
 def highest_number(directories: Iterable[Path], width: int = 4) -> int:
@@ -553,7 +556,8 @@ def numbered_create(
     held = file_lock(lock, timeout=lock_wait) if lock is not None else contextlib.nullcontext()
     with held:
         number = highest_number(scan, width) + 1
-        tmp = _write_temp(directory, f"new-{suffix}", raw, mode)
+        with no_space(directory / f"{'N' * width}-{suffix}"):
+            tmp = _write_temp(directory, f"new-{suffix}", raw, mode)
         try:
             while True:
                 if number > limit:
@@ -1038,37 +1042,44 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     The record's intent is in the sidecar while its bytes go out, so a writer killed part-way
     leaves nothing a reader delivers and the next append cuts the fragment out into
     ``<name>.torn``. If the write or the fsync fails the file is cut back to its old length:
-    an ``OSError`` (a full disk) means nothing was appended. ``FormatError`` if ``path`` is not a
-    regular file.
+    ``NoSpace`` (a full disk) or another ``OSError`` means nothing was appended. ``FormatError``
+    if ``path`` is not a regular file.
     """
     raw = _as_bytes(data)
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
     fd, path = _open_real(path if isinstance(path, Path) else Path(path), flags)
     try:
-        _require_regular(fd, path)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        st = _repair(path, fd)
-        start = st.st_size
-        sidecar = _intent_path(path)
-        copy = raw if len(raw) <= INTENT_RECORD_MAX else None
-        intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
-        _write_intent(sidecar, intent, st.st_mode)
-        try:
-            write_all(fd, raw)
-            if fsync:
-                os.fsync(fd)
-        except BaseException:
-            os.ftruncate(fd, start)
-            os.unlink(sidecar)  # only once the cut succeeded: else the next append repairs
-            raise
-        # The record is whole: a sidecar that cannot be removed now is harmless (readers find
-        # its record whole, the next append removes it), and failing here would make the
-        # caller retry a record that is already in the file.
-        with contextlib.suppress(OSError):
-            os.unlink(sidecar)
-        return start
+        with no_space(path):
+            return _append_whole(path, fd, raw, fsync)
     finally:
         os.close(fd)
+
+
+def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
+    """``locked_append``'s work on the open ``fd``: lock, repair, intent, write, cut back on
+    failure; the offset the record starts at."""
+    _require_regular(fd, path)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    st = _repair(path, fd)
+    start = st.st_size
+    sidecar = _intent_path(path)
+    copy = raw if len(raw) <= INTENT_RECORD_MAX else None
+    intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
+    _write_intent(sidecar, intent, st.st_mode)
+    try:
+        write_all(fd, raw)
+        if fsync:
+            os.fsync(fd)
+    except BaseException:
+        os.ftruncate(fd, start)
+        os.unlink(sidecar)  # only once the cut succeeded: else the next append repairs
+        raise
+    # The record is whole: a sidecar that cannot be removed now is harmless (readers find its
+    # record whole, the next append removes it), and failing here would make the caller retry
+    # a record that is already in the file.
+    with contextlib.suppress(OSError):
+        os.unlink(sidecar)
+    return start
 
 
 def _repair_aside(path: Path, fd: int) -> bool:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mailslot.core.errors import Conflict
-from mailslot.core.fsio import file_lock, fsync_dir, settle_appends, write_all
+from mailslot.core.fsio import file_lock, fsync_dir, no_space, settle_appends, write_all
 
 __all__ = ["REWRITE_ATTEMPTS", "Edit", "rewrite"]
 
@@ -122,12 +122,13 @@ def rewrite(path: Path, edit: Edit, *, lock: Path) -> None:
     """Replace ``path`` with ``edit(its bytes)`` atomically, keeping concurrent hand edits.
 
     Raises ``Conflict`` after ``REWRITE_ATTEMPTS`` collisions, ``FileNotFoundError`` if ``path``
-    is missing, and whatever ``edit`` raises (nothing is written then).
+    is missing, ``NoSpace`` when the disk is full (``path`` is left as it was), and whatever
+    ``edit`` raises (nothing is written then).
     """
     # After a write landed in a file we had replaced: the source to edit (ours plus theirs) and
     # what we had put in the file's place (anything after it was appended since).
     recovered: tuple[bytes, bytes] | None = None
-    with file_lock(lock):
+    with file_lock(lock), no_space(path):
         settle_appends(path)  # a killed appender's fragment is cut out, not carried over
         for attempt in range(REWRITE_ATTEMPTS):
             if attempt:
