@@ -234,7 +234,7 @@ def _busy_server(tmp_path: Path, server: str) -> subprocess.Popen[bytes]:
     proc = spawn("--root", str(tmp_path), *args, "--bind", "127.0.0.1:0")
     seen: list[bytes] = []
     until(_listening(proc, seen), proc)
-    url = seen[-1].decode().split("listening on ", 1)[1].split()[0].rstrip("/")
+    url = "/".join(seen[-1].decode().split("listening on ", 1)[1].split("/")[:3])
     import httpx
 
     for path in ("/", "/login", "/api/agora", "/inbox"):
@@ -243,7 +243,7 @@ def _busy_server(tmp_path: Path, server: str) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill names one thread")
-@pytest.mark.parametrize("server", ["mcp", "web"])
+@pytest.mark.parametrize("server", ["mcp", "peer", "web"])
 def test_ctrl_c_ends_a_server_whichever_of_its_threads_receives_it(
     tmp_path: Path, server: str
 ) -> None:
