@@ -14,7 +14,11 @@ the channels know nothing of it. Modules:
 * ``outbox``      -- which local files are this host's to publish, read whole and bounded.
 * ``materialise`` -- writing a peer's file durably before the acknowledgement.
 * ``ledger``      -- revisions and alerts kept between runs.
-* ``run``         -- streams, publisher and receivers; ``serve`` -- server plus bridge.
+* ``streams``     -- this host's streams and consumers, and the connection to them.
+* ``publisher``   -- what this host's sides wrote, into its out stream once.
+* ``receiver``    -- what peers sent, checked and written before it is acknowledged.
+* ``run``         -- the running bridge (publisher, receivers, status.json); ``serve`` --
+  server plus bridge.
 * ``status``      -- what ``bridge status`` and ``doctor`` read.
 """
 

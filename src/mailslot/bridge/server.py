@@ -106,7 +106,7 @@ def leaf_denied(config: BridgeConfig) -> list[str]:
     not this peer's to read)."""
     api = f"$JS.{config.host}.API"
     denied = ["ms.>", "$JS.API.>", "$KV.>", *(f"{api}.{x}" for x in _DENIED_API)]
-    from mailslot.bridge.run import in_stream
+    from mailslot.bridge.streams import in_stream
 
     for peer in config.peers:
         name = in_stream(peer)
