@@ -186,7 +186,7 @@ def _without_the_ticks_records(ex, agent: str, scope: str, monkeypatch) -> str:
     from mailslot.exchange import monitor as mon
 
     with monkeypatch.context() as m:
-        m.setattr(mon, "load_quiet", lambda meta: None)
+        m.setattr(mon, "load_monitor", lambda meta: None)
         return monitor(ex, agent, action=scope).text()
 
 
@@ -210,6 +210,11 @@ def test_a_quiet_exchange_is_answered_without_opening_an_entry(ex, monkeypatch) 
     _every_case(ex)
     tick(ex)
     tick(ex)
+    send(ex, "olu", "later", "fyi", "a topic that changes the state")
+    old = time.time() - 3600
+    for d in ex.root.glob("to-*/*-later"):
+        os.utime(d, (old, old))
+    tick(ex)  # writes the whole state anew: what the monitor takes must go with it
     opened: list[str] = []
     real = mon.peek_entry
     monkeypatch.setattr(mon, "peek_entry", lambda p: opened.append(str(p)) or real(p))

@@ -30,7 +30,7 @@ Only presence and those few fields are read (names, ``action``/``at``, ``status`
 
 Writing nothing, the monitor keeps nothing either; it reads what the tick keeps, read-only. While
 the tick's heartbeat is fresh, a topic whose directories (mtime) and STATE.md files (size,
-mtime) are as the tick last recorded them (``tickstate.load_quiet``) takes the lines the tick
+mtime) are as the tick last recorded them (``tickstate.load_monitor``) takes the lines the tick
 worked out for it then with this same code (``kept_lines``); a topic that changed since, or
 that the tick works out anew every run (a hold, both sides done, a stray, a copy in ``done/``),
 is read here. An entry rewritten in place is seen when the tick's rotation lists its directory
@@ -63,7 +63,7 @@ from mailslot.exchange.listing import (
     topic_names,
     topic_pairs,
 )
-from mailslot.exchange.tickstate import load_quiet
+from mailslot.exchange.tickstate import load_monitor
 
 __all__ = [
     "HEARTBEAT_STALE",
@@ -207,7 +207,8 @@ def monitor(
     beat = heartbeat_age(ex)
     with gc_paused():  # 20,000 listings alive until the end; freed when _awaiting returns
         fresh = beat is not None and beat[1] <= stale_after
-        out = _awaiting(ex, side, other, action, load_quiet(ex.meta) if fresh else None)
+        kept = load_monitor(ex.meta) if fresh else None
+        out = _awaiting(ex, side, other, action, kept["topics"] if kept is not None else None)
     if beat is not None and beat[1] > stale_after:
         out.append(Awaiting("tick", None, since=format_time(beat[0])))
     return MonitorResult(agent, side, other, action, out)
@@ -282,49 +283,53 @@ def _awaiting(
 ) -> list[Awaiting]:
     out: list[Awaiting] = []
     holds = load_holds(ex)
-    pairs = topic_pairs(ex) if kept is None else _unchanged_or_listed(ex, kept, side, action, out)
-    for name, pair in pairs.items():
-        out.extend(_topic(ex, name, pair, side, action, holds))
-    out.sort(key=lambda a: a.topic or "")  # stable: a topic's own lines keep their order
+    if kept is None:
+        for name, pair in topic_pairs(ex).items():
+            out.extend(_topic(ex, name, pair, side, action, holds))
+    else:
+        _unchanged_or_listed(ex, kept, side, action, holds, out)
     for debt in late_debts(ex, [side]):  # entries that reached done/ unread
         out.append(Awaiting("unseen", debt.topic, debt.entry))
     return out
 
 
 def _unchanged_or_listed(
-    ex: Exchange, kept: dict[str, Any], side: str, action: str, out: list[Awaiting]
-) -> dict[str, dict[str, TopicDir]]:
-    """Topics the tick's ``kept`` records vouch for are answered from them into ``out``; the
-    directories of every other topic, listed (as ``topic_pairs`` would)."""
-    quick, known = kept["copies"], kept["known"]
-    found: dict[str, dict[str, tuple[str, int]]] = {}  # topic -> inbox side -> (dir, mtime)
+    ex: Exchange, kept: dict[str, Any], side: str, action: str, holds: Any, out: list[Awaiting]
+) -> None:
+    """Every topic's lines into ``out``, by topic: from the tick's ``kept`` records
+    (``tickstate.MonitorKept`` by topic) where they vouch for it, else from its directories,
+    listed (as ``topic_pairs`` would)."""
+    found: dict[str, dict[str, str]] = {}  # topic -> inbox side -> directory
+    changed: set[str] = set()
     for s in ex.sides:
-        inbox = str(ex.inbox(s))
-        for e in topic_entries(inbox):
+        for e in topic_entries(str(ex.inbox(s))):
+            name, path = e.name, e.path
             try:
                 mtime = e.stat(follow_symlinks=False).st_mtime_ns
             except FileNotFoundError:
                 continue
-            found.setdefault(e.name, {})[s] = (f"{inbox}/{e.name}", mtime)
+            dirs = found.get(name)
+            if dirs is None:
+                found[name] = {s: path}
+            else:
+                dirs[s] = path
+            rec = kept.get(name)
+            q = rec[0].get(s) if rec is not None else None
+            if q is None or q[0] != mtime or not _same(q, path):
+                changed.add(name)
     done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
-    listed: dict[str, dict[str, TopicDir]] = {}
     scope = 1 if action == "required" else 0
     for name in sorted(found):
         dirs = found[name]
-        kept_topic = known.get(name)
-        ok = kept_topic is not None and len(kept_topic) > 4 and kept_topic[4] is not None
-        sides = kept_topic[0] if ok else ()
-        if len(dirs) != len(sides):
-            ok = False
-        for s in sides if ok else ():
-            d = dirs.get(s)
-            if d is None or not _same(quick.get(f"to-{s}/{name}"), d[0], d[1]):
-                ok = False
-                break
-        if ok and len(dirs) < len(ex.sides):  # a copy in done/ makes it half-archived
-            ok = not any(name in done[s] for s in ex.sides if s not in dirs)
-        if ok:
-            mine = kept_topic[4].get(side)
+        rec = kept.get(name)
+        # unchanged, and no copy in done/ (not half-archived)
+        if (
+            name not in changed
+            and rec is not None
+            and len(rec[0]) == len(dirs)
+            and (len(dirs) == len(ex.sides) or not any(name in done[s] for s in ex.sides))
+        ):
+            mine = rec[1].get(side)
             lines = (mine[scope] if mine[scope] is not None else mine[0]) if mine else ()
             for kind, entry, act, count, detail in lines:
                 out.append(Awaiting(kind, name, entry, act, count, detail=detail))
@@ -332,20 +337,19 @@ def _unchanged_or_listed(
         pair = {}
         for s in ex.sides:
             if s in dirs:
-                pair[s] = list_dir(dirs[s][0], name, False)
+                pair[s] = list_dir(dirs[s], name, False)
             elif name in done[s]:  # half-archived: its copy in done/ (as topic_pairs)
                 pair[s] = list_dir(f"{ex.inbox(s)}/{DONE}/{name}", name, True)
-        listed[name] = pair
-    return listed
+        out.extend(_topic(ex, name, pair, side, action, holds))
 
 
-def _same(q: list[Any] | None, path: str, mtime: int) -> bool:
-    """Whether a directory and its STATE.md are as the tick's ``QuickRecord`` ``q`` found
-    them."""
-    if q is None or len(q) != 4 or q[0] != mtime:
+def _same(q: list[Any], path: str) -> bool:
+    """Whether the STATE.md of the directory at ``path`` is as the tick found it (``q``:
+    ``[directory mtime, STATE.md size or -1, STATE.md mtime]``)."""
+    if len(q) != 3:
         return False
     if q[1] < 0:
-        return True
+        return True  # none then: creating one changes the directory's mtime
     try:
         st = os.stat(f"{path}/{STATE_NAME}", follow_symlinks=False)
     except OSError:

@@ -73,7 +73,7 @@ from mailslot.exchange.scan import (
     scan_tree,
 )
 from mailslot.exchange.tickresult import TickFailed, TickResult
-from mailslot.exchange.tickstate import TICK_GIT, TICK_STATE, GitCheck, Outcome
+from mailslot.exchange.tickstate import TICK_GIT, TICK_STATE, GitCheck, MonitorKept, Outcome
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
@@ -129,6 +129,7 @@ class _Tick:
         self.prev_ns = 0
         self.loaded = False
         self.outcomes: dict[str, list[Any] | None] = {}  # topic -> Outcome, for the next run
+        self.monitor: dict[str, dict[str, list[Any]] | None] = {}  # topic -> its kept_lines
         self.live: dict[str, SideCopy] = {}  # copy key -> this run's copy of a live topic
         self.touched = False  # this tick changed something on disk (git must look)
         self.pending: list[str] | None = None  # unsent notification lines, None = unchanged
@@ -214,8 +215,8 @@ class _Tick:
         )
         if stable:
             debts = [[d.side, d.reason, d.entry, d.detail] for d in view.debts]
-            lines = self.monitor_lines(scan)
-            self.outcomes[scan.name] = list(Outcome(scan.sides(), view.status, row, debts, lines))
+            self.outcomes[scan.name] = list(Outcome(scan.sides(), view.status, row, debts))
+            self.monitor[scan.name] = self.monitor_lines(scan)
         else:
             self.outcomes[scan.name] = None
 
@@ -688,6 +689,8 @@ class _Tick:
         ):
             self.load()  # the whole state changes: what it keeps of archived topics, or more
         pending: list[str] = []
+        # read before the state is written: it goes with the state as it was
+        monitor_prev = tickstate.load_monitor(self.ex.meta) if self.loaded else None
         if self.loaded:
             pending = self.pending if self.pending is not None else self.prev.get("pending", [])
             pending = pending if self.notifier is not None else []
@@ -728,6 +731,25 @@ class _Tick:
             "pending": bool(pending),
         }
         tickstate.save_quiet(self.ex.meta, quiet, self.quiet_prev)
+        if self.loaded:  # the state may be new: what the monitor takes goes with it
+            self.save_monitor(quick, monitor_prev)
+
+    def save_monitor(self, quick: dict[str, list[Any]], prev: dict[str, Any] | None) -> None:
+        """``tick-monitor.json``: every kept topic's directories and the monitor's lines, worked
+        out this run or, for a topic passed over, as the last run kept them (``prev``)."""
+        before = prev["topics"] if prev is not None else {}
+        topics = {}
+        for name in self.known:
+            outcome = self.outcomes.get(name)
+            lines = self.monitor[name] if name in self.monitor else before.get(name, [{}, None])[1]
+            if outcome is None or lines is None:
+                continue
+            qs = [quick.get(f"to-{s}/{name}") for s in outcome[0]]
+            if any(q is None for q in qs):
+                continue
+            dirs = {s: q[:3] for s, q in zip(outcome[0], qs, strict=True) if q is not None}
+            topics[name] = list(MonitorKept(dirs, lines))
+        tickstate.save_monitor(self.ex.meta, topics, prev)
 
 
 def tick(

@@ -15,6 +15,11 @@ entries told, whether notifications are pending, and the identity (inode, size, 
 ``tick-state.json`` it goes with. It is written after that file, so a tick killed in between
 leaves one that names another state: it is then ignored and the tick reads the whole state, as
 any tick did before it existed.
+
+``tick-monitor.json`` is what ``monitor`` may take from the tick (it reads it, never writes it):
+per live topic whose answer hangs only on its files, each copy's directory mtime and STATE.md
+size and mtime when the tick looked, and the monitor's lines for each side then
+(``MonitorKept``). It goes with a ``tick-state.json`` the same way, and is rewritten with it.
 """
 
 from __future__ import annotations
@@ -30,19 +35,23 @@ __all__ = [
     "TICK_QUIET",
     "TICK_STATE",
     "GitCheck",
+    "MonitorKept",
     "Outcome",
     "identity",
     "load_git",
+    "load_monitor",
     "load_quiet",
     "load_state",
     "save",
     "save_git",
+    "save_monitor",
     "save_quiet",
 ]
 
 TICK_STATE = "tick-state.json"
 TICK_GIT = "tick-git.json"
 TICK_QUIET = "tick-quiet.json"
+TICK_MONITOR = "tick-monitor.json"
 VERSION = 3
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 
@@ -63,14 +72,21 @@ class GitCheck(NamedTuple):
 class Outcome(NamedTuple):
     """A live topic's outcome that holds while none of its copies changes (a JSON list in this
     field order): which inbox sides have a copy, each side's status, its INDEX.md row, its
-    debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``), and what ``monitor``
-    says of it to each side (``monitor.kept_lines``; ``None`` when that moves with the clock)."""
+    debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``)."""
 
     sides: list[str]
     status: dict[str, str]
     row: str
     debts: list[list[Any]]
-    monitor: dict[str, list[Any]] | None
+
+
+class MonitorKept(NamedTuple):
+    """One topic in ``tick-monitor.json`` (a JSON list in this field order): per inbox side
+    with a copy, ``[directory mtime, STATE.md size (-1: none), STATE.md mtime]``; per caller
+    side, ``monitor.kept_lines``."""
+
+    dirs: dict[str, list[int]]
+    lines: dict[str, list[Any]]
 
 
 def identity(path: Path) -> list[int] | None:
@@ -98,6 +114,28 @@ def load_quiet(meta: Path) -> dict[str, Any] | None:
         if not isinstance(data.get(key), kind):
             return None
     return data
+
+
+def load_monitor(meta: Path) -> dict[str, Any] | None:
+    """``tick-monitor.json`` (its ``topics``: ``MonitorKept`` lists by topic) if it goes with the
+    ``tick-state.json`` there now, else ``None``."""
+    try:
+        data = json.loads((meta / TICK_MONITOR).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        return None
+    if data.get("state") is None or data.get("state") != identity(meta / TICK_STATE):
+        return None
+    return data if isinstance(data.get("topics"), dict) else None
+
+
+def save_monitor(meta: Path, topics: dict[str, list[Any]], prev: dict[str, Any] | None) -> None:
+    """Write ``topics`` for the monitor, with the identity of the state it goes with, unless
+    the last run's file (``prev``, as ``load_monitor`` read it) already says exactly that."""
+    data = {"version": VERSION, "state": identity(meta / TICK_STATE), "topics": topics}
+    if data != prev:
+        atomic_write(meta / TICK_MONITOR, json.dumps(data, separators=(",", ":")), mode=0o600)
 
 
 def save_quiet(meta: Path, quiet: dict[str, Any], prev: dict[str, Any] | None) -> None:
