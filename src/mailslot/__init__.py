@@ -4,8 +4,9 @@ The public names below load on first use (PEP 562): ``mailslot --help`` and a on
 import the package on every call, so importing it must cost nothing beyond what the caller uses.
 """
 
-import importlib as _importlib
 import typing as _typing
+
+from mailslot._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from mailslot.core.clock import format_time, now, parse_time
@@ -57,28 +58,21 @@ __all__ = [
     "wait_until",
 ]
 
-# public name -> the core module that defines it
+# public name -> the module (under mailslot) that defines it
 _LAZY = {
-    **dict.fromkeys(("format_time", "now", "parse_time"), "clock"),
-    **dict.fromkeys(("ByteCursor", "CursorStore", "SeenSet", "state_dir"), "cursor"),
+    **dict.fromkeys(("format_time", "now", "parse_time"), "core.clock"),
+    **dict.fromkeys(("ByteCursor", "CursorStore", "SeenSet", "state_dir"), "core.cursor"),
     **dict.fromkeys(
-        ("Conflict", "FormatError", "Gone", "InvalidName", "LimitExceeded", "LockBusy"), "errors"
+        ("Conflict", "FormatError", "Gone", "InvalidName", "LimitExceeded", "LockBusy"),
+        "core.errors",
     ),
-    **dict.fromkeys(("MailslotError", "NotFound", "Unresolved", "WaitTimeout"), "errors"),
-    **dict.fromkeys(("atomic_create", "atomic_write", "locked_append", "numbered_create"), "fsio"),
-    "Message": "message",
-    **dict.fromkeys(("Watch", "wait_for_change", "wait_until"), "wait"),
+    **dict.fromkeys(("MailslotError", "NotFound", "Unresolved", "WaitTimeout"), "core.errors"),
+    **dict.fromkeys(
+        ("atomic_create", "atomic_write", "locked_append", "numbered_create"), "core.fsio"
+    ),
+    "Message": "core.message",
+    **dict.fromkeys(("Watch", "wait_for_change", "wait_until"), "core.wait"),
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mailslot' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f"mailslot.core.{module}"), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, __all__)

@@ -52,10 +52,15 @@ Setting up and checking
 
 from __future__ import annotations
 
-from mailslot.exchange.entries import Entry, SendResult, list_entries, parse_entry, send
-from mailslot.exchange.layout import Exchange, find_root, load_exchange
-from mailslot.exchange.state import SideState, read_state, set_state, unanswered_required
-from mailslot.exchange.topics import TopicRef, find_topic, list_topics, resolve_topic
+import typing as _typing
+
+from mailslot._lazy import lazy_exports as _lazy_exports
+
+if _typing.TYPE_CHECKING:
+    from mailslot.exchange.entries import Entry, SendResult, list_entries, parse_entry, send
+    from mailslot.exchange.layout import Exchange, find_root, load_exchange
+    from mailslot.exchange.state import SideState, read_state, set_state, unanswered_required
+    from mailslot.exchange.topics import TopicRef, find_topic, list_topics, resolve_topic
 
 __all__ = [
     "Entry",
@@ -75,3 +80,15 @@ __all__ = [
     "set_state",
     "unanswered_required",
 ]
+
+# The public names load on first use (PEP 562): a command that needs one module (``exchange
+# send`` needs ``entries``) does not pay for the others on every start.
+_LAZY = {
+    **dict.fromkeys(("Entry", "SendResult", "list_entries", "parse_entry", "send"), "entries"),
+    **dict.fromkeys(("Exchange", "find_root", "load_exchange"), "layout"),
+    **dict.fromkeys(("SideState", "read_state", "set_state", "unanswered_required"), "state"),
+    **dict.fromkeys(("TopicRef", "find_topic", "list_topics", "resolve_topic"), "topics"),
+}
+
+
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, __all__)
