@@ -81,6 +81,9 @@ def test_exchange_send_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert sent.read_text().endswith("hello\n")
     assert not _under(loaded, *WEB_AND_MCP, "mailslot.web", "mailslot.mcpserver", "mailslot.chat")
     assert not _under(loaded, "mailslot.cli.web", "mailslot.cli.mcp", "mailslot.core.wait")
+    # nor the exchange's other commands and modules: the health commands, STATE.md, INDEX.md
+    assert not _under(loaded, "mailslot.cli.exchange_health", "mailslot.exchange.state")
+    assert not _under(loaded, "mailslot.exchange.index")
 
 
 def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:

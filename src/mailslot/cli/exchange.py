@@ -10,6 +10,7 @@ import click
 from mailslot.cli.helpers import (
     SECONDS,
     Env,
+    SplitGroup,
     emit,
     exit_promptly,
     json_option,
@@ -28,7 +29,9 @@ def _ex(env: Env) -> Any:
     return load_exchange(env.need_root())
 
 
-@click.group("exchange")
+# The wake-up and health commands (watch, monitor, sweep, doctor, ...) live in exchange_health
+# and load on first use.
+@click.group("exchange", cls=SplitGroup, more=("mailslot.cli.exchange_health",))
 def exchange() -> None:
     """Two-sided topic mailbox: numbered entries, per-side STATE.md, guarded archive.
 
@@ -317,8 +320,3 @@ def tick_cmd(env: Env, notify: tuple[str, ...], lock_wait: float, as_json: bool)
     r.raise_for_errors()
     if r.notify_error:
         click.echo(f"mailslot: warning: {r.notify_error}; retried next tick", err=True)
-
-
-from mailslot.cli import exchange_health as _health  # noqa: E402  (wake-up and health commands)
-
-_health.register(exchange)

@@ -37,6 +37,7 @@ __all__ = [
     "SECONDS",
     "WAIT_MAX_SECONDS",
     "Env",
+    "SplitGroup",
     "Stopped",
     "common_options",
     "emit",
@@ -191,6 +192,36 @@ def roots_given(ctx: click.Context, roots: tuple[Path, ...]) -> list[Path]:
         top = ctx.find_root().obj
         roots = (top.need_root() if isinstance(top, Env) else Path.cwd(),)
     return [r.expanduser().absolute() for r in roots]
+
+
+class SplitGroup(click.Group):
+    """A command group whose commands are split over modules: those in ``more`` (module names,
+    each with a ``register(group)`` that adds its commands) load only when a command not yet
+    here is asked for, or the whole list (``--help``). ``exchange send`` then starts without
+    importing the wake-up and health commands it never runs."""
+
+    def __init__(self, *args: Any, more: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._more = list(more)
+
+    def _load_more(self) -> None:
+        import importlib
+
+        while self._more:
+            before = set(self.commands)
+            importlib.import_module(self._more.pop(0)).register(self)
+            if getattr(self, "_mailslot_common", False):  # the root group already went over us
+                for name in set(self.commands) - before:
+                    ensure_common_options(self.commands[name])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load_more()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_more()
+        return super().list_commands(ctx)
 
 
 def pass_env(f: F) -> F:
