@@ -63,7 +63,9 @@ import os
 import pwd
 import re
 import stat
+import threading
 import time
+import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -91,6 +93,7 @@ __all__ = [
     "create_many",
     "file_lock",
     "fsync_dir",
+    "fsync_dir_shared",
     "held_temp",
     "highest_number",
     "is_temp_name",
@@ -211,6 +214,70 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class _DirSyncs:
+    """The fsyncs of one directory, numbered in the order they begin (``fsync_dir_shared``)."""
+
+    __slots__ = ("__weakref__", "begun", "cond", "ended", "error", "running", "synced")
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.begun = 0  # fsyncs begun
+        self.ended = 0  # the last that ended, failed or not
+        self.synced = 0  # the last that ended without an error
+        self.error: OSError | None = None  # the last one's error
+        self.running = False
+
+
+_dir_syncs: weakref.WeakValueDictionary[str, _DirSyncs] = weakref.WeakValueDictionary()
+_dir_syncs_lock = threading.Lock()
+
+
+def fsync_dir_shared(directory: Path) -> None:
+    """``fsync_dir`` for concurrent writers: return once an fsync of ``directory`` that *began
+    after this call* has ended (a group commit).
+
+    A writer that linked a name and then calls this is exactly as durable as with its own
+    ``fsync_dir``: the fsync that covers it began after its link. Writers that arrive while an
+    fsync runs wait for it, then share the next one, so N concurrent links cost about two
+    fsyncs, not N. ``OSError`` if the fsync covering this call failed (every writer it covered
+    gets the error)."""
+    key = os.fspath(directory)
+    with _dir_syncs_lock:
+        syncs = _dir_syncs.get(key)
+        if syncs is None:
+            syncs = _dir_syncs[key] = _DirSyncs()
+    with syncs.cond:
+        needed = syncs.begun + 1  # one running now may have begun before our link
+        while syncs.ended < needed:
+            if syncs.running:
+                syncs.cond.wait()
+                continue
+            syncs.running = True
+            syncs.begun += 1
+            number = syncs.begun
+            error: OSError | None = None
+            syncs.cond.release()
+            try:
+                fsync_dir(directory)
+            except OSError as e:
+                error = e
+            except BaseException as e:
+                error = OSError(errno.EIO, f"directory fsync interrupted: {e!r}", key)
+                raise
+            finally:
+                syncs.cond.acquire()
+                syncs.running = False
+                syncs.ended = number
+                if error is None:
+                    syncs.synced = number
+                syncs.error = error
+                syncs.cond.notify_all()
+        if syncs.synced >= needed:
+            return
+        error = syncs.error or OSError(errno.EIO, "directory fsync failed", key)
+        raise OSError(error.errno, error.strerror, key)
+
+
 def _write_temp(
     directory: Path, final_name: str, data: bytes, mode: int, *, sync: bool = True
 ) -> Path:
@@ -325,8 +392,13 @@ def _link_into_place(tmp: Path, final: Path) -> None:
     os.unlink(tmp)
 
 
-def atomic_create(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
-    """Create ``path`` with ``data``, durable and all-or-nothing; ``Conflict`` if it exists."""
+def atomic_create(
+    path: Path, data: str | bytes, *, mode: int = 0o666, shared_sync: bool = False
+) -> Path:
+    """Create ``path`` with ``data``, durable and all-or-nothing; ``Conflict`` if it exists.
+
+    ``shared_sync``: concurrent creators in one directory share its fsync
+    (``fsync_dir_shared``), each as durable as with its own."""
     path = Path(path)
     with no_space(path):
         tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode)
@@ -336,7 +408,7 @@ def atomic_create(path: Path, data: str | bytes, *, mode: int = 0o666) -> Path:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        fsync_dir(path.parent)
+        (fsync_dir_shared if shared_sync else fsync_dir)(path.parent)
     return path
 
 

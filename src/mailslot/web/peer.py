@@ -52,6 +52,7 @@ __all__ = [
     "parse_payload",
     "process",
     "read_message",
+    "record_text",
     "send",
     "store",
 ]
@@ -118,6 +119,20 @@ def _stamp(at: datetime) -> str:
     return at.strftime("%Y%m%dT%H%M%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
+def record_text(sender: str, subject: str | None, body: str, received_at: str) -> str:
+    """A stored record's text: ``json.dumps`` of ``{from, subject, body, received_at}`` with
+    ``indent=1`` plus a newline, byte for byte, each value encoded by the C encoder (the
+    indenting encoder is pure Python: a tenth of the server's CPU per message)."""
+
+    def enc(value: str | None) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    return (
+        f'{{\n "from": {enc(sender)},\n "subject": {enc(subject)},\n "body": {enc(body)},\n'
+        f' "received_at": {enc(received_at)}\n}}\n'
+    )
+
+
 def new_id(sender: str) -> tuple[str, str]:
     """A fresh ``(id, received_at)`` for a message from ``sender``, received now."""
     at = now()
@@ -140,11 +155,10 @@ def store(
     validate_agent(sender, "peer name")
     while True:
         msg_id, received_at = planned or new_id(sender)
-        record = {"from": sender, "subject": subject, "body": body, "received_at": received_at}
-        data = json.dumps(record, ensure_ascii=False, indent=1) + "\n"
+        data = record_text(sender, subject, body, received_at)
         path = inbox / f"{msg_id}.json"
-        try:
-            atomic_create(path, data, mode=0o640)
+        try:  # concurrent messages share the inbox's directory fsync, each as durable
+            atomic_create(path, data, mode=0o640, shared_sync=True)
         except Conflict:
             if planned is not None:
                 raise

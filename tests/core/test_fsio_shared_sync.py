@@ -1,0 +1,92 @@
+"""``fsync_dir_shared``: concurrent writers share a directory's fsync, and each returns only
+after an fsync that began after its own call has ended; a failed fsync fails every writer it
+covered."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mailslot.core import fsio
+
+
+def test_each_caller_is_covered_by_an_fsync_begun_after_its_call(tmp_path, monkeypatch) -> None:
+    clock = itertools.count()
+    lock = threading.Lock()
+    syncs: list[tuple[int, int]] = []
+    real = fsio.fsync_dir
+
+    def recorded(directory: Path) -> None:
+        with lock:
+            began = next(clock)
+        time.sleep(0.005)  # a disk's wait: callers pile up behind it
+        real(directory)
+        with lock:
+            syncs.append((began, next(clock)))
+
+    monkeypatch.setattr(fsio, "fsync_dir", recorded)
+    calls: list[tuple[int, int]] = []
+
+    def writer() -> None:
+        for _ in range(10):
+            with lock:
+                called = next(clock)
+            fsio.fsync_dir_shared(tmp_path)
+            with lock:
+                calls.append((called, next(clock)))
+
+    threads = [threading.Thread(target=writer) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 160
+    for called, returned in calls:
+        assert any(called < began and ended < returned for began, ended in syncs)
+    assert len(syncs) < len(calls) / 2  # shared: far fewer fsyncs than callers
+
+
+def test_a_failed_fsync_fails_every_caller_it_covered(tmp_path, monkeypatch) -> None:
+    gate = threading.Event()
+    failing = True
+
+    def broken(directory: Path) -> None:
+        gate.wait(5)
+        if failing:
+            raise OSError(errno.EIO, "disk gone")
+
+    monkeypatch.setattr(fsio, "fsync_dir", broken)
+    errors: list[int | None] = []
+
+    def writer() -> None:
+        try:
+            fsio.fsync_dir_shared(tmp_path)
+        except OSError as e:
+            errors.append(e.errno)
+        else:
+            errors.append(None)
+
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert errors == [errno.EIO] * 8
+    failing = False
+    fsio.fsync_dir_shared(tmp_path)  # the next one, once the disk is back, succeeds
+
+
+def test_atomic_create_with_shared_sync_creates_once(tmp_path) -> None:
+    p = fsio.atomic_create(tmp_path / "a.json", "one", shared_sync=True)
+    assert p.read_text() == "one"
+    with pytest.raises(fsio.Conflict):
+        fsio.atomic_create(tmp_path / "a.json", "two", shared_sync=True)
+    assert p.read_text() == "one"
+    assert [x.name for x in tmp_path.iterdir()] == ["a.json"]
