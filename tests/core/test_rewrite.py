@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mailslot.core import rewrite as rw
-from mailslot.core.errors import Conflict
-from mailslot.core.rewrite import rewrite
+from mailslot.core.errors import Conflict, FormatError, LimitExceeded, SymlinkRefused
+from mailslot.core.rewrite import REWRITE_MAX_BYTES, rewrite
 
 
 def tick_a(data: bytes) -> bytes:
@@ -130,3 +130,34 @@ def test_gives_up_visibly_when_the_file_never_holds_still(tmp_path: Path, monkey
 
     with pytest.raises(Conflict, match="gave up"):
         rewrite(path, edit, lock=tmp_path / "lock")
+
+
+def test_a_file_that_is_not_a_plain_file_of_sane_size_is_refused_untouched(tmp_path: Path) -> None:
+    lock = tmp_path / ".lock"
+    outside = tmp_path / "outside.md"
+    outside.write_text("- [ ] secret\n")
+    link = tmp_path / "link.md"
+    link.symlink_to(outside)
+    with pytest.raises(SymlinkRefused):
+        rewrite(link, tick_a, lock=lock)
+    assert link.is_symlink() and outside.read_text() == "- [ ] secret\n"
+
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    with pytest.raises(FormatError, match="not a regular file"):
+        rewrite(fifo, tick_a, lock=lock)  # refused at once, never blocked waiting for a writer
+
+    big = tmp_path / "big.md"
+    with big.open("wb") as f:
+        f.write(b"- [ ] a\n")
+        f.truncate(REWRITE_MAX_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(LimitExceeded, match=r"big\.md"):
+        rewrite(big, tick_a, lock=lock)
+    assert big.stat().st_size == REWRITE_MAX_BYTES + 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".lock",
+        "big.md",
+        "fifo.md",
+        "link.md",
+        "outside.md",
+    ]

@@ -13,6 +13,9 @@ hand editors take no lock. ``rewrite`` is a compare-and-swap against them:
   it grew or changed, redo the edit on its bytes plus whatever was appended to the new file
   since. Readers are not waited for; a writer is, up to ``SETTLE_MAX``: one descheduled between
   its ``open`` and its ``write`` on a loaded machine can stall for a second.
+* The file is someone else's to write: it is opened without following a symlink (its target's
+  bytes are never copied into the tree) or blocking on a FIFO, and one past ``REWRITE_MAX_BYTES``
+  is refused whole, never read into memory.
 * Callers serialise among themselves with ``lock``; the edit must be a pure function of the
   bytes (it may run several times).
 * A fragment left by a ``locked_append`` killed mid-write is cut out first (``settle_appends``),
@@ -31,17 +34,28 @@ import errno
 import fcntl
 import os
 import random
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mailslot.core.errors import Conflict
-from mailslot.core.fsio import file_lock, fsync_dir, no_space, settle_appends, write_all
+from mailslot.core.errors import Conflict, FormatError, LimitExceeded, SymlinkRefused
+from mailslot.core.fsio import (
+    file_lock,
+    fsync_dir,
+    no_space,
+    read_regular,
+    settle_appends,
+    write_all,
+)
 
-__all__ = ["REWRITE_ATTEMPTS", "Edit", "rewrite"]
+__all__ = ["REWRITE_ATTEMPTS", "REWRITE_MAX_BYTES", "Edit", "rewrite"]
 
 Edit = Callable[[bytes], bytes]
 
+# The largest file rewritten: a hand-edited checklist or state file is kilobytes, and a file
+# someone made gigabytes long must be refused, not read into memory.
+REWRITE_MAX_BYTES = 16 << 20
 # A rewrite that keeps colliding with hand edits gives up (visibly) rather than spin.
 REWRITE_ATTEMPTS = 20
 # Appends carried over in one swap before starting over: people append a few lines, not a stream.
@@ -54,13 +68,41 @@ SETTLE_MAX = 10.0
 SETTLE_GRACE = 0.02
 
 
-def _read_fd(fd: int) -> bytes:
+def _read_fd(fd: int, path: Path) -> bytes:
+    """The file's bytes; ``LimitExceeded`` past ``REWRITE_MAX_BYTES`` (never more is read)."""
     chunks = []
     offset = 0
-    while chunk := os.pread(fd, 1 << 20, offset):
+    while offset <= REWRITE_MAX_BYTES and (
+        chunk := os.pread(fd, min(1 << 20, REWRITE_MAX_BYTES + 1 - offset), offset)
+    ):
         chunks.append(chunk)
         offset += len(chunk)
+    if offset > REWRITE_MAX_BYTES:
+        raise LimitExceeded(path.name, REWRITE_MAX_BYTES, offset, "bytes", unread=True)
     return b"".join(chunks)
+
+
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor of the regular file ``path`` itself: ``SymlinkRefused`` for a
+    symlink (its target is not ours to copy into the tree), ``FormatError`` for a FIFO, device
+    or directory (opened without blocking), ``LimitExceeded`` past ``REWRITE_MAX_BYTES``."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SymlinkRefused(f"{path} is a symlink; it is not rewritten", path=path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FormatError("not a regular file; nothing rewritten", path=path)
+        if st.st_size > REWRITE_MAX_BYTES:
+            raise LimitExceeded(path.name, REWRITE_MAX_BYTES, st.st_size, "bytes")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _settle(fd: int) -> None:
@@ -101,7 +143,10 @@ def _swap(
         write_all(tfd, after)
         os.fsync(tfd)
         for _ in range(CATCH_UP_ROUNDS):
-            now = path.read_bytes()
+            try:
+                now = read_regular(path, REWRITE_MAX_BYTES)
+            except OSError:
+                return None  # gone, grown past the bound, or no longer a file: start over
             if now == current:
                 os.replace(tmp, path)
                 return current, after, source
@@ -122,8 +167,9 @@ def rewrite(path: Path, edit: Edit, *, lock: Path) -> None:
     """Replace ``path`` with ``edit(its bytes)`` atomically, keeping concurrent hand edits.
 
     Raises ``Conflict`` after ``REWRITE_ATTEMPTS`` collisions, ``FileNotFoundError`` if ``path``
-    is missing, ``NoSpace`` when the disk is full (``path`` is left as it was), and whatever
-    ``edit`` raises (nothing is written then).
+    is missing, ``SymlinkRefused`` for a symlink, ``FormatError`` for a FIFO, device or
+    directory, ``LimitExceeded`` past ``REWRITE_MAX_BYTES``, ``NoSpace`` when the disk is full
+    (``path`` is left as it was), and whatever ``edit`` raises (nothing is written then).
     """
     # After a write landed in a file we had replaced: the source to edit (ours plus theirs) and
     # what we had put in the file's place (anything after it was appended since).
@@ -133,9 +179,9 @@ def rewrite(path: Path, edit: Edit, *, lock: Path) -> None:
         for attempt in range(REWRITE_ATTEMPTS):
             if attempt:
                 time.sleep(random.uniform(0, 0.002 * attempt))  # let a burst of edits pass
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = _open_regular(path)
             try:
-                current = _read_fd(fd)
+                current = _read_fd(fd, path)
                 source = current
                 if recovered is not None and current.startswith(recovered[1]):
                     # the old file's late writes, then what was appended to ours since
@@ -149,7 +195,7 @@ def rewrite(path: Path, edit: Edit, *, lock: Path) -> None:
                     continue
                 fsync_dir(path.parent)
                 _settle(fd)
-                replaced = _read_fd(fd)
+                replaced = _read_fd(fd, path)
                 held, wrote, edited = swapped
                 if replaced == held:
                     return
