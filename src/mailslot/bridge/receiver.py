@@ -76,10 +76,15 @@ class Receiver(Part):
             if item.rev > self.ledger.received.get(item.key, 0):
                 self.ledger.set_place(f"{item.exchange.name}/{item.topic}", place)
         # off the event loop, so publishing and the NATS connection go on while the disk syncs;
-        # the revision it sets is merged back here, where the ledger is written from
+        # the revision it sets is merged back here, where the ledger is written from. A move
+        # stays on the loop: the publisher, seeing the place set above but the folders not yet
+        # moved, would take it for a local reopen and send one.
         revisions = {item.key: self.ledger.received.get(item.key, 0)}
         try:
-            outcome = await asyncio.to_thread(materialise, item, revisions, self.exchanges)
+            if item.kind == KIND_PLACE:
+                outcome = materialise(item, revisions, self.exchanges)
+            else:
+                outcome = await asyncio.to_thread(materialise, item, revisions, self.exchanges)
         except (OSError, MailslotError) as e:
             log.warning("cannot write %s from %s (will retry): %s", item.relpath, peer, e)
             self._cannot_write(peer, e)
