@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 from mailslot.core.cursor import ByteCursor, CursorStore
@@ -18,6 +19,21 @@ def test_sync_file_after_the_lock_is_released(tmp_path: Path) -> None:
         assert sync_file(log) is True
     assert log.read_text() == "one\n"
     assert sync_file(tmp_path / "missing") is False
+
+
+def test_sync_file_never_blocks_on_a_fifo_swapped_in_after_the_write(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.txt"
+    locked_append(chat, "---MSG---\n")
+    chat.unlink()
+    os.mkfifo(chat)  # the other side put a FIFO under the name after our append
+    got: list[bool] = []
+    syncer = threading.Thread(target=lambda: got.append(sync_file(chat)), daemon=True)
+    syncer.start()
+    syncer.join(30)
+    if syncer.is_alive():  # blocked in open(): give it a writer so the thread ends
+        os.close(os.open(chat, os.O_WRONLY | os.O_NONBLOCK))
+        syncer.join(5)
+    assert got == [False], "sync_file blocked on the FIFO"
 
 
 def test_non_durable_write_is_still_atomic_and_leaves_no_temp(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ it a second time.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from mailslot.core.errors import AlreadyWritten
@@ -20,15 +21,19 @@ __all__ = ["sync_appended", "sync_file"]
 
 
 def sync_file(path: Path) -> bool:
-    """fsync ``path``'s data through a fresh descriptor; ``False`` if it no longer exists.
+    """fsync ``path``'s data through a fresh descriptor; ``False`` if it no longer exists or is
+    no longer a regular file (someone put a FIFO or a device under the name since the write).
 
-    ``fsync`` flushes the file (the inode), whichever descriptor wrote the bytes.
+    ``fsync`` flushes the file (the inode), whichever descriptor wrote the bytes. The open never
+    blocks: a FIFO swapped in after the append must not hold the writer forever.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         os.fsync(fd)
     finally:
         os.close(fd)
