@@ -102,6 +102,20 @@ def test_a_stuck_lock_says_how_to_clear_what_is_actually_there(tmp_path: Path) -
         assert lock.is_dir()
 
 
+def test_a_lock_tampered_with_while_held_does_not_fail_the_work_done_under_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = tmp_path / "chat.md.lock"
+    done = []
+    with mkdir_lock(lock, 1):
+        (lock / "planted").write_text("x")  # someone put a file into the held lock
+        done.append(True)
+    assert done and "could not free the lock" in caplog.text
+    # the next taker is told what is there
+    with pytest.raises(LockBusy, match="files in it"), mkdir_lock(lock, 0.05):
+        pass
+
+
 _COUNTER = """
 import sys
 import time

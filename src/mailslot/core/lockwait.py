@@ -15,6 +15,7 @@ for milliseconds, so a 20 ms poll costs nothing and is as prompt as a waiter nee
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import stat
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from mailslot.core.errors import LockBusy
+
+log = logging.getLogger(__name__)
 
 __all__ = ["POLL_S", "mkdir_lock", "wait_for"]
 
@@ -130,5 +133,16 @@ def mkdir_lock(
     try:
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.rmdir(lock)
+        _release(lock)
+
+
+def _release(lock: Path) -> None:
+    """Remove the lock directory; what someone did to it meanwhile (files put in it, replaced
+    by a file or a symlink) is logged, never raised: the work under the lock is done, and an
+    error now would make the caller do it twice. The next taker is told what is there."""
+    try:
+        os.rmdir(lock)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        log.warning("could not free the lock %s (%s); the next writer will say how", lock, e)
