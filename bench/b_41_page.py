@@ -169,10 +169,10 @@ def _updates(client: httpx.Client, url: str, ex: Exchange) -> Result:
 
 
 def _searches(client: httpx.Client, url: str, ex: Exchange) -> Result:
-    """One new entry at a time with a word of its own, in a topic among the newest (watched by
-    the search; day 28), then at once one search for that word: its server time, and whether
-    that very search found the entry. The first search, which indexes the whole tree, is not
-    timed here (its time is in the note)."""
+    """One new entry at a time with a word of its own, in turn in a new topic and in one among
+    the newest (watched by the search; day 28), then at once one search for that word: its
+    server time, and whether that very search found the entry. The first search, which indexes
+    the whole tree, is not timed here (its time is in the note)."""
     t0 = time.perf_counter()
     _server_ms(client.get(f"{url}/search", params={"q": "warmup"}))
     first = time.perf_counter() - t0
@@ -180,7 +180,8 @@ def _searches(client: httpx.Client, url: str, ex: Exchange) -> Result:
     found = 0
     for i in range(UPDATES):
         word = f"zyzzyva{i}"
-        send(ex, "claude", f"2026-11-28-topic-{27 + 28 * i:05d}", "fyi", f"a {word} here")
+        topic = f"2026-11-28-topic-{27 + 28 * i:05d}" if i % 2 else f"fresh-{i}"
+        send(ex, "claude", topic, "fyi", f"a {word} here")
         r = client.get(f"{url}/search", params={"q": word})
         took.append(_server_ms(r))
         found += "1 hit" in r.text

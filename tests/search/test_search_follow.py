@@ -113,14 +113,28 @@ def test_a_root_that_does_not_refresh_is_said_once_and_again_when_that_changes(
 
 
 def test_events_name_the_topics_to_refresh_or_the_whole_root(roots: Roots) -> None:
-    ex = roots.ex.root
-    topic = ex / "to-olu" / "2026-12-01-gate-bug"
-    archived = ex / "to-claude" / "done" / "2026-11-02-old"
-    changed = events.changed_topics([ex, roots.bus], [topic, archived])
-    assert changed == {ex: {"2026-12-01-gate-bug", "2026-11-02-old"}}
-    assert events.changed_topics([ex, roots.bus], [topic, ex / "to-olu"]) == {ex: None}
-    assert events.changed_topics([ex, roots.bus], [roots.bus / "peer" / "inbox"]) == {
-        roots.bus: None
-    }
-    assert events.changed_topics([ex, roots.bus], None) == {ex: None, roots.bus: None}
-    assert events.changed_topics([ex, roots.bus], []) == {}
+    """Real events on the directories ``watch_paths`` names: an entry names its topic, a new
+    topic is named by its inbox's event (and armed, so its next entry is an event too), a chat
+    message or a peer message names no topic, events lost refresh every root whole."""
+    from mailslot.core.wait import Watch
+
+    ex, bus = roots.ex.root, roots.bus
+    with Watch() as watch:
+        for root in (ex, bus):
+            for p in events.watch_paths(root):
+                watch.add(p)
+        old = send(roots.ex, "olu", "gate-bug", "fyi", "one more").topic
+        new = send(roots.ex, "claude", "brand-new", "fyi", "first").topic
+        peer.store(bus / "peer" / "inbox", "beacon", None, "mail")
+        log.append(bus, "lantern", "a line")
+        watch.wait(5)
+        changed = events.changed_topics([ex, bus], watch.take_changes(), watch)
+        assert changed == {ex: {old, new}, bus: set()}
+        send(roots.ex, "olu", new, "fyi", "second, in the topic armed just now")
+        watch.wait(5)
+        assert events.changed_topics([ex, bus], watch.take_changes(), watch) == {ex: {new}}
+        (ex / "to-olu" / "done").rename(ex / "to-olu" / "done-moved")
+        watch.wait(5)
+        assert events.changed_topics([ex, bus], watch.take_changes()) == {ex: None}
+    assert events.changed_topics([ex, bus], None) == {ex: None, bus: None}
+    assert events.changed_topics([ex, bus], {}) == {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from mailslot.core.errors import MailslotError
@@ -68,33 +68,53 @@ def watch_paths(root: Path) -> list[Path]:
     return out
 
 
+# Names in a root whose events may mean a channel to watch anew (an exchange, a peer inbox).
+_NEW = frozenset({".mailslot", peer_inbox(Path()).parts[0]})
+
+
 def changed_topics(
-    roots: Iterable[Path], changed: Iterable[Path] | None
+    roots: Iterable[Path],
+    changes: Mapping[Path, Collection[str] | None] | None,
+    watch: Watch | None = None,
 ) -> dict[Path, set[str] | None]:
-    """Which of ``roots`` had events on ``changed`` (the directories ``watch_paths`` named; None:
-    not known), each with the exchange topics whose directories had them, or None when anything
-    else did (the root itself, an inbox's listing, the peer inbox) and the root is refreshed
-    whole. A root without events is left out."""
+    """What to refresh after ``changes`` (``Watch.take_changes`` on the directories
+    ``watch_paths`` names; None: not known): for each root with events, the exchange topics
+    they name, or None to refresh the root whole. A root without events is left out.
+
+    A topic directory's events name its topic; an inbox's or ``done/``'s name the topics that
+    appeared, moved or went, each armed on ``watch`` (before the refresh that reads it). The
+    root's and the peer inbox's name no topic (an empty set: chats, ``LOG.md`` and the peer
+    inbox are looked at on every refresh). What else had events, events about a directory
+    itself, or a new inbox, ``done/``, exchange or peer inbox refreshes the root whole (and
+    arms its directories again).
+    """
+    from mailslot.core.names import TOPIC_RE
     from mailslot.exchange.layout import DONE
 
-    paths = None if changed is None else list(changed)
     out: dict[Path, set[str] | None] = {}
     for root in roots:
-        if paths is None:
+        if changes is None:
             out[root] = None
             continue
-        for path in paths:
+        for path, names in changes.items():
             if path != root and not path.is_relative_to(root):
                 continue
+            topics = out.setdefault(root, set())
+            if topics is None:
+                continue
             parts = path.relative_to(root).parts
-            topic = len(parts) == 2 and parts[1] != DONE
-            archived = len(parts) == 3 and parts[1] == DONE
-            if parts and parts[0].startswith("to-") and (topic or archived):
-                names = out.setdefault(root, set())
-                if names is not None:
-                    names.add(parts[-1])
-            else:
-                out[root] = None
+            inbox = bool(parts) and parts[0].startswith("to-")
+            listing = inbox and (len(parts) == 1 or (len(parts) == 2 and parts[1] == DONE))
+            if inbox and not listing and len(parts) == 2 + (parts[1] == DONE):
+                topics.add(parts[-1])  # a topic directory: its own topic
+            elif listing and names is not None and DONE not in names:
+                for name in names:
+                    if TOPIC_RE.fullmatch(name):
+                        topics.add(name)
+                        if watch is not None:
+                            watch.add(path / name)
+            elif inbox or names is None or any(n.startswith("to-") or n in _NEW for n in names):
+                out[root] = None  # a listing not known, a new inbox, done/ or channel
     return out
 
 
@@ -141,4 +161,4 @@ def follow(
                     break
                 if watch.wait(min(left, 0.5)):
                     stop.wait(SETTLE_SECONDS)  # the rest of the burst, taken with it
-                    due = changed_topics(paths, watch.take_changes())
+                    due = changed_topics(paths, watch.take_changes(), watch)

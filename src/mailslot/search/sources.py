@@ -226,9 +226,10 @@ class _Run:
     def exchange(self, topics: Collection[str] | None = None) -> None:
         """Index the exchange's topics (``topics``: only these, by name; None: every one, and
         forget the topics gone)."""
+        from mailslot.core.names import TOPIC_RE
         from mailslot.exchange.entries import entry_names
         from mailslot.exchange.layout import DONE, load_exchange
-        from mailslot.exchange.listing import topic_names
+        from mailslot.exchange.listing import linked, real_dir, topic_names
 
         ex = load_exchange(self.root)
         if topics is None:
@@ -242,10 +243,16 @@ class _Run:
         for side in ex.sides:
             inbox = ex.inbox(side)
             # a live copy wins over a stale one in done/ (as list_topics decides)
-            where = dict.fromkeys(topic_names(inbox / DONE), f"to-{side}/{DONE}")
-            where.update(dict.fromkeys(topic_names(inbox), f"to-{side}"))
-            if topics is not None:
-                where = {t: parent for t, parent in where.items() if t in topics}
+            if topics is None:
+                where = dict.fromkeys(topic_names(inbox / DONE), f"to-{side}/{DONE}")
+                where.update(dict.fromkeys(topic_names(inbox), f"to-{side}"))
+            else:  # the named ones only, each looked at as the listing would see it
+                valid = [t for t in topics if TOPIC_RE.fullmatch(t)]
+                where = {}
+                for folder in (inbox / DONE, inbox):
+                    if linked(folder) is None:
+                        rel = str(folder.relative_to(ex.root))
+                        where.update((t, rel) for t in valid if real_dir(folder / t))
             parents = {p: _open_dir(ex.root / p) for p in set(where.values())}
             try:
                 for topic, parent in where.items():

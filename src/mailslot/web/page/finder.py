@@ -55,7 +55,8 @@ class PageSearch:
         what changed since the last search refreshed first."""
         with self._lock:
             stale = self._stale
-            for root, topics in changed_topics(self.roots, self._watch.take_changes()).items():
+            changes = self._watch.take_changes()
+            for root, topics in changed_topics(self.roots, changes, self._watch).items():
                 before = stale.get(root, set())  # None: the whole root already
                 stale[root] = None if before is None or topics is None else before | topics
             self._stale = {}
