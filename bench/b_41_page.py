@@ -168,14 +168,11 @@ def _updates(client: httpx.Client, url: str, ex: Exchange) -> Result:
     )
 
 
-def _searches(client: httpx.Client, url: str, ex: Exchange) -> Result:
+def _searches(client: httpx.Client, url: str, ex: Exchange, first: float) -> Result:
     """One new entry at a time with a word of its own, in turn in a new topic and in one among
     the newest (watched by the search; day 28), then at once one search for that word: its
-    server time, and whether that very search found the entry. The first search, which indexes
-    the whole tree, is not timed here (its time is in the note)."""
-    t0 = time.perf_counter()
-    _server_ms(client.get(f"{url}/search", params={"q": "warmup"}))
-    first = time.perf_counter() - t0
+    server time, and whether that very search found the entry. The first search, which indexed
+    the whole tree (``first`` seconds), was made before."""
     took: list[float] = []
     found = 0
     for i in range(UPDATES):
@@ -236,6 +233,11 @@ def run(tmp: Path) -> list[Result]:
             t0 = time.perf_counter()
             _server_ms(client.get(f"{base}/x/big"))
             first = time.perf_counter() - t0
+            # the search's first index of 100,000 entries, before anything is timed: it would
+            # share the server's CPU with whatever ran while it is built
+            t0 = time.perf_counter()
+            _server_ms(client.get(f"{base}/search", params={"q": "warmup"}))
+            indexed = time.perf_counter() - t0
             pages = {
                 "overview": f"{base}/",
                 "exchange": f"{base}/x/big",
@@ -259,7 +261,7 @@ def run(tmp: Path) -> list[Result]:
                     )
                 )
             rows.append(_updates(client, f"{base}/x/big", load_exchange(root)))
-            rows.append(_searches(client, base, load_exchange(root)))
+            rows.append(_searches(client, base, load_exchange(root), indexed))
         cursor = chat.stat().st_size
         latencies = _sse(f"{base}/c/chats/{chat.name}/events?since={cursor}", chat, state)
         rows.append(
