@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -276,6 +276,18 @@ def _still_there(relay: Relay) -> None:
     """``Gone`` (exit 4) when the mailbox was removed under a wait: nothing can arrive now."""
     if not (relay.root / CONFIG).is_file():
         raise Gone("the relay mailbox was removed while waiting", path=relay.root)
+
+
+@contextlib.contextmanager
+def _gone_if_removed(relay: Relay) -> Iterator[None]:
+    """Around a wait and the writes that arm it: a file the mailbox holds (its lock, an inbox)
+    missing because the whole mailbox was removed meanwhile is ``Gone`` (exit 4), as it is
+    once the wait has begun, not a bare "No such file"."""
+    try:
+        yield
+    except FileNotFoundError:
+        _still_there(relay)
+        raise
 
 
 def _read(path: Path, offset: int = 0) -> bytes:
@@ -749,7 +761,10 @@ def ask(
     text = text.strip()
     _check_say(relay, name, text)
     inbox = relay.inbox(name)
-    with Watch([inbox, relay.inbox(relay.other(name))]) as watch:  # armed before the send
+    with (
+        _gone_if_removed(relay),
+        Watch([inbox, relay.inbox(relay.other(name))]) as watch,  # armed before the send
+    ):
         with file_lock(relay.lock):
             conv = scan(relay)
             _refuse_if_stopped(conv)
