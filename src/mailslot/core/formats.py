@@ -22,7 +22,6 @@ loader keeps it a string, so it needs no quotes.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sys
 from collections.abc import Hashable
@@ -265,6 +264,8 @@ def _yaml_printable(ch: str) -> bool:
 
 def _json_for_yaml(value: Any) -> str:
     """JSON whose strings YAML reads back exactly: non-printables escaped, astral kept whole."""
+    import json  # here, not at the top: a plain send's frontmatter needs no quoting
+
     text = json.dumps(value, ensure_ascii=False)
     return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in text)
 
@@ -315,6 +316,8 @@ def load_json(text: str | bytes, *, path: Path | str | None = None) -> Any:
     UTF-8), nesting deeper than the interpreter's recursion limit, an integer longer than
     Python's 4,300-digit conversion limit.
     """
+    import json
+
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
