@@ -14,7 +14,6 @@ every run through ``helpers.end_process`` (``core.ending``).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from typing import Any
 
@@ -105,6 +104,8 @@ class _ClosedPipe(_CliError):
 
 
 def _available(name: str) -> bool:
+    import importlib.util  # only --help lists commands without running one
+
     module = COMMANDS[name][0]
     return module in sys.modules or importlib.util.find_spec(module) is not None
 
@@ -118,10 +119,16 @@ class MailslotGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
-        if cmd_name not in COMMANDS or not _available(cmd_name):
+        if cmd_name not in COMMANDS:
             return None
         module, attr, _ = COMMANDS[cmd_name]
-        command = getattr(importlib.import_module(module), attr)
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:  # the module is there; something it imports is not
+                raise
+            return None  # a command whose module this install leaves out
+        command = getattr(loaded, attr)
         assert isinstance(command, click.Command)
         ensure_common_options(command)
         return command

@@ -288,13 +288,15 @@ def emit(
     """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``), whole and
     flushed (``write_out``): once it returns the output is out, else it raised ``OSError`` (or
     ``Incomplete`` when it could not go out by ``deadline``)."""
-    import json
-
     if as_json:
+        import json  # here: a plain send prints its path and needs no json module
+
         write_out(json.dumps(data, indent=None, ensure_ascii=False, default=str), deadline=deadline)
         return
     out: str
     if text is None:
+        import json
+
         out = data if isinstance(data, str) else json.dumps(data, indent=2, default=str)
     elif isinstance(text, str):
         out = text
