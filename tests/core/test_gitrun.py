@@ -184,6 +184,29 @@ def test_git_runs_without_the_callers_git_settings(
     assert "GIT_DIR" not in env and "LANGUAGE" not in env
 
 
+def test_nothing_planted_in_the_repository_runs_in_mailslots_git(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    for hook in ("pre-commit", "prepare-commit-msg", "post-commit", "post-index-change"):
+        path = repo / ".git" / "hooks" / hook
+        path.write_text(f"#!/bin/sh\ntouch {ran / hook}\n")
+        path.chmod(0o755)
+    with (repo / ".git" / "config").open("a") as f:
+        f.write(f'[core]\n\tfsmonitor = "touch {ran / "fsmonitor"}; false"\n')
+    (repo / "a.md").write_text("entry\n")
+    run_git(repo, "status", "--porcelain")
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-q", "-m", "entry", config=_IDENTITY)
+    assert run_git(repo, "log", "--format=%s").strip() == "entry"
+    assert os.listdir(ran) == []
+    # the same repository as a user's checkout runs them: the plants are live
+    (repo / "b.md").write_text("entry\n")
+    run_git(repo, "add", "-A", isolated=False)
+    run_git(repo, "commit", "-q", "-m", "b", config=_IDENTITY, isolated=False)
+    assert {"post-commit", "fsmonitor"} <= set(os.listdir(ran))
+
+
 def test_a_checkout_keeps_the_index_git_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

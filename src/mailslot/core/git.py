@@ -10,7 +10,13 @@ into the hook's repository) and no system or user config (a user's ``commit.gpgs
 ``core.hooksPath`` or ``core.fsmonitor`` never runs in a tick) -- except ``safe.directory``:
 the repositories the caller's system or user config declares safe though another user owns them
 are carried over (``safe_directories``), so root's tick over an exchange another user owns works
-exactly where the admin said it may. A user's checkout (the owners hook, which git runs
+exactly where the admin said it may. Nor does the repository's own config or hook directory
+run anything: ``core.hooksPath`` points at nothing and ``core.fsmonitor`` is off on the command
+line, which outranks every config file, so a ``post-commit`` hook or an fsmonitor command planted
+in ``.git`` by someone who can write it (the tick's umask leaves ``.git`` group-writable) never
+runs as the tick. What this cannot stop: a filter driver such a writer defines in
+``.git/config`` and names in a ``.gitattributes``; only ``.git`` writable by the tick's user
+alone closes that. A user's checkout (the owners hook, which git runs
 mid-commit) keeps the user's config and the ``GIT_*`` variables git set for the hook
 (``GIT_INDEX_FILE`` says which index the commit is made from).
 
@@ -62,6 +68,11 @@ __all__ = [
 GIT_TIMEOUT_S = 300.0
 # Longer than any git run by mailslot may take (``GIT_TIMEOUT_S``) with margin.
 STALE_AFTER_S = 600
+
+
+# For mailslot's own repository: no hook (``/dev/null`` holds none) and no fsmonitor command,
+# whatever the repository's config or hook directory says.
+_NOTHING_RUNS = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 
 
 def git_env(*, isolated: bool = True) -> dict[str, str]:
@@ -117,7 +128,8 @@ def run_git(
     """
     argv = ["git"]
     if isolated:
-        config = [*(f"safe.directory={d}" for d in safe_directories()), *config]
+        trusted = (f"safe.directory={d}" for d in safe_directories())
+        config = [*trusted, *_NOTHING_RUNS, *config]
     for setting in config:
         argv += ["-c", setting]
     argv += ["-C", str(repo), *args]
