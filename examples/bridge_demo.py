@@ -111,6 +111,13 @@ class Host:
             )
         return r.stdout.strip()
 
+    def send(self, side: str, topic: str, action: str, body: str) -> str:
+        """``side`` sends an entry on this host, as an agent would; its path in the exchange."""
+        return self.run(
+            "--root", str(self.root), "--as", side,
+            "exchange", "send", "--topic", topic, "--action", action, body,
+        )  # fmt: skip
+
     def serve(self) -> None:
         log = open(self.dir.parent / "bridge.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -213,19 +220,7 @@ def main() -> None:
         wait("the link", lambda: laptop.link_up() and server.link_up(), 60)
         print(f"two hosts up in {base}: laptop (side claude) and server (side olu, home)\n")
 
-        rel = laptop.run(
-            "--root",
-            str(laptop.root),
-            "--as",
-            "claude",
-            "exchange",
-            "send",
-            "--topic",
-            "gate-bug",
-            "--action",
-            "required",
-            "Is the gate fixed?",
-        )
+        rel = laptop.send("claude", "gate-bug", "required", "Is the gate fixed?")
         took = wait("the entry on the server", lambda: (server.root / rel).exists())
         print(f"laptop  claude sent {rel}")
         print(
@@ -237,32 +232,8 @@ def main() -> None:
         print("\n--- the link is cut ---")
         link.cut()
         for i in range(3):
-            laptop.run(
-                "--root",
-                str(laptop.root),
-                "--as",
-                "claude",
-                "exchange",
-                "send",
-                "--topic",
-                topic,
-                "--action",
-                "fyi",
-                f"note {i} written while cut off",
-            )
-            server.run(
-                "--root",
-                str(server.root),
-                "--as",
-                "olu",
-                "exchange",
-                "send",
-                "--topic",
-                topic,
-                "--action",
-                "fyi",
-                f"reply {i} written while cut off",
-            )
+            laptop.send("claude", topic, "fyi", f"note {i} written while cut off")
+            server.send("olu", topic, "fyi", f"reply {i} written while cut off")
         print(
             f"laptop  {len(laptop.entries())} entries here; server  {len(server.entries())} there"
         )
