@@ -219,6 +219,7 @@ class Watcher:
         # the names its events carry: a wake looks again only at the names that changed
         self._listings: dict[str, tuple[tuple[int, int], TopicDir]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
+        self._recheck = False  # an entry was taken as whole while its events said only APPEARED
         self._watch: Watch | None = None
         # Whether the next round arms every path again: after an event on anything but a listed
         # topic (the inbox, done/, a topic directory itself), or when events are not known
@@ -277,7 +278,8 @@ class Watcher:
         except FileNotFoundError:
             return None
         now = time.time()
-        verdict = settled(path, st, self._states.get(str(path)), now)
+        state = self._states.get(str(path))
+        verdict = settled(path, st, state, now)
         if not verdict.whole:
             if verdict.again is not None:
                 again = time.monotonic() + max(0.0, verdict.again - now)
@@ -290,6 +292,8 @@ class Watcher:
         else:
             entry = check_sender(self.ex, read_entry(path, self.ex.writer_of(self.side), topic))
             self._cache[path] = (sig, entry)
+        if state == APPEARED:  # created or linked in, no more known: the events once more first
+            self._recheck = True
         note = verdict.note
         if note is None and entry.error is None and entry.body and entry.body[-1] != "\n":
             note = CUT_SHORT
@@ -321,6 +325,7 @@ class Watcher:
         """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
         seen = seen if seen is not None else self.seen
         self.defer_until = None
+        self._recheck = False
         out = []
         changed = self._watch.take_changes() if self._watch is not None else None
         if changed is None:  # not known which (events lost): every directory is listed anew
@@ -538,6 +543,11 @@ class Watcher:
                 on_armed()
                 on_armed = None
             found = self.pending()
+            if found and self._recheck:
+                # a file created in place whose first write is in it but whose IN_MODIFY was
+                # not queued yet when the events were taken reads as linked in whole: the
+                # events queued since say WRITING, and it is held after all
+                found = self.pending()
             if found and not peek:
                 found = self.take(found, show)
             elif found and show is not None:
