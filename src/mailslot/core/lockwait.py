@@ -15,7 +15,6 @@ for milliseconds, so a 20 ms poll costs nothing and is as prompt as a waiter nee
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shlex
 import stat
@@ -25,8 +24,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from mailslot.core.errors import LockBusy
-
-log = logging.getLogger(__name__)
 
 __all__ = ["POLL_S", "mkdir_lock", "wait_for"]
 
@@ -145,4 +142,8 @@ def _release(lock: Path) -> None:
     except FileNotFoundError:
         pass
     except OSError as e:
-        log.warning("could not free the lock %s (%s); the next writer will say how", lock, e)
+        import logging  # here: every send and say imports this module, and logging is heavy
+
+        logging.getLogger(__name__).warning(
+            "could not free the lock %s (%s); the next writer will say how", lock, e
+        )
