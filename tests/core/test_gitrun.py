@@ -7,6 +7,7 @@ and git runs with the same environment whatever the caller's git settings are.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -205,6 +206,36 @@ def test_nothing_planted_in_the_repository_runs_in_mailslots_git(tmp_path: Path)
     run_git(repo, "add", "-A", isolated=False)
     run_git(repo, "commit", "-q", "-m", "b", config=_IDENTITY, isolated=False)
     assert {"post-commit", "fsmonitor"} <= set(os.listdir(ran))
+
+
+def test_a_filter_driver_planted_in_the_repository_runs_nothing(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    drivers = {"plain": ' "plain"', "dotted": ".dotted", "quoted": ' "a \\"b\\" c"'}
+    with (repo / ".git" / "config").open("a") as f:
+        for name, header in drivers.items():
+            f.write(f"[FILTER{header}]\n")
+            for key in ("clean", "smudge", "process"):
+                f.write(f'\t{key} = "touch {ran / name}-{key}; cat"\n')
+            f.write("\trequired = true\n")
+    names = ["plain", "dotted", 'a \\"b\\" c']
+    (repo / ".gitattributes").write_text(
+        "".join(f"{p} filter={n}\n" for p, n in zip(["p.md", "d.md", "q.md"], names, strict=True))
+    )
+    for p in ("p.md", "d.md", "q.md"):
+        (repo / p).write_text("entry\n")
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-q", "-m", "entry", config=_IDENTITY)
+    assert os.listdir(ran) == []
+    with contextlib.suppress(CommandFailed):  # a shell as a process filter fails its protocol
+        run_git(repo, "add", "-A", isolated=False)  # as a user's checkout: the drivers are live
+    assert os.listdir(ran)
+    # a config that pulls in another file cannot be checked: refused, nothing run
+    with (repo / ".git" / "config").open("a") as f:
+        f.write(f"[include]\n\tpath = {tmp_path / 'more'}\n")
+    with pytest.raises(CommandFailed, match="includes other config files"):
+        run_git(repo, "status")
 
 
 def test_a_checkout_keeps_the_index_git_named(

@@ -2,23 +2,22 @@
 
 ``run_git`` runs every git mailslot runs (the exchange's history, ``doctor``, the owners hook)
 through ``core.command.run_command``: its own session, a timeout that stops its whole process
-group, bounded output, ``CommandFailed`` naming the git subcommand. ``git_env`` is the
-environment it runs in: ``LC_ALL=C`` (messages read the same everywhere), no terminal prompt, no
-pager or editor. For mailslot's own repository (``isolated``, the default) nothing of the
-caller's git leaks in either: no ``GIT_*`` variables (a tick started from a hook must not commit
-into the hook's repository) and no system or user config (a user's ``commit.gpgsign``,
-``core.hooksPath`` or ``core.fsmonitor`` never runs in a tick) -- except ``safe.directory``:
-the repositories the caller's system or user config declares safe though another user owns them
-are carried over (``safe_directories``), so root's tick over an exchange another user owns works
-exactly where the admin said it may. Nor does the repository's own config or hook directory
-run anything: ``core.hooksPath`` points at nothing and ``core.fsmonitor`` is off on the command
-line, which outranks every config file, so a ``post-commit`` hook or an fsmonitor command planted
-in ``.git`` by someone who can write it (the tick's umask leaves ``.git`` group-writable) never
-runs as the tick. What this cannot stop: a filter driver such a writer defines in
-``.git/config`` and names in a ``.gitattributes``; only ``.git`` writable by the tick's user
-alone closes that. A user's checkout (the owners hook, which git runs
-mid-commit) keeps the user's config and the ``GIT_*`` variables git set for the hook
-(``GIT_INDEX_FILE`` says which index the commit is made from).
+group, bounded output, ``CommandFailed`` naming the git subcommand. ``git_env`` is the environment
+it runs in: ``LC_ALL=C`` (messages read the same everywhere), no terminal prompt, no pager or
+editor. For mailslot's own repository (``isolated``, the default) nothing of the caller's git leaks
+in either: no ``GIT_*`` variables (a tick started from a hook must not commit into the hook's
+repository) and no system or user config (a user's ``commit.gpgsign``, ``core.hooksPath`` or
+``core.fsmonitor`` never runs in a tick) -- except ``safe.directory``: the repositories the
+caller's system or user config declares safe though another user owns them are carried over
+(``safe_directories``), so root's tick over an exchange another user owns works exactly where the
+admin said it may. Nor does the repository's own config or hook directory run anything:
+``core.hooksPath`` points at nothing and ``core.fsmonitor`` is off on the command line, which
+outranks every config file, so a ``post-commit`` hook or an fsmonitor command planted in ``.git``
+by someone who can write it (the tick's umask leaves ``.git`` group-writable) never runs as the
+tick; every filter driver its ``.git/config`` defines is emptied the same way (a ``.gitattributes``
+naming one runs nothing), and a config that includes other files is refused. A user's checkout (the
+owners hook, which git runs mid-commit) keeps the user's config and the ``GIT_*`` variables git set
+for the hook (``GIT_INDEX_FILE`` says which index the commit is made from).
 
 Recognising a stale index lock:
 
@@ -52,6 +51,7 @@ from pathlib import Path
 
 from mailslot.core.command import MAX_OUTPUT, run_command
 from mailslot.core.errors import CommandFailed
+from mailslot.core.fsio import read_regular
 
 __all__ = [
     "GIT_TIMEOUT_S",
@@ -70,9 +70,61 @@ GIT_TIMEOUT_S = 300.0
 STALE_AFTER_S = 600
 
 
-# For mailslot's own repository: no hook (``/dev/null`` holds none) and no fsmonitor command,
-# whatever the repository's config or hook directory says.
-_NOTHING_RUNS = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+# For mailslot's own repository: no hook (``/dev/null`` holds none), no fsmonitor command and
+# no signing program, whatever the repository's config or hook directory says.
+_NOTHING_RUNS = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "commit.gpgSign=false",
+    "log.showSignature=false",
+)
+# The most of a repository's config read to find its filter drivers: mailslot writes a few
+# hundred bytes there, and a file past this is not one it made.
+CONFIG_MAX = 1 << 20
+# A section header: ``[filter "name"]``, ``[filter.name]`` (the older spelling), ``[include]``.
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]', re.M)
+
+
+def _filters_off(repo: Path) -> list[str]:
+    """``-c`` settings that empty every filter driver the repository's own config defines, so a
+    ``.gitattributes`` naming one runs nothing; ``CommandFailed`` for a config that includes
+    other files or cannot be read whole (what it defines cannot be known: nothing is run)."""
+    git_dir = repo / ".git"
+    if not os.path.lexists(git_dir):
+        return []  # no repository yet (``git init``), or none: git says so
+    if git_dir.is_symlink() or not git_dir.is_dir():
+        raise CommandFailed(
+            "git",
+            f"{git_dir} is not a directory; mailslot's own repository keeps its .git in place",
+            path=repo,
+        )
+    config = git_dir / "config"
+    try:
+        text = read_regular(config, CONFIG_MAX).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise CommandFailed("git", f"cannot check {config}: {e.strerror}", path=repo) from None
+    names = set()
+    for section, sub in _SECTION.findall(text):
+        kind, _, dotted = section.partition(".")
+        if kind.lower() in ("include", "includeif"):
+            raise CommandFailed(
+                "git",
+                f"{config} includes other config files; mailslot runs git only in a repository "
+                "whose config is all in one file (remove its [include] sections)",
+                path=repo,
+            )
+        if kind.lower() == "filter" and (sub or dotted):
+            name = sub.replace('\\"', '"').replace("\\\\", "\\") if sub else dotted
+            if "=" in name or "\n" in name:  # cannot be named on git's command line
+                raise CommandFailed("git", f"{config} defines a filter named {name!r}", path=repo)
+            names.add(name)
+    return [
+        f"filter.{n}.{k}" + ("=false" if k == "required" else "=")
+        for n in sorted(names)
+        for k in ("clean", "smudge", "process", "required")
+    ]
 
 
 def git_env(*, isolated: bool = True) -> dict[str, str]:
@@ -129,7 +181,7 @@ def run_git(
     argv = ["git"]
     if isolated:
         trusted = (f"safe.directory={d}" for d in safe_directories())
-        config = [*trusted, *_NOTHING_RUNS, *config]
+        config = [*trusted, *_NOTHING_RUNS, *_filters_off(repo), *config]
     for setting in config:
         argv += ["-c", setting]
     argv += ["-C", str(repo), *args]
