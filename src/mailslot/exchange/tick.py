@@ -166,25 +166,22 @@ class _Tick:
         self.prev_status.update(self.prev.get("status", {}))
         self.prev_ns = int(self.prev.get("tick_ns", 0))
 
-    def quiet_names(self, topics: dict[str, TopicScan]) -> set[str]:
-        """Topics that keep the last run's outcome: every copy unchanged (``scan``), on the same
-        sides, and an outcome kept."""
+    def unchanged(self, scan: TopicScan) -> bool:
+        """Whether the topic keeps the last run's outcome: every copy unchanged (``scan``), on
+        the same sides, and an outcome kept."""
         if self.quiet_prev is None:
-            return set()
-        known = self.quiet_prev["known"]
-        out = set()
-        for name, scan in topics.items():
-            kept = known.get(name)
-            if (
-                kept is not None
-                and len(kept) == len(Outcome._fields)
-                and scan.unchanged()
-                and kept[0] == scan.sides()
-            ):
-                out.add(name)
-        return out
+            return False
+        kept = self.quiet_prev["known"].get(scan.name)
+        return (
+            kept is not None
+            and len(kept) == len(Outcome._fields)
+            and scan.unchanged()
+            and kept[0] == scan.sides()
+        )
 
-    def pass_over(self, scan: TopicScan, rows: list[str], debts: list[Debt]) -> None:
+    def pass_over(
+        self, scan: TopicScan, rows: list[str], debts: list[Debt | tuple[str, list[Any]]]
+    ) -> None:
         """A topic that keeps its last outcome: its statuses, row and debts as they were."""
         name = scan.name
         kept = self.quiet_prev["known"][name]  # type: ignore[index]
@@ -195,10 +192,13 @@ class _Tick:
         self.outcomes[name] = kept
         self.passed.append(name)
         rows.append(kept[2])
-        for side, reason, entry, detail in kept[3]:
-            debt = Debt(name, side, reason, entry, detail)
-            debts.append(debt)
-            self.r.debts.append(debt.to_json())
+        for d in kept[3]:
+            debts.append((name, d))
+            side, reason, entry, detail = d  # Debt.to_json, without making the Debt
+            told = {"topic": name, "side": side, "reason": reason, "entry": entry}
+            if detail is not None:
+                told["detail"] = detail
+            self.r.debts.append(told)
 
     def keep(self, scan: TopicScan, decision: Decision, view: TopicView, row: str) -> None:
         """Keep this topic's outcome for the next run when it holds for as long as no copy
@@ -390,17 +390,17 @@ class _Tick:
         ex, r = self.ex, self.r
         r.cleaned += clean_leftovers(ex)  # killed writers' temps, empty topic folders
         topics, archived = self.scan()
-        quiet = self.quiet_names(topics)
-        if len(quiet) < len(topics):
-            self.load()
         rows: list[str] = []
-        debts: list[Debt] = []
+        debts: list[Debt | tuple[str, list[Any]]] = []  # Debt, or a kept one (pass_over)
         now_ns = time.time_ns()
+        passed = 0
         for name in sorted(topics):
             scan = topics[name]
-            if name in quiet:
+            if self.unchanged(scan):
                 self.pass_over(scan, rows, debts)
+                passed += 1
                 continue
+            self.load()  # once: a topic that changed needs the whole state
             scan.materialize(self.prev_copies, now_ns, self.ex.sides)
             view, decision = self.settle(scan, archived)
             if view is not None:
@@ -410,7 +410,7 @@ class _Tick:
                 self.keep(scan, decision, view, row)
         self.report_gone(topics, archived)
         late = self.report_late(archived)
-        same = len(quiet) == len(topics) == len(self.prev_topics) and not self.r.unseen
+        same = passed == len(topics) == len(self.prev_topics) and not self.r.unseen
         same = same and self.quiet_prev is not None
         same = same and [d.to_json() for d in late] == self.quiet_prev.get("late")  # type: ignore[union-attr]
         self.late = [d.to_json() for d in late]
@@ -599,7 +599,9 @@ class _Tick:
         r.debts.extend(d.to_json() for d in view.debts)
         return view
 
-    def write_index(self, rows: list[str], debts: list[Debt], same: bool) -> None:
+    def write_index(
+        self, rows: list[str], debts: list[Debt | tuple[str, list[Any]]], same: bool
+    ) -> None:
         """INDEX.md from ``rows`` and ``debts``, written only if it reads otherwise. ``same``:
         every topic and debt is as the last run had them, so an INDEX.md that is still the
         file it left (``tickstate.identity``) is not even rendered."""
@@ -608,7 +610,8 @@ class _Tick:
         if same and kept is not None and kept == tickstate.identity(path):
             self.index_id = kept
             return
-        text = render_index_rows(self.ex, rows, debts)
+        whole = [d if isinstance(d, Debt) else Debt(d[0], *d[1]) for d in debts]
+        text = render_index_rows(self.ex, rows, whole)
         try:
             if path.read_text() == text:
                 self.index_id = tickstate.identity(path)
