@@ -51,6 +51,7 @@ __all__ = [
     "side_dirs",
     "tell_names",
     "topic_entries",
+    "topic_mtimes",
     "topic_names",
     "topic_pairs",
 ]
@@ -123,6 +124,40 @@ def topic_entries(directory: Path | str, links: list[str] | None = None) -> list
                     out.append(e)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    return out
+
+
+def topic_mtimes(directory: str, links: list[str] | None = None) -> list[tuple[str, int]]:
+    """``(name, mtime_ns)`` of each directory ``topic_entries`` finds, stat'd relative to an
+    open ``directory`` (the kernel then walks one name, not the whole path, for each of tens of
+    thousands of topics). A topic gone between the listing and its stat is left out."""
+    bad = linked(Path(directory))
+    if bad is not None:
+        if links is not None:
+            links.append(str(bad))
+        return []
+    out = []
+    match = TOPIC_RE.fullmatch
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    try:
+        with os.scandir(fd) as it:
+            for e in it:
+                name = e.name
+                if name[0] == "." or not match(name):
+                    continue
+                if e.is_symlink():
+                    if links is not None:
+                        links.append(f"{directory}/{name}")  # never followed: reported
+                elif e.is_dir(follow_symlinks=False):
+                    try:
+                        out.append((name, e.stat(follow_symlinks=False).st_mtime_ns))
+                    except FileNotFoundError:
+                        continue  # moved away since the listing (an archive, a reopen)
+    finally:
+        os.close(fd)
     return out
 
 

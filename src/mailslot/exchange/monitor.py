@@ -59,7 +59,7 @@ from mailslot.exchange.listing import (
     TopicDir,
     arrivals,
     list_dir,
-    topic_entries,
+    topic_mtimes,
     topic_names,
     topic_pairs,
 )
@@ -302,12 +302,9 @@ def _unchanged_or_listed(
     found: dict[str, dict[str, str]] = {}  # topic -> inbox side -> directory
     changed: set[str] = set()
     for s in ex.sides:
-        for e in topic_entries(str(ex.inbox(s))):
-            name, path = e.name, e.path
-            try:
-                mtime = e.stat(follow_symlinks=False).st_mtime_ns
-            except FileNotFoundError:
-                continue
+        inbox = str(ex.inbox(s))
+        for name, mtime in topic_mtimes(inbox):
+            path = f"{inbox}/{name}"
             dirs = found.get(name)
             if dirs is None:
                 found[name] = {s: path}

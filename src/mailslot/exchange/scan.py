@@ -46,7 +46,7 @@ from mailslot.exchange.listing import (
     HALF_ARCHIVED,
     EntryName,
     placement,
-    topic_entries,
+    topic_mtimes,
     topic_names,
 )
 from mailslot.exchange.safeio import read_regular
@@ -401,12 +401,7 @@ def _scan_inbox(
 ) -> list[tuple[str, SideCopy | Stub]]:
     inbox = str(ex.inbox(side))
     out: list[tuple[str, SideCopy | Stub]] = []
-    dirs = []
-    for e in topic_entries(inbox, links):
-        try:
-            dirs.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
-        except FileNotFoundError:
-            continue  # moved away since the listing (an archive, a reopen): not here now
+    dirs = topic_mtimes(inbox, links)
     turn, crc = (now_ns // SLOT_NS) % ROTATION, zlib.crc32  # _rotation_turn, inlined
     for name, mtime in dirs:
         path = f"{inbox}/{name}"
