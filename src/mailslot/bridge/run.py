@@ -31,6 +31,8 @@ __all__ = ["CONSUMER", "STATUS_NAME", "Bridge", "in_stream", "out_stream"]
 STATUS_NAME = "status.json"
 # How often status.json is rewritten (and how stale ``bridge status`` may be).
 STATUS_SECONDS = 1.0
+# How long a stopping bridge waits for a cancelled part before cancelling it again.
+CANCEL_AGAIN_SECONDS = 0.5
 # A stream with less room left than the largest message it may carry is full.
 FULL_MARGIN_BYTES = MAX_PAYLOAD_BYTES + 1024
 
@@ -156,6 +158,12 @@ class Bridge:
             failed = [t for t in tasks if t.done() and not t.cancelled() and t.exception()]
             for t in tasks:
                 t.cancel()
+            # a cancel can be lost (before Python 3.12, asyncio.wait_for drops it when what it
+            # awaits finishes at that moment), so a part still running is cancelled again
+            while pending := [t for t in tasks if not t.done()]:
+                await asyncio.wait(pending, timeout=CANCEL_AGAIN_SECONDS)
+                for t in pending:
+                    t.cancel()
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
