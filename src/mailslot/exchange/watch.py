@@ -12,7 +12,9 @@ writer, by the file events on its name; else not held open for writing, by the k
 alone a while. A hand writer's ``cat > NNNN-x.md`` is therefore shown when it closes the file,
 never half. One still open past ``OPEN_SETTLE``, or that ends part-way through a line (a writer
 killed mid-write), or that does not parse, is shown as it stands, flagged, and marked seen under
-a key that carries its size and mtime, so a later change to it is delivered again.
+a key that carries its size and mtime, so a later change to it is delivered again. So is a live
+entry already shown whose mtime is past when the round that marked it began (an append, a rename
+over it): each mark notes that time (``marked_ns``).
 
 The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
 own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
@@ -48,7 +50,7 @@ from mailslot.core.handover import show_then_record
 from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Watch, settled
 from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
-from mailslot.exchange.inbox import inbox_items, read_entry
+from mailslot.exchange.inbox import InboxItem, inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 from mailslot.exchange.listing import TopicDir, list_dir, relisted, topic_entries, topic_names
 from mailslot.exchange.safeio import read_regular
@@ -72,6 +74,7 @@ SCOPES = ("any", "required")
 # What the events for a file said last, kept until it is delivered or gone
 _KEPT_STATES = (APPEARED, WRITING, CLOSED)
 CUT_SHORT = "ends part-way through a line: its writer may have stopped before the end"
+CHANGED = "changed after it was shown (an entry is never edited): shown again as it now stands"
 
 
 def cursor_key(ex: Exchange, agent: str) -> str:
@@ -220,6 +223,11 @@ class Watcher:
         self._listings: dict[str, tuple[tuple[int, int], TopicDir]] = {}
         self.defer_until: float | None = None  # monotonic time to look again at a half-written
         self._recheck = False  # an entry was taken as whole while its events said only APPEARED
+        # Which live entries already seen to look at for a change since they were shown: all
+        # (None) on the first round and after lost events, else the names the events carried
+        self._look_all = True
+        self._round_ns = 0  # time.time_ns() when the last round began: marked with what it found
+        self._also: dict[str, str] = {}  # key -> its as-it-stands key, for entries written then
         self._watch: Watch | None = None
         # Whether the next round arms every path again: after an event on anything but a listed
         # topic (the inbox, done/, a topic directory itself), or when events are not known
@@ -308,6 +316,42 @@ class Watcher:
             elif c.state == GONE:
                 states.pop(f"{path}/{name}", None)
 
+    def _shown_then_changed(
+        self, live: list[TopicDir], seen: SeenSet, look: dict[str, set[str]] | None
+    ) -> list[tuple[InboxItem, str]]:
+        """Live entries marked seen that were written since the round that marked them (an
+        append, a rename over one): each with ``CHANGED``, unless seen as they now stand.
+
+        Their mtime is past ``marked_ns``, noted with every mark (when the marking round began),
+        so a ``chmod`` is no change; ``look`` names the entries to look at (``None``: all, one
+        ``lstat`` each; else the names the events carried, per directory).
+        """
+        marked = self._log.meta.get("marked_ns")
+        if seen is not self.seen or not isinstance(marked, int) or not seen.keys:
+            return []
+        out = []
+        for d in live:
+            names = None if look is None else look.get(d.dir)
+            if look is not None and names is None:
+                continue
+            prefix = d.topic + "/"
+            for number, sender, name in d.entries:
+                if names is not None and name not in names:
+                    continue
+                key = prefix + name[:-3]
+                if key not in seen.keys:
+                    continue
+                try:
+                    st = os.lstat(d.file(name))
+                except OSError:
+                    continue
+                if st.st_mtime_ns > marked and f"{key}@{st.st_size}.{st.st_mtime_ns}" not in (
+                    seen.keys
+                ):
+                    item = InboxItem(d.topic, number, sender, Path(d.file(name)), d.archived)
+                    out.append((item, CHANGED))
+        return out
+
     def _list_live(self, path: str, topic: str, archived: bool) -> TopicDir:
         """A live topic's listing, reused while it is known to be current: armed before it was
         listed, as the same directory, not re-armed since, and updated by ``pending`` with
@@ -326,17 +370,25 @@ class Watcher:
         seen = seen if seen is not None else self.seen
         self.defer_until = None
         self._recheck = False
+        self._round_ns = time.time_ns()
+        self._also = {}
         out = []
         changed = self._watch.take_changes() if self._watch is not None else None
+        look: dict[str, set[str]] | None = {}  # seen entries to look at again (None: all)
         if changed is None:  # not known which (events lost): every directory is listed anew
             self._listings.clear()
             self._states.clear()  # and whether a file is whole is asked of the kernel again
             self._rearm = True
             self._names = None
+            look = None
         else:
             for p, names in changed.items():
                 if names is not None:
                     self._note_changes(p, names)
+                    if look is not None:
+                        look.setdefault(str(p), set()).update(names)
+                elif look is not None:
+                    look = None
                 hit = self._listings.get(str(p))
                 if hit is not None and names is not None:
                     # only these names in a listed topic changed: look at them, not at all of it
@@ -356,15 +408,25 @@ class Watcher:
             live_names=live_names,
             done_names=done_names,
         )
-        for item in items:
+        if self._look_all:
+            look, self._look_all = None, False
+        for item, note in [
+            *((i, None) for i in items),
+            *self._shown_then_changed(live, seen, look),
+        ]:
             found = self._entry(item.path, item.topic)
             if found is None:
                 continue
             entry, st, partial = found
+            if note is not None:
+                partial = note if partial is None else f"{note}; {partial}"
+            elif partial is None and entry.error is None and st.st_mtime_ns >= self._round_ns:
+                # written while this round looked: the next one must not take it as changed
+                self._also[item.key] = f"{item.key}@{st.st_size}.{st.st_mtime_ns}"
             if self.action == "required" and entry.action not in ("required", None):
                 continue  # fyi; an unreadable action stays visible
             key = item.key
-            if partial is not None or entry.error is not None:
+            if partial is not None or entry.error is not None or note is not None:
                 # marked as it stands: a later change to it is delivered again
                 key = f"{key}@{st.st_size}.{st.st_mtime_ns}"
                 if key in seen.keys:
@@ -501,21 +563,30 @@ class Watcher:
                 return fresh
             result = WatchResult(self.agent, self.side, fresh, False, list(self.warnings))
 
+            keys = [d.key for d in fresh] + [
+                self._also[d.key] for d in fresh if d.key in self._also
+            ]
+            marked = self._log.meta.get("marked_ns")
+            round_ns = max(self._round_ns, marked if isinstance(marked, int) else 0)
+
             def mark() -> None:  # appended, no fsync: a power cut re-delivers, never loses
                 before = list(self._log.meta.get("pruned_at") or [])
                 try:
                     if self._prune(current):
-                        current.keys.update(d.key for d in fresh)
+                        current.keys.update(keys)
+                        self._log.meta["marked_ns"] = round_ns
                         self._log.rewrite()
                     else:
                         after = self._log.meta.get("pruned_at")
-                        meta = {"pruned_at": after} if after != before else None
-                        self._log.add([d.key for d in fresh], meta)
+                        meta: dict[str, Any] = {"marked_ns": round_ns}
+                        if after != before:
+                            meta["pruned_at"] = after
+                        self._log.add(keys, meta)
                 except OSError:
                     if _not_a_file(self.store.path_for(self.key)) is None:
                         raise
                     # said when it was loaded: kept in memory, delivered again by the next one
-                    self._kept.update(d.key for d in fresh)
+                    self._kept.update(keys)
                     current.keys.update(self._kept)
 
             show_then_record((lambda: show(result)) if show is not None else None, mark)
