@@ -228,6 +228,8 @@ def test_a_filter_driver_planted_in_the_repository_runs_nothing(tmp_path: Path) 
     run_git(repo, "add", "-A")
     run_git(repo, "commit", "-q", "-m", "entry", config=_IDENTITY)
     assert os.listdir(ran) == []
+    for p in ("p.md", "d.md", "q.md"):
+        (repo / p).write_text("changed\n")  # so the next add must filter them again
     with contextlib.suppress(CommandFailed):  # a shell as a process filter fails its protocol
         run_git(repo, "add", "-A", isolated=False)  # as a user's checkout: the drivers are live
     assert os.listdir(ran)
