@@ -148,3 +148,20 @@ def test_serve_stopped_by_ctrl_c_exits_130_and_stops_its_server(pair) -> None:
     pair.a.proc = None
     assert "mailslot: interrupted" in (pair.a.base / "serve.log").read_text()
     wait_for(lambda: not _alive(server), 10, "the nats-server child stopped")
+
+
+def test_serve_after_a_killed_bridge_stops_the_server_it_left_and_runs_its_own(pair) -> None:
+    from bridge_helpers import _alive
+
+    proc, left = pair.a.proc, pair.a.server_pid()
+    assert proc is not None and left and _alive(left)
+    proc.kill()  # the bridge alone: its nats-server child keeps running, holding the port
+    proc.wait()
+    pair.a.proc = None
+    assert _alive(left)
+    pair.a.start()
+    wait_for(lambda: not _alive(left), 10, "the server left behind stopped")
+    assert pair.a.server_pid() not in (None, left)
+    assert "left running by a bridge that was killed" in (pair.a.base / "serve.log").read_text()
+    rel = pair.a.send("a", "after-restart", "still carried")
+    wait_for(lambda: (pair.b.root / rel).exists(), 30, "the entry on b")

@@ -39,6 +39,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 NATS_CONF = "nats.conf"
+# The running server's pid, so a bridge that was killed (and could not stop its server) is
+# followed by one that stops the server left behind instead of finding its port taken.
+NATS_PID = "nats.pid"
 # Debian keeps the binary in /usr/sbin, which a user's PATH often lacks.
 _EXTRA_BIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/local/bin")
 # A server that is not answering on its port this long after start did not start.
@@ -205,6 +208,7 @@ class NatsServer:
         self.config = config
         self.conf = config.dir / NATS_CONF
         self.log_path = config.dir / "nats.log"
+        self.pid_path = config.dir / NATS_PID
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._backoff = RESTART_MIN_SECONDS
@@ -229,10 +233,43 @@ class NatsServer:
             )
         finally:
             out.close()
+        atomic_write(self.pid_path, f"{self.proc.pid}\n", durable=False)
+
+    def _left_behind(self) -> int | None:
+        """The pid of a server a killed bridge left running from this very config, if any: the
+        pid in ``nats.pid`` whose command line is ``nats-server -c <this nats.conf>``."""
+        try:
+            with open(self.pid_path, "rb") as f:
+                pid = int(f.read(32).strip() or b"0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read(1 << 16).split(b"\0")
+        except (OSError, ValueError):
+            return None
+        if pid > 0 and argv[1:3] == [b"-c", os.fsencode(self.conf)]:
+            return pid
+        return None
+
+    def _stop_left_behind(self, timeout: float = 5.0) -> None:
+        pid = self._left_behind()
+        if pid is None:
+            return
+        log.warning("stopping nats-server %d, left running by a bridge that was killed", pid)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            deadline = time.monotonic() + timeout
+            while self._left_behind() == pid:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+            else:
+                return
+        # still there: start() then finds its port taken and says so
 
     def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
         """Start the server and wait until its client port answers; ``ServerFailed`` if not."""
         listen = self.config.nats.listen
+        self._stop_left_behind()
         if port_open(listen):
             raise ServerFailed(
                 f"something already listens on {listen}; stop it, or use it with --nats-url"
@@ -270,6 +307,8 @@ class NatsServer:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``)."""
         proc, self.proc = self.proc, None
+        with contextlib.suppress(OSError):
+            os.unlink(self.pid_path)
         if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
