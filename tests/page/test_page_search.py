@@ -113,3 +113,33 @@ def test_the_search_follower_stops_with_the_page(world: World) -> None:
         assert "hit" in httpx.get(f"{url}/search", params={"q": "gate"}).text
         assert any(t.name == "page-search" for t in threading.enumerate())
     assert not [t for t in threading.enumerate() if t.name == "page-search"]
+
+
+def test_what_a_failed_refresh_left_is_refreshed_before_the_next_answer(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh that fails before an answer (the index held by another process past its
+    wait) keeps what changed for the next answer: the entry is found by the next search, not
+    only at the follower's rescan (here there is no follower)."""
+    from mailslot.core.errors import LockBusy
+    from mailslot.exchange.entries import send
+    from mailslot.exchange.layout import load_exchange
+    from mailslot.web.page import finder
+
+    monkeypatch.setattr(finder, "follow", lambda roots, stop: stop.wait())
+    pages = finder.PageSearch([world.exchange])
+    try:
+        assert pages.find("wombat", 10) == []
+        send(load_exchange(world.exchange), "olu", world.topics[0], "fyi", "a wombat at the gate")
+        refresh = finder.refresh
+
+        def busy(root: Path, **_: Any) -> None:
+            raise LockBusy("the search index is busy", path=root)
+
+        monkeypatch.setattr(finder, "refresh", busy)
+        assert pages.find("wombat", 10) == []  # not refreshed: the index as it was
+        monkeypatch.setattr(finder, "refresh", refresh)
+        hits = pages.find("wombat", 10)
+        assert [(h.channel, h.thread) for h in hits] == [("exchange", world.topics[0])], hits
+    finally:
+        pages.close()

@@ -54,19 +54,22 @@ class PageSearch:
         """The best ``limit`` hits for ``query`` (``search``'s errors, as it raises them), with
         what changed since the last search refreshed first."""
         with self._lock:
-            stale = self._stale
+            stale, self._stale = self._stale, {}
             changes = self._watch.take_changes()
             for root, topics in changed_topics(self.roots, changes, self._watch).items():
-                before = stale.get(root, set())  # None: the whole root already
-                stale[root] = None if before is None or topics is None else before | topics
-            self._stale = {}
-            for root, topics in stale.items():
-                for path in watch_paths(root) if topics is None else ():
-                    self._watch.add(path)  # armed before the refresh: nothing lands unseen
-                try:
-                    refresh(root, topics=topics)
-                except MailslotError:  # nothing to search there yet; search says so
-                    pass
+                _add_stale(stale, root, topics)
+            try:
+                for root, topics in list(stale.items()):
+                    for path in watch_paths(root) if topics is None else ():
+                        self._watch.add(path)  # armed before the refresh: nothing lands unseen
+                    try:
+                        refresh(root, topics=topics)
+                    except MailslotError:  # nothing to search there yet (search says so), or
+                        continue  # not refreshed: kept for the next answer
+                    del stale[root]
+            finally:  # what was not refreshed is refreshed before the next answer
+                for root, topics in stale.items():
+                    _add_stale(self._stale, root, topics)
         return search(self.roots, query, limit=limit, fresh=False, skip_empty=True)
 
     def close(self) -> None:
@@ -76,3 +79,9 @@ class PageSearch:
             self._thread.join()
         with self._lock:
             self._watch.close()
+
+
+def _add_stale(stale: dict[Path, set[str] | None], root: Path, topics: set[str] | None) -> None:
+    """Add ``topics`` of ``root`` (None: anything in it) to what ``stale`` holds to refresh."""
+    before = stale.get(root, set())  # None: the whole root already
+    stale[root] = None if before is None or topics is None else before | topics
