@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from mailslot.chat.format import HANDSHAKE_KINDS, ChatMessage, parse_messages
 from mailslot.chat.identity import ChatRef, NameBook
@@ -59,6 +60,14 @@ __all__ = ["TAIL_BYTES", "Waiter", "wait"]
 # rewritten in place (same inode, no shorter) differs there unless the rewrite kept them.
 TAIL_BYTES = 64
 _GONE = "the chat file was removed: the conversation is over"
+
+
+class _Place(NamedTuple):
+    """A reader's place: ``offset`` bytes into the file and the bytes just before it (``tail``,
+    at most ``TAIL_BYTES``; ``None`` while not read)."""
+
+    offset: int
+    tail: bytes | None
 
 
 class Waiter:
@@ -111,7 +120,7 @@ class Waiter:
         self._ended: bool | None = _quick_status(_require_chat(data, self.path)).ended
         self._pos = cursor
         self._tail: bytes | None = None  # the bytes before ``_pos`` (unknown until read)
-        self._shown: tuple[int, bytes | None] = (cursor, None)  # after what the caller had
+        self._shown = _Place(cursor, None)  # after what the caller had
         self._armed = -1  # the inode the watch follows
         from mailslot.core.wait import Watch  # kernel file events: only a waiter needs them
 
@@ -142,13 +151,13 @@ class Waiter:
         if stored is not None and stored.valid_for(self.path) and stored.offset != self._pos:
             self._pos, self._tail, self._before = stored.offset, None, stored.before
             self._ino = stored.inode if stored.inode is not None else self._ino
-            self._shown = (self._pos, None)
+            self._shown = _Place(self._pos, None)
 
     def _restart(self, ino: int) -> None:
         """The file is not the one the place was taken in: read it from its start."""
         self._ino, self._pos, self._tail, self._ended = ino, 0, b"", None
         self._before = None
-        self._shown = (0, b"")
+        self._shown = _Place(0, b"")
 
     def _read(self) -> bytes:
         """What follows ``_pos``, once the bytes before it are found unchanged."""
@@ -192,7 +201,7 @@ class Waiter:
         others = [m for m in messages if m.sender != self.who]
         if others:
             return others
-        self._shown = (self._pos, self._tail)
+        self._shown = _Place(self._pos, self._tail)
         if self._is_ended(messages):
             raise Gone("the chat has ended by mutual agreement", path=self.path)
         return None
@@ -207,14 +216,14 @@ class Waiter:
             self._ended = _quick_status(_require_chat(data, self.path)).ended
         return self._ended
 
-    def _save(self, place: tuple[int, bytes | None]) -> None:
+    def _save(self, place: _Place) -> None:
         """Store ``place`` as the cursor (no fsync: a lost one re-delivers); a cursor that
         cannot be stored is a warning."""
         self._shown = place
         if self._log is None:
             return
-        tail = place[1]
-        value = {"inode": self._ino, "offset": place[0]}
+        tail = place.tail
+        value = {"inode": self._ino, "offset": place.offset}
         if tail is not None:
             value["before"] = zlib.crc32(tail)
         try:
@@ -269,7 +278,7 @@ class Waiter:
             raise
         except WaitTimeout as e:
             self._save(self._shown)
-            e.payload = {"messages": [], "cursor": self._shown[0], "ended": False}
+            e.payload = {"messages": [], "cursor": self._shown.offset, "ended": False}
             if self.warnings:
                 e.payload["warnings"] = list(self.warnings)
             raise
@@ -279,7 +288,7 @@ class Waiter:
             raise
         ended = any(m.kind in HANDSHAKE_KINDS for m in found) and self._is_ended(found)
         batch = Batch(found, self._pos, ended, list(self.warnings))
-        before, place = self._shown, (self._pos, self._tail)
+        before, place = self._shown, _Place(self._pos, self._tail)
         try:
             if show is None:  # returned is shown: nothing to hold signals around
                 self._record(place, keep_cursor)
@@ -293,7 +302,7 @@ class Waiter:
         batch.warnings = list(self.warnings)
         return batch
 
-    def _record(self, place: tuple[int, bytes | None], keep: Callable[[], bool] | None) -> None:
+    def _record(self, place: _Place, keep: Callable[[], bool] | None) -> None:
         if keep is None or keep():
             self._save(place)
         else:
