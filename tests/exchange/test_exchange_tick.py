@@ -359,11 +359,13 @@ def test_a_tick_with_nothing_new_keeps_every_outcome_without_reading_the_state(
     _quiet_tree(root)
     first = tick(root)
     index = (root / "INDEX.md").read_text()
+    kept = {p.name: p.stat().st_mtime_ns for p in (root / ".mailslot").glob("tick-*.json")}
     _no_whole_state(monkeypatch)
     r = tick_mod.tick(ex)
     assert r.debts == first["debts"] and len(r.debts) == 2, r.debts
     assert not r.new_entries and not r.state_changes and not r.errors and not r.warnings
     assert (root / "INDEX.md").read_text() == index
+    assert {p.name: p.stat().st_mtime_ns for p in (root / ".mailslot").glob("tick-*.json")} == kept
 
 
 def test_a_tick_with_nothing_new_still_sees_state_rewritten_in_place(ex, monkeypatch) -> None:

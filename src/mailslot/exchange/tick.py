@@ -78,6 +78,8 @@ from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
 
+OUTCOME_FIELDS = len(Outcome._fields)
+
 HEARTBEAT = "heartbeat"
 # How long a tick waits for a previous one to finish before giving up loudly; a tick takes well
 # under a second, so a lock held this long means a stuck run someone must look at.
@@ -123,6 +125,7 @@ class _Tick:
         self.quiet_prev = tickstate.load_quiet(ex.meta)
         if self.quiet_prev is not None and self.quiet_prev.get("pending"):
             self.quiet_prev = None
+        self.kept_known: dict[str, Any] = self.quiet_prev["known"] if self.quiet_prev else {}
         self.prev: dict[str, Any] = {}
         self.prev_copies: dict[str, list[Any]] = {}
         self.prev_status: dict[str, str] = {}
@@ -169,15 +172,13 @@ class _Tick:
     def unchanged(self, scan: TopicScan) -> bool:
         """Whether the topic keeps the last run's outcome: every copy unchanged (``scan``), on
         the same sides, and an outcome kept."""
-        if self.quiet_prev is None:
+        kept = self.kept_known.get(scan.name)
+        if kept is None or len(kept) != OUTCOME_FIELDS or not scan.unchanged():
             return False
-        kept = self.quiet_prev["known"].get(scan.name)
-        return (
-            kept is not None
-            and len(kept) == len(Outcome._fields)
-            and scan.unchanged()
-            and kept[0] == scan.sides()
-        )
+        sides: list[str] = kept[0]
+        if len(sides) == 1:
+            return sides == [*scan.copies, *scan.stubs]
+        return sides == scan.sides()
 
     def pass_over(
         self, scan: TopicScan, rows: list[str], debts: list[Debt | tuple[str, list[Any]]]
@@ -719,6 +720,8 @@ class _Tick:
             tickstate.save(self.ex.meta, state, self.prev, git, self.git_prev)
         else:
             tickstate.save_git(self.ex.meta, git, self.git_prev)
+            if self.nothing_to_keep():
+                return
         quick = {stub.key: stub.quick for stub in self.stubs}
         for ck, c in self.live.items():
             q = c.quick()
@@ -736,6 +739,16 @@ class _Tick:
         tickstate.save_quiet(self.ex.meta, quiet, self.quiet_prev)
         if self.loaded:  # the state may be new: what the monitor takes goes with it
             self.save_monitor(quick, monitor_prev)
+
+    def nothing_to_keep(self) -> bool:
+        """Whether the quiet records would be written as they are: a run that passed over
+        every topic, with INDEX.md and the unseen debts as they were, and every copy it listed
+        in its rotation slot found as recorded."""
+        kept = self.quiet_prev
+        if kept is None or (self.index_id, self.late) != (kept.get("index"), kept.get("late")):
+            return False
+        copies = kept["copies"]
+        return all(c.quick() == copies.get(ck) for ck, c in self.live.items())
 
     def save_monitor(self, quick: dict[str, list[Any]], prev: dict[str, Any] | None) -> None:
         """``tick-monitor.json``: every kept topic's directories and the monitor's lines, worked
