@@ -13,8 +13,7 @@ reading the megabytes: per copy its ``scan.QuickRecord``, per known live topic i
 (``Outcome``, or ``null`` when it must be worked out every run), the archived names, the unseen
 entries told, whether notifications are pending, and the identity (inode, size, mtime) of the
 ``tick-state.json`` it goes with. It is written after that file, so a tick killed in between
-leaves one that names another state: it is then ignored and the tick reads the whole state, as
-any tick did before it existed.
+leaves one that names another state: it is then ignored and the tick reads the whole state.
 
 ``tick-monitor.json`` is what ``monitor`` may take from the tick (it reads it, never writes it):
 per live topic whose answer hangs only on its files, each copy's directory mtime and STATE.md
