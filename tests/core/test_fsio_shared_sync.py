@@ -83,10 +83,53 @@ def test_a_failed_fsync_fails_every_caller_it_covered(tmp_path, monkeypatch) -> 
     fsio.fsync_dir_shared(tmp_path)  # the next one, once the disk is back, succeeds
 
 
-def test_atomic_create_with_shared_sync_creates_once(tmp_path) -> None:
-    p = fsio.atomic_create(tmp_path / "a.json", "one", shared_sync=True)
+def test_atomic_create_for_concurrent_writers_creates_once(tmp_path) -> None:
+    p = fsio.atomic_create(tmp_path / "a.json", "one", concurrent=True)
     assert p.read_text() == "one"
     with pytest.raises(fsio.Conflict):
-        fsio.atomic_create(tmp_path / "a.json", "two", shared_sync=True)
+        fsio.atomic_create(tmp_path / "a.json", "two", concurrent=True)
     assert p.read_text() == "one"
     assert [x.name for x in tmp_path.iterdir()] == ["a.json"]
+
+
+KILLED_MID_WRITE = """
+import os, sys, time
+from pathlib import Path
+import mailslot.core.fsio as fsio
+real_write = os.write
+def slow_write(fd, data):
+    n = real_write(fd, bytes(data[: len(data) // 2]))
+    Path(sys.argv[2]).touch()
+    time.sleep(60)
+    return n
+os.write = slow_write
+fsio.atomic_create(Path(sys.argv[1]) / "0001-tidal.json", "x" * 100000, concurrent=True)
+"""
+
+
+def test_a_concurrent_writer_killed_mid_write_leaves_nothing_at_all(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    inbox, marker = tmp_path / "inbox", tmp_path / "marker"
+    inbox.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, str(inbox), str(marker)])
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the writer never reached its write"
+        time.sleep(0.01)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert os.listdir(inbox) == []  # the file never had a name: no temp to sweep either
+
+
+def test_without_unnamed_files_a_named_temp_is_used(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    p = fsio.atomic_create(tmp_path / "a.json", "one", concurrent=True)
+    assert p.read_text() == "one" and os.listdir(tmp_path) == ["a.json"]
+    with pytest.raises(fsio.Conflict):
+        fsio.atomic_create(tmp_path / "a.json", "two", concurrent=True)

@@ -392,15 +392,59 @@ def _link_into_place(tmp: Path, final: Path) -> None:
     os.unlink(tmp)
 
 
+# What an O_TMPFILE open fails with where there is none (an old kernel, a filesystem without it),
+# and what its link fails with where /proc or hard links are missing: use a named temp instead.
+_NO_UNNAMED = (errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL, errno.ENOENT)
+_NO_LINK = (errno.ENOENT, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV)
+
+
+def _create_unnamed(path: Path, data: bytes, mode: int) -> bool:
+    """Create ``path`` from a file written and fsync'd with no name, then linked in whole
+    (Linux ``O_TMPFILE``): no temp name to create, lock and remove, and a writer killed before
+    the link leaves nothing at all. ``False`` (nothing done) where the system cannot;
+    ``Conflict`` if ``path`` exists."""
+    unnamed = getattr(os, "O_TMPFILE", 0)
+    if not unnamed:
+        return False
+    try:
+        fd = os.open(path.parent, unnamed | os.O_WRONLY | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno in _NO_UNNAMED and path.parent.is_dir():
+            return False
+        raise
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+        try:
+            # linkat(AT_SYMLINK_FOLLOW) of the file's /proc name; the source path is absolute,
+            # so src_dir_fd only makes Python call linkat rather than link.
+            os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
+        except FileExistsError:
+            raise Conflict(
+                "already exists; mailslot never overwrites a message", path=path
+            ) from None
+        except OSError as e:
+            if e.errno in _NO_LINK:
+                return False
+            raise
+    finally:
+        os.close(fd)
+    return True
+
+
 def atomic_create(
-    path: Path, data: str | bytes, *, mode: int = 0o666, shared_sync: bool = False
+    path: Path, data: str | bytes, *, mode: int = 0o666, concurrent: bool = False
 ) -> Path:
     """Create ``path`` with ``data``, durable and all-or-nothing; ``Conflict`` if it exists.
 
-    ``shared_sync``: concurrent creators in one directory share its fsync
-    (``fsync_dir_shared``), each as durable as with its own."""
+    ``concurrent``: for a directory many writers create into at once (an inbox). The file is
+    written unnamed where the system allows (``O_TMPFILE``) and the directory's fsync is shared
+    with concurrent creators (``fsync_dir_shared``), each exactly as durable as alone."""
     path = Path(path)
     with no_space(path):
+        if concurrent and _create_unnamed(path, _as_bytes(data), mode):
+            fsync_dir_shared(path.parent)
+            return path
         tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode)
         try:
             _link_into_place(tmp, path)
@@ -408,7 +452,7 @@ def atomic_create(
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        (fsync_dir_shared if shared_sync else fsync_dir)(path.parent)
+        (fsync_dir_shared if concurrent else fsync_dir)(path.parent)
     return path
 
 

@@ -157,8 +157,8 @@ def store(
         msg_id, received_at = planned or new_id(sender)
         data = record_text(sender, subject, body, received_at)
         path = inbox / f"{msg_id}.json"
-        try:  # concurrent messages share the inbox's directory fsync, each as durable
-            atomic_create(path, data, mode=0o640, shared_sync=True)
+        try:  # unnamed until whole; concurrent messages share the inbox's directory fsync
+            atomic_create(path, data, mode=0o640, concurrent=True)
         except Conflict:
             if planned is not None:
                 raise
