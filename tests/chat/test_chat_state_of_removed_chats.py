@@ -84,3 +84,19 @@ def test_state_that_does_not_read_or_is_not_a_chats_is_left_alone(tmp_path: Path
     _age([junk, foreign, misnamed], FORGET_REMOVED_AFTER_SECONDS + 60)
     _chat_with_bob(tmp_path / "c", "new")
     assert junk.exists() and foreign.exists() and misnamed.exists()
+
+
+def test_a_chat_found_by_a_sweep_keeps_its_state_a_full_period_from_then(tmp_path: Path) -> None:
+    """A chat silent for longer than the period is found by a sweep (its state is read once,
+    then not again by every ``join``), and removed right after: its reader is still told it
+    is gone, since the state goes only a full period after the sweep last found its chat."""
+    quiet = _chat_with_bob(tmp_path / "a", "quiet")
+    state = _state_of(quiet)
+    _age(state, FORGET_REMOVED_AFTER_SECONDS + 60)  # nothing written for longer than the period
+    _chat_with_bob(tmp_path / "b", "first")  # a sweep finds the chat there
+    assert all(f.exists() for f in state)
+    quiet.unlink()
+    _chat_with_bob(tmp_path / "c", "second")  # the next sweep, the chat gone since the last one
+    assert all(f.exists() for f in state)
+    with pytest.raises(Gone):
+        chat.wait(quiet, "bob", timeout=1)

@@ -125,8 +125,9 @@ CURSOR_MAX = 2**53 - 1
 # its human may not, so the mark is visible, states the silence, and their next message undoes it.
 GONE_AFTER_SECONDS = 3600.0
 # State of a removed chat (a cursor, a remembered name) is kept this long after it was last
-# written: a reader back within it is told the chat is gone (exit 4), not that it never was one
-# (exit 1); past it the state goes, so the state dir does not grow with every chat ever joined.
+# written or a sweep last found its chat: a reader back within it is told the chat is gone (exit
+# 4), not that it never was one (exit 1); past it the state goes, so the state dir does not grow
+# with every chat ever joined.
 FORGET_REMOVED_AFTER_SECONDS = 7 * 86400.0
 # The name a human's ``gone --human`` mark is written under when no ``--as`` is given; a name
 # whose only blocks are gone marks is not a participant, so nobody waits for it.
@@ -343,9 +344,10 @@ def _chat_is_there(key: str) -> bool:
 
 def forget_removed(state: Path | None = None) -> list[Path]:
     """Remove the cursors and remembered names of chats whose file is gone, once nothing wrote
-    them for ``FORGET_REMOVED_AFTER_SECONDS``; the files removed. Run by ``new_chat`` and
-    ``join``, which add state of their own; never fails them (a sweep that cannot list or
-    remove leaves the files for the next)."""
+    them and no sweep found their chat for ``FORGET_REMOVED_AFTER_SECONDS`` (the state of a
+    chat that exists is read once in that time, not by every sweep: ``CursorStore.sweep``);
+    the files removed. Run by ``new_chat`` and ``join``, which add state of their own; never
+    fails them (a sweep that cannot list or remove leaves the files for the next)."""
     removed: list[Path] = []
     for namespace in ("chat", "chat-names"):
         with contextlib.suppress(OSError):

@@ -582,7 +582,9 @@ class CursorStore:
     def sweep(self, keep: Callable[[str], bool], idle: float) -> list[Path]:
         """Remove the values whose key ``keep`` rejects, among the files nobody wrote for
         ``idle`` seconds; return the paths removed. A file that does not read, or whose name is
-        not its key's, stays: it is not known to be unwanted. Reads only the idle files."""
+        not its key's, stays: it is not known to be unwanted. Reads only the idle files, and a
+        file ``keep`` wants is touched (its mtime), so each is read once per ``idle`` seconds,
+        not by every sweep, and goes ``idle`` seconds after it was last written or wanted."""
         removed: list[Path] = []
         cutoff = time.time() - idle
         try:
@@ -601,7 +603,11 @@ class CursorStore:
             except (FormatError, OSError):
                 continue
             key = value.get("key") if value is not None else None
-            if not isinstance(key, str) or entry.name != f"{_slug(key)}.json" or keep(key):
+            if not isinstance(key, str) or entry.name != f"{_slug(key)}.json":
+                continue
+            if keep(key):
+                with contextlib.suppress(OSError):  # not ours to touch: read again next time
+                    os.utime(path)
                 continue
             if _idle_file(path, cutoff):  # a save since the read keeps it
                 with contextlib.suppress(FileNotFoundError):
