@@ -52,7 +52,14 @@ from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import InboxItem, inbox_items, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
-from mailslot.exchange.listing import TopicDir, list_dir, relisted, topic_entries, topic_names
+from mailslot.exchange.listing import (
+    ENTRY_RE,
+    TopicDir,
+    list_dir,
+    relisted,
+    topic_entries,
+    topic_names,
+)
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.tree import stray_kind
 
@@ -184,6 +191,12 @@ def _not_a_file(path: Path) -> str | None:
     if stat.S_ISREG(mode):
         return None
     return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
+def _entry_name(name: str) -> tuple[int, str, str] | None:
+    """``(number, from, name)`` when ``name`` is an entry's file name."""
+    m = ENTRY_RE.match(name)
+    return None if m is None else (int(m.group(1)), m.group(2), name)
 
 
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
@@ -335,9 +348,11 @@ class Watcher:
             if look is not None and names is None:
                 continue
             prefix = d.topic + "/"
-            for number, sender, name in d.entries:
-                if names is not None and name not in names:
-                    continue
+            if names is None:
+                found = d.entries
+            else:  # the few names the events carried, not every entry of the topic
+                found = tuple(e for n in names if (e := _entry_name(n)) is not None)
+            for number, sender, name in found:
                 key = prefix + name[:-3]
                 if key not in seen.keys:
                     continue
@@ -345,6 +360,8 @@ class Watcher:
                     st = os.lstat(d.file(name))
                 except OSError:
                     continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # shown as a stray, if anything
                 if st.st_mtime_ns > marked and f"{key}@{st.st_size}.{st.st_mtime_ns}" not in (
                     seen.keys
                 ):
