@@ -34,7 +34,6 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import NamedTuple
 
 from mailslot.chat.format import HANDSHAKE_KINDS, ChatMessage, parse_messages
@@ -318,12 +317,7 @@ class Waiter:
     def __enter__(self) -> Waiter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
