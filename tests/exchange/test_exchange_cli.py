@@ -9,6 +9,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -371,6 +372,31 @@ def test_read_flags_a_name_not_on_the_writing_side_and_indents_bodies(ex: Exchan
     e = data["entries"][0]
     assert e["from"] == "claude" and e["sender"] == "olu" and e["verified"] is False
     assert e["body"] == body  # JSON stays raw
+
+
+def test_read_says_an_entry_still_open_for_writing_may_be_incomplete(ex: Exchange) -> None:
+    """A hand writer's ``cat > 0001-olu.md`` that has written half the body and still holds
+    the file open: ``read`` shows it as it stands, never as whole; closed, the warning goes."""
+    root = ex.root
+    path = root / "to-claude" / "2026-11-29-t" / "0001-olu.md"
+    path.parent.mkdir()
+    head = "---\nfrom: olu\nat: 2026-11-29T18:14:00Z\naction: fyi\n---\nthe first half, "
+    code = (
+        f"import sys\nf = open({str(path)!r}, 'w'); f.write({head!r}); f.flush()\n"
+        "print('written', flush=True)\nsys.stdin.read()\nf.write('the end\\n')\n"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "written\n"
+        (e,) = json.loads(run(root, "exchange", "read", "2026-11-29-t", "--json").stdout)["entries"]
+        assert e["body"] == "the first half, " and "still open for writing" in e["warning"]
+        assert "! still open for writing" in run(root, "exchange", "read", "2026-11-29-t").stdout
+    finally:
+        writer.communicate("", timeout=30)
+    (e,) = json.loads(run(root, "exchange", "read", "2026-11-29-t", "--json").stdout)["entries"]
+    assert e["body"] == "the first half, the end\n" and e["warning"] is None
 
 
 def test_a_human_on_the_writing_side_is_verified(ex: Exchange) -> None:

@@ -6,10 +6,11 @@ never write anything, so a reader that may not write the exchange can use them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mailslot.core.errors import NotFound
+from mailslot.core.wait import being_written
 from mailslot.exchange.entries import Entry, list_entries
 from mailslot.exchange.holds import Hold, is_trusted, load_holds, trusted_hold
 from mailslot.exchange.inbox import peek_entry, peek_state
@@ -20,7 +21,11 @@ from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state
 from mailslot.exchange.topics import find_topic, named_topic
 
-__all__ = ["TopicDetail", "read_topic", "topic_summaries", "topic_summary"]
+__all__ = ["WRITING_NOTE", "TopicDetail", "read_topic", "topic_summaries", "topic_summary"]
+
+# An entry file some process still holds open for writing (a hand writer's ``cat > NNNN-x.md``
+# that has not finished, or one stalled or killed with a child keeping the file open).
+WRITING_NOTE = "still open for writing by another process: shown as it stands, may be incomplete"
 
 
 def topic_summaries(ex: Exchange, *, include_archived: bool = False) -> list[TopicView]:
@@ -121,6 +126,15 @@ def read_topic(ex: Exchange, topic: str) -> TopicDetail:
         topic,
         ref.status,
         {s: read_state(ex, topic, s) for s in ex.sides},
-        list_entries(ex, topic),
+        [_marked_if_writing(e) for e in list_entries(ex, topic)],
         held,
     )
+
+
+def _marked_if_writing(entry: Entry) -> Entry:
+    """``entry`` with ``WRITING_NOTE`` added to its warning when some process still holds its
+    file open for writing: a snapshot read shows it as it stands, never as whole."""
+    if being_written(entry.path) is not True:
+        return entry
+    note = f"{entry.warning}; {WRITING_NOTE}" if entry.warning else WRITING_NOTE
+    return replace(entry, warning=note)

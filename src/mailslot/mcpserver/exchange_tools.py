@@ -47,12 +47,15 @@ def _render_entry(entry: Any, root: Any, fence: Fence, *, archived: bool = False
     if entry.error:
         lines.append("unreadable, because:")
         lines.append(fence.wrap(entry.error))
+    if entry.warning:  # may quote the body's claims: fenced like the body
+        lines.append("warning:")
+        lines.append(fence.wrap(entry.warning))
     lines.append(fence.wrap(entry.body))
     return "\n".join(lines)
 
 
 def _untrusted(entries: list[Any]) -> list[str]:
-    return [e.body for e in entries] + [e.error for e in entries if e.error]
+    return [e.body for e in entries] + [t for e in entries for t in (e.error, e.warning) if t]
 
 
 def _send(call: Call) -> Reply:
