@@ -2,7 +2,7 @@
 
 Layout, so the command line stays fast: the channel modules (``auth``, ``peer``, ``board``,
 ``manifest``, ``bind``, ``units``, ``settings``) use only the standard library at import time;
-FastAPI, uvicorn, limits and httpx are imported by the app factories (``peerapp``, ``boardapp``,
+FastAPI, uvicorn and httpx are imported by the app factories (``peerapp``, ``boardapp``,
 ``http``, ``ratelimit``) and inside the functions that send. Importing ``mailslot.web`` imports
 nothing heavy.
 
