@@ -243,3 +243,16 @@ def test_a_held_temp_is_swept_at_once_when_dead_and_never_while_held(tmp_path: P
 def _refusing() -> Iterator[bytes]:
     yield b"part"
     raise LimitExceeded("item", 4, 5, "bytes")
+
+
+def test_a_directory_where_a_replaced_file_belongs_is_named_and_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    """``mkdir STATE.md`` by hand: replacing it fails naming STATE.md, not the hidden temp, and
+    the temp is gone."""
+    (tmp_path / "STATE.md").mkdir()
+    with pytest.raises(IsADirectoryError) as e:
+        atomic_write(tmp_path / "STATE.md", "status: done\n")
+    assert e.value.filename == str(tmp_path / "STATE.md")
+    assert "is a directory" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["STATE.md"]

@@ -528,6 +528,17 @@ def create_many(items: Sequence[tuple[Path, bytes, int]]) -> list[bool]:
     return created
 
 
+def _replace(tmp: Path, path: Path) -> None:
+    """``os.replace(tmp, path)``; a directory at ``path`` is an error naming ``path`` (the
+    rename's own error names the hidden temp, which nobody asked to write)."""
+    try:
+        os.replace(tmp, path)
+    except IsADirectoryError:
+        raise IsADirectoryError(
+            errno.EISDIR, "is a directory where a file belongs; nothing written", str(path)
+        ) from None
+
+
 def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: bool = True) -> Path:
     """Create or replace ``path`` atomically and durably (state files, never messages).
 
@@ -539,7 +550,7 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: b
     with no_space(path):
         tmp = _write_temp(path.parent, path.name, _as_bytes(data), mode, sync=durable)
         try:
-            os.replace(tmp, path)
+            _replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -558,7 +569,7 @@ class Staged:
 
     def commit(self) -> None:
         """Put it in place, durably (a rename: needs no free space)."""
-        os.replace(self.tmp, self.final)
+        _replace(self.tmp, self.final)
         fsync_dir(self.final.parent)
 
     def discard(self) -> None:
