@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from exhelp import hand_entry, hand_state, run, tick
+from exhelp import hand_entry, hand_state, run, send_cli, tick
 
 from mailslot.core import clock
 
@@ -430,6 +430,77 @@ def test_quiet_records_left_beside_another_state_are_ignored(ex, monkeypatch) ->
     hand_state(root, "olu", T, "open", "2098-11-01T11:00:00Z")
     out = tick(root)
     assert out["reopened"] == [T] and out["archived"] == [] and not out["warnings"]
+
+
+def _damage_kept_records(meta: Path) -> None:
+    """Every record in the tick's kept files replaced by something of the wrong shape, each
+    file still naming the state it goes with (as a damaged or planted file would)."""
+    quiet = json.loads((meta / "tick-quiet.json").read_text())
+    for name, kept in quiet["known"].items():  # a debt cut short, in a record true otherwise
+        quiet["known"][name] = [*kept[:3], [["x"]]] if kept else [[1], "status", None, []]
+    (meta / "tick-quiet.json").write_text(json.dumps(quiet))
+    _damage_monitor_records(meta)
+
+
+def _damage_monitor_records(meta: Path) -> None:
+    monitor = json.loads((meta / "tick-monitor.json").read_text())
+    monitor["topics"] = {name: "garbage" for name in monitor["topics"]} | {"x": [{"a": [-1]}, 7]}
+    (meta / "tick-monitor.json").write_text(json.dumps(monitor))
+
+
+def test_kept_records_of_the_wrong_shape_are_read_afresh_never_trusted(ex) -> None:
+    root = ex.root
+    _quiet_tree(root)
+    first = tick(root)
+    index = (root / "INDEX.md").read_text()
+    waiting = run(root, "exchange", "monitor", "--json", agent="claude").stdout
+    meta = root / ".mailslot"
+    assert json.loads((meta / "tick-monitor.json").read_text())["topics"]
+    _damage_kept_records(meta)
+    assert run(root, "exchange", "monitor", "--json", agent="claude").stdout == waiting
+    again = tick(root)
+    assert again["debts"] == first["debts"] and not again["errors"] and not again["new_topics"]
+    assert (root / "INDEX.md").read_text() == index
+    _damage_kept_records(meta)  # the quiet tick above may not have rewritten them
+    quiet = json.loads((meta / "tick-quiet.json").read_text())
+    quiet["copies"] = {key: ["mtime", -1] for key in quiet["copies"]}
+    (meta / "tick-quiet.json").write_text(json.dumps(quiet))
+    again = tick(root)
+    assert again["debts"] == first["debts"] and not again["errors"] and not again["new_topics"]
+
+
+def test_monitor_records_of_the_wrong_shape_are_read_afresh_never_trusted(ex) -> None:
+    clock.set_clock(lambda: datetime.now(UTC))  # a fresh tick: the monitor takes its records
+    root = ex.root
+    import os
+    import time
+
+    send_cli(root, "olu", "gate", "please look", action="required")
+    old = time.time() - 3600
+    for d in root.glob("to-*/20*"):
+        os.utime(d, (old, old))
+    tick(root)
+    tick(root)  # every directory now settled in the tick's records
+    meta = root / ".mailslot"
+    assert json.loads((meta / "tick-monitor.json").read_text())["topics"]
+    waiting = run(root, "exchange", "monitor", "--json", agent="claude").stdout
+    assert "please" not in waiting and json.loads(waiting)["awaiting"], waiting
+    _damage_monitor_records(meta)
+    assert run(root, "exchange", "monitor", "--json", agent="claude").stdout == waiting
+
+
+def test_a_fifo_in_place_of_a_kept_file_is_passed_over_without_blocking(ex) -> None:
+    import os
+
+    root = ex.root
+    _quiet_tree(root)
+    first = tick(root)
+    meta = root / ".mailslot"
+    for name in ("tick-quiet.json", "tick-monitor.json", "tick-git.json"):
+        (meta / name).unlink(missing_ok=True)
+        os.mkfifo(meta / name)
+    assert run(root, "exchange", "monitor", "--json", agent="claude").exit_code == 0
+    assert tick(root)["debts"] == first["debts"]
 
 
 def _git_child(pid: int, verb: str) -> bool:

@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from mailslot.core.fsio import atomic_write
+from mailslot.core.fsio import atomic_write, read_regular
 
 __all__ = [
     "TICK_GIT",
@@ -53,6 +53,8 @@ TICK_QUIET = "tick-quiet.json"
 TICK_MONITOR = "tick-monitor.json"
 VERSION = 3
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
+# The most a kept file may hold: the state over 100,000 entries is tens of MiB.
+KEPT_MAX = 512 << 20
 
 
 class GitCheck(NamedTuple):
@@ -98,35 +100,127 @@ def identity(path: Path) -> list[int] | None:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def load_quiet(meta: Path) -> dict[str, Any] | None:
-    """The last ``tick-quiet.json`` if it goes with the ``tick-state.json`` there now, else
-    ``None`` (missing, unreadable, or left by a tick killed between the two writes)."""
+def _load_kept(meta: Path, name: str) -> dict[str, Any] | None:
+    """The kept file ``name`` if it goes with the ``tick-state.json`` there now, else ``None``
+    (missing, unreadable, not a regular file, over ``KEPT_MAX``, another version, or left by a
+    tick killed between the two writes)."""
     try:
-        data = json.loads((meta / TICK_QUIET).read_bytes())
+        data = json.loads(read_regular(meta / name, KEPT_MAX))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("version") != VERSION:
         return None
     if data.get("state") is None or data.get("state") != identity(meta / TICK_STATE):
         return None
+    return data
+
+
+def _strs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _str_or_none(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _ints(v: Any, n: int) -> bool:
+    return isinstance(v, list) and len(v) == n and all(type(x) is int for x in v)
+
+
+def _outcome_ok(v: Any) -> bool:
+    """Whether ``v`` is an ``Outcome`` list (or ``None``) in every field the tick reads."""
+    if v is None:
+        return True
+    if not (isinstance(v, list) and len(v) == 4 and _strs(v[0]) and isinstance(v[2], str)):
+        return False
+    status, debts = v[1], v[3]
+    return (
+        isinstance(status, dict)
+        and all(isinstance(x, str) for x in status.values())
+        and isinstance(debts, list)
+        and all(
+            isinstance(d, list)
+            and len(d) == 4
+            and isinstance(d[0], str)
+            and isinstance(d[1], str)
+            and _str_or_none(d[2])
+            and _str_or_none(d[3])
+            for d in debts
+        )
+    )
+
+
+def _quick_ok(v: Any) -> bool:
+    """Whether ``v`` is a ``scan.QuickRecord`` list."""
+    return isinstance(v, list) and len(v) == 4 and _ints(v[:3], 3) and isinstance(v[3], str)
+
+
+def _line_ok(v: Any) -> bool:
+    """Whether ``v`` is one monitor line, ``[kind, entry, action, count, detail]``."""
+    return (
+        isinstance(v, list)
+        and len(v) == 5
+        and isinstance(v[0], str)
+        and _str_or_none(v[1])
+        and _str_or_none(v[2])
+        and type(v[3]) is int
+        and _str_or_none(v[4])
+    )
+
+
+def _monitor_kept_ok(v: Any) -> bool:
+    """Whether ``v`` is a ``MonitorKept`` list in every field the monitor reads."""
+    if not (isinstance(v, list) and len(v) == 2):
+        return False
+    dirs, lines = v
+    if not (isinstance(dirs, dict) and all(_ints(q, 3) for q in dirs.values())):
+        return False
+    return isinstance(lines, dict) and all(
+        isinstance(scopes, list)
+        and len(scopes) == 2
+        and isinstance(scopes[0], list)
+        and all(_line_ok(x) for x in scopes[0])
+        and (scopes[1] is None or (isinstance(scopes[1], list) and all(map(_line_ok, scopes[1]))))
+        for scopes in lines.values()
+    )
+
+
+def _keep_valid(records: dict[str, Any], ok: Any, *, instead: Any = ...) -> None:
+    """Each record ``ok`` refuses replaced by ``instead``, or dropped when none is given: its
+    topic or copy is then worked out afresh."""
+    for key in [k for k, v in records.items() if not ok(v)]:
+        if instead is ...:
+            del records[key]
+        else:
+            records[key] = instead
+
+
+def load_quiet(meta: Path) -> dict[str, Any] | None:
+    """The last ``tick-quiet.json`` if it goes with the ``tick-state.json`` there now, else
+    ``None``. A record that is not what the tick wrote (a damaged or planted file) is dropped,
+    so its topic or copy is read again, never trusted."""
+    data = _load_kept(meta, TICK_QUIET)
+    if data is None:
+        return None
     for key, kind in (("copies", dict), ("known", dict), ("archived", list), ("unseen", list)):
         if not isinstance(data.get(key), kind):
             return None
+    if not (_strs(data["archived"]) and _strs(data["unseen"])):
+        return None
+    _keep_valid(data["copies"], _quick_ok)
+    _keep_valid(data["known"], _outcome_ok, instead=None)  # still known; worked out now
     return data
 
 
 def load_monitor(meta: Path) -> dict[str, Any] | None:
     """``tick-monitor.json`` (its ``topics``: ``MonitorKept`` lists by topic) if it goes with the
-    ``tick-state.json`` there now, else ``None``."""
-    try:
-        data = json.loads((meta / TICK_MONITOR).read_bytes())
-    except (OSError, ValueError):
+    ``tick-state.json`` there now, else ``None``; a topic whose record is not what the tick
+    wrote is dropped, so the monitor reads its directories."""
+    data = _load_kept(meta, TICK_MONITOR)
+    if data is None or not isinstance(data.get("topics"), dict):
         return None
-    if not isinstance(data, dict) or data.get("version") != VERSION:
-        return None
-    if data.get("state") is None or data.get("state") != identity(meta / TICK_STATE):
-        return None
-    return data if isinstance(data.get("topics"), dict) else None
+    _keep_valid(data["topics"], _monitor_kept_ok)
+    return data
 
 
 def save_monitor(meta: Path, topics: dict[str, list[Any]], prev: dict[str, Any] | None) -> None:
@@ -155,7 +249,7 @@ def load_state(meta: Path, warnings: list[str]) -> dict[str, Any]:
     """The last run's state (empty if there is none); an unreadable one is appended to
     ``warnings`` and read as empty."""
     try:
-        data = json.loads((meta / TICK_STATE).read_bytes())
+        data = json.loads(read_regular(meta / TICK_STATE, KEPT_MAX))
         if not isinstance(data, dict) or data.get("version") != VERSION:
             raise ValueError("unknown version")
         return data
@@ -179,7 +273,7 @@ def load_git(meta: Path, prev: dict[str, Any]) -> GitCheck | None:
         data = {k: prev[k] for k in _GIT_KEYS if k in prev}
     else:
         try:
-            data = json.loads((meta / TICK_GIT).read_bytes())
+            data = json.loads(read_regular(meta / TICK_GIT, KEPT_MAX))
         except (ValueError, OSError):
             return None
     if not (
