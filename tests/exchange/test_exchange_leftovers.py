@@ -1,8 +1,8 @@
 """What a killed writer leaves behind is recovered by the tick or reported by doctor, by path.
 
 A tick killed inside ``git add`` leaves ``.git/index.lock``; without recovery every later commit
-fails while doctor says the repository is fine. The kill here is real: a git clean filter that
-stalls holds git inside ``git add`` (with the index locked) until the whole tick is SIGKILLed.
+fails while doctor says the repository is fine. The kill here is real: a large file keeps git
+inside ``git add -A`` with the index locked, and the whole tick is SIGKILLed there.
 Age comes from ``os.utime``, never from sleeping.
 """
 
@@ -42,42 +42,29 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _kill_tick_inside_git_add(ex: Exchange, tmp_path: Path) -> None:
-    """Run a real tick whose ``git add`` stalls in a clean filter, and SIGKILL it there."""
-    mark = tmp_path / "in-git-add"
-    stall = tmp_path / "stall.sh"
-    # only the new entry stalls: it is untracked, so only ``git add`` runs the filter on it
-    stall.write_text(
-        f'#!/bin/sh\ncase "$1" in *killed*) touch {mark}; exec sleep 600;; esac\nexec cat\n'
-    )
-    stall.chmod(0o755)
-    subprocess.run(
-        ["git", "-C", str(ex.root), "config", "filter.stall.clean", f"{stall} %f"], check=True
-    )
-    (ex.root / ".git" / "info").mkdir(exist_ok=True)
-    (ex.root / ".git" / "info" / "attributes").write_text("*.md filter=stall\n")
+def _kill_tick_inside_git_add(ex: Exchange) -> None:
+    """Run a real tick whose ``git add -A`` has a large file to hash, so it holds the index lock
+    for a while, and SIGKILL the tick and its git while the lock is held."""
+    (ex.root / "bulk.bin").write_bytes(os.urandom(48 << 20))  # incompressible: slow to add
     send(ex, "claude", "killed", "fyi", "caught mid-commit\n")
+    lock = ex.root / ".git" / "index.lock"
     tick = subprocess.Popen(
         [sys.executable, "-m", "mailslot", "--root", str(ex.root), "exchange", "tick"],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    while not mark.exists():  # the filter runs with the index locked; a hang fails by timeout
-        assert tick.poll() is None, "the tick finished before git add stalled"
-        time.sleep(0.05)
+    while not lock.exists():  # a hang fails by the test's timeout
+        assert tick.poll() is None, "the tick finished before git took the index lock"
+        time.sleep(0.002)
     # a service manager's kill takes the whole cgroup: the tick and the git it runs in its own
-    # session (and that git's filter)
+    # session
     family = _descendants(tick.pid)
     os.killpg(tick.pid, signal.SIGKILL)
     for pid in family:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     tick.wait()
-    (ex.root / ".git" / "info" / "attributes").unlink()
-    subprocess.run(
-        ["git", "-C", str(ex.root), "config", "--unset", "filter.stall.clean"], check=True
-    )
 
 
 def _doctor(ex: Exchange) -> dict[str, dict[str, str]]:
@@ -87,9 +74,9 @@ def _doctor(ex: Exchange) -> dict[str, dict[str, str]]:
 
 @pytest.mark.timeout(300)
 def test_a_git_lock_left_by_a_killed_tick_is_reported_then_recovered(
-    ex: Exchange, tmp_path: Path
+    ex: Exchange,
 ) -> None:
-    _kill_tick_inside_git_add(ex, tmp_path)
+    _kill_tick_inside_git_add(ex)
     lock = ex.root / ".git" / "index.lock"
     assert lock.exists()
 
