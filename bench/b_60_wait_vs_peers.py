@@ -181,11 +181,17 @@ def in_process(tmp: Path) -> list[Result]:
     if pe.python is not None:
         cmd = [str(pe.python), str(PEER_DRIVER), "lb-wait", str(tmp / "letterbox"), n]
         waiters["letterbox"] = _Waiter(cmd, _rename, env)
-    for i in range(ROUNDS):
+    try:
+        for i in range(ROUNDS):
+            for w in waiters.values():
+                w.round(i)
         for w in waiters.values():
-            w.round(i)
-    for w in waiters.values():
-        w.p.wait(timeout=60)
+            w.p.wait(timeout=60)
+    finally:  # a round that failed leaves the others blocked in their waits: end them
+        for w in waiters.values():
+            if w.p.poll() is None:
+                w.p.kill()
+                w.p.wait()
     ahead = [
         Vs("wait.letterbox", "letterbox Watcher", max_ratio=1.0),
         Vs("wait.raw", "raw inotify", max_ratio=2.0),
