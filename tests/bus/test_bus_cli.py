@@ -165,3 +165,21 @@ def test_real_console_command(run_cli, root: Path, tmp_path: Path) -> None:
     assert taken.is_absolute() and taken.read_text() == "a"
     r = run_cli("owners", "check", "--as", "lantern", "outbox/taken/x", env=env)
     assert r.returncode == 1 and "owned by beacon" in r.stderr
+
+
+def test_text_written_by_others_is_shown_escaped(root: Path) -> None:
+    """A hand-written LOG.md line, task or outbox name carrying terminal escapes: the text
+    output escapes them (nothing recolours the screen or retitles the window); JSON stays raw."""
+    esc = "esc \x1b[31mRED\x1b]0;TITLE\x07 done"
+    with open(root / "LOG.md", "a") as f:
+        f.write(f"2026-12-02T08:02:00Z — [Beacon] w04: {esc}\n")
+    with open(root / "TASKS.md", "a") as f:
+        f.write(f"- [ ] {esc}\n")
+    (root / "outbox" / "evil\x1b[31mname.png").write_bytes(b"png")
+    for args in (("log", "tail"), ("tasks", "list", "--as", "lantern"), ("outbox", "list")):
+        r = run(root, *args)
+        assert r.exit_code == 0, r.output
+        assert "\x1b" not in r.stdout and "\x07" not in r.stdout, args
+        assert "\\x1b[31m" in r.stdout, args
+    r = run(root, "log", "tail", "--json")
+    assert json.loads(r.stdout)["entries"][-1]["text"] == esc

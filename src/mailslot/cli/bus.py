@@ -18,6 +18,7 @@ from mailslot.bus import outbox as busoutbox
 from mailslot.bus import owners as busowners
 from mailslot.bus import tasks as bustasks
 from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
+from mailslot.core.display import shown_line
 
 __all__ = ["bus", "log", "outbox", "owners", "tasks"]
 
@@ -131,7 +132,9 @@ def log_tail(env: Env, count: int | None, since_mine: bool, as_json: bool) -> No
     result = buslog.tail(
         env.need_root(), count, since_mine=env.need_agent() if since_mine else None
     )
-    emit(result.to_json(), as_json, lambda r: "\n".join(e["raw"] for e in r["entries"]))
+    emit(
+        result.to_json(), as_json, lambda r: "\n".join(shown_line(e["raw"]) for e in r["entries"])
+    )
     if result.torn is not None and not as_json:
         click.echo(
             f"mailslot: note: {result.torn.size} bytes of log appends killed mid-write were cut "
@@ -194,7 +197,7 @@ def _item_line(i: dict[str, Any]) -> str:
     who = f"from {i['from']}" if i["from"] else "dropped by hand"
     note = f"  {i['note']}" if i["note"] else ""
     taken = f"  taken by {i['taken_by']} {i['taken_at']}" if i["taken_by"] else ""
-    return f"{i['path']}  ({who}){note}{taken}"
+    return shown_line(f"{i['path']}  ({who}){note}{taken}")  # names and notes are others' text
 
 
 @outbox.command("list")
@@ -254,7 +257,7 @@ def tasks() -> None:
 
 
 def _task_line(t: dict[str, Any]) -> str:
-    return f"{t['id']}  [{'x' if t['done'] else ' '}] {t['file']}: {t['text']}"
+    return shown_line(f"{t['id']}  [{'x' if t['done'] else ' '}] {t['file']}: {t['text']}")
 
 
 @tasks.command("add")
