@@ -132,9 +132,7 @@ def log_tail(env: Env, count: int | None, since_mine: bool, as_json: bool) -> No
     result = buslog.tail(
         env.need_root(), count, since_mine=env.need_agent() if since_mine else None
     )
-    emit(
-        result.to_json(), as_json, lambda r: "\n".join(shown_line(e["raw"]) for e in r["entries"])
-    )
+    emit(result.to_json(), as_json, lambda r: "\n".join(shown_line(e["raw"]) for e in r["entries"]))
     if result.torn is not None and not as_json:
         click.echo(
             f"mailslot: note: {result.torn.size} bytes of log appends killed mid-write were cut "
