@@ -84,6 +84,7 @@ def test_exchange_send_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     # nor the exchange's other commands and modules: the health commands, STATE.md, INDEX.md
     assert not _under(loaded, "mailslot.cli.exchange_health", "mailslot.exchange.state")
     assert not _under(loaded, "mailslot.exchange.index")
+    assert "logging" not in loaded  # a tenth of a send's start-up: only a rare warning needs it
 
 
 def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
@@ -93,3 +94,4 @@ def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert not _under(loaded, *WEB_AND_MCP, "mailslot.web", "mailslot.mcpserver")
     assert not _under(loaded, "mailslot.exchange", "mailslot.cli.web", "mailslot.cli.mcp")
     assert not _under(loaded, "mailslot.core.wait")
+    assert "logging" not in loaded
