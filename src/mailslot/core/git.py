@@ -9,8 +9,8 @@ in either: no ``GIT_*`` variables (a tick started from a hook must not commit in
 repository) and no system or user config (a user's ``commit.gpgsign``, ``core.hooksPath`` or
 ``core.fsmonitor`` never runs in a tick) -- except ``safe.directory``: the repositories the
 caller's system or user config declares safe though another user owns them are carried over
-(``safe_directories``), so root's tick over an exchange another user owns works exactly where the
-admin said it may. Nor does the repository's own config or hook directory run anything:
+(``safe_directories``, read only when git refuses a repository for its owner, then asked again),
+so root's tick over an exchange another user owns works exactly where the admin said it may. Nor does the repository's own config or hook directory run anything:
 ``core.hooksPath`` points at nothing and ``core.fsmonitor`` is off on the command line, which
 outranks every config file, so a ``post-commit`` hook or an fsmonitor command planted in ``.git``
 by someone who can write it (the tick's umask leaves ``.git`` group-writable) never runs as the
@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mailslot.core.command import MAX_OUTPUT, run_command
+from mailslot.core.command import MAX_OUTPUT, CommandResult, run_command
 from mailslot.core.errors import CommandFailed
 from mailslot.core.fsio import read_regular
 
@@ -178,27 +178,36 @@ def run_git(
     overruns ``timeout`` or prints more than ``max_output`` bytes; a repository git refuses
     because another user owns it is named with its owner and the one command that trusts it.
     """
-    argv = ["git"]
     if isolated:
-        trusted = (f"safe.directory={d}" for d in safe_directories())
-        config = [*trusted, *_NOTHING_RUNS, *_filters_off(repo), *config]
-    for setting in config:
-        argv += ["-c", setting]
-    argv += ["-C", str(repo), *args]
+        config = [*_NOTHING_RUNS, *_filters_off(repo), *config]
     what = f"git {args[0] if args else ''}"
-    try:
-        result = run_command(
-            argv,
-            timeout=timeout,
-            env=git_env(isolated=isolated),
-            input=input,
-            check=False,
-            max_output=max_output,
-        )
-    except CommandFailed as e:
-        raise CommandFailed(
-            "git", f"{what} failed: {e.message}", path=repo, timed_out=e.timed_out
-        ) from None
+
+    def attempt(trusted: Sequence[str]) -> CommandResult:
+        argv = ["git"]
+        for setting in [*(f"safe.directory={d}" for d in trusted), *config]:
+            argv += ["-c", setting]
+        argv += ["-C", str(repo), *args]
+        try:
+            return run_command(
+                argv,
+                timeout=timeout,
+                env=git_env(isolated=isolated),
+                input=input,
+                check=False,
+                max_output=max_output,
+            )
+        except CommandFailed as e:
+            raise CommandFailed(
+                "git", f"{what} failed: {e.message}", path=repo, timed_out=e.timed_out
+            ) from None
+
+    result = attempt(())
+    if isolated and result.returncode != 0 and _DUBIOUS.search(result.err):
+        # refused before doing anything: asked again with what the caller's own config trusts
+        # (asked for only here, since reading it is a git process of its own)
+        trusted = safe_directories()
+        if trusted:
+            result = attempt(trusted)
     if result.returncode != 0:
         refused = _dubious_ownership(result.err)
         if refused is not None:
