@@ -10,7 +10,8 @@ repository) and no system or user config (a user's ``commit.gpgsign``, ``core.ho
 ``core.fsmonitor`` never runs in a tick) -- except ``safe.directory``: the repositories the
 caller's system or user config declares safe though another user owns them are carried over
 (``safe_directories``, read only when git refuses a repository for its owner, then asked again),
-so root's tick over an exchange another user owns works exactly where the admin said it may. Nor does the repository's own config or hook directory run anything:
+so root's tick over an exchange another user owns works exactly where the admin said it may.
+Nor does the repository's own config or hook directory run anything:
 ``core.hooksPath`` points at nothing and ``core.fsmonitor`` is off on the command line, which
 outranks every config file, so a ``post-commit`` hook or an fsmonitor command planted in ``.git``
 by someone who can write it (the tick's umask leaves ``.git`` group-writable) never runs as the
