@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mailslot.bridge.config import BridgeConfig
 from mailslot.core.errors import FormatError, NotFound, ServerFailed
-from mailslot.core.fsio import atomic_write
+from mailslot.core.fsio import atomic_write, read_regular
 
 __all__ = [
     "NATS_CONF",
@@ -239,8 +239,7 @@ class NatsServer:
         """The pid of a server a killed bridge left running from this very config, if any: the
         pid in ``nats.pid`` whose command line is ``nats-server -c <this nats.conf>``."""
         try:
-            with open(self.pid_path, "rb") as f:
-                pid = int(f.read(32).strip() or b"0")
+            pid = int(read_regular(self.pid_path, 32).strip() or b"0")
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read(1 << 16).split(b"\0")
         except (OSError, ValueError):
