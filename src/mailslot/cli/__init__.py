@@ -62,7 +62,7 @@ EXTRAS: dict[str, str] = {
     "bridge": "bridge",
 }
 _EXTRA_MODULES = frozenset(
-    {"anyio", "fastapi", "h11", "httpcore", "httpx", "limits", "mcp", "mcp_types", "pydantic"}
+    {"anyio", "fastapi", "h11", "httpcore", "httpx", "mcp", "mcp_types", "pydantic"}
     | {"jinja2", "markdown_it", "markupsafe"}
     | {"pydantic_core", "sniffio", "starlette", "uvicorn", "apprise", "nats"}
 )
