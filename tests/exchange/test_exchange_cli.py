@@ -397,6 +397,9 @@ def test_read_says_an_entry_still_open_for_writing_may_be_incomplete(ex: Exchang
         writer.communicate("", timeout=30)
     (e,) = json.loads(run(root, "exchange", "read", "2026-11-29-t", "--json").stdout)["entries"]
     assert e["body"] == "the first half, the end\n" and e["warning"] is None
+    path.write_text(head)  # closed, but its last line has no newline: a writer stopped short
+    (e,) = json.loads(run(root, "exchange", "read", "2026-11-29-t", "--json").stdout)["entries"]
+    assert e["body"] == "the first half, " and "ends part-way through a line" in e["warning"]
 
 
 def test_a_human_on_the_writing_side_is_verified(ex: Exchange) -> None:

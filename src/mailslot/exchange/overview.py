@@ -20,6 +20,7 @@ from mailslot.exchange.listing import TopicDir, placement, topic_pairs
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import SideState, read_state
 from mailslot.exchange.topics import find_topic, named_topic
+from mailslot.exchange.watch import CUT_SHORT
 
 __all__ = ["WRITING_NOTE", "TopicDetail", "read_topic", "topic_summaries", "topic_summary"]
 
@@ -126,15 +127,20 @@ def read_topic(ex: Exchange, topic: str) -> TopicDetail:
         topic,
         ref.status,
         {s: read_state(ex, topic, s) for s in ex.sides},
-        [_marked_if_writing(e) for e in list_entries(ex, topic)],
+        [_with_notes(e) for e in list_entries(ex, topic)],
         held,
     )
 
 
-def _marked_if_writing(entry: Entry) -> Entry:
-    """``entry`` with ``WRITING_NOTE`` added to its warning when some process still holds its
-    file open for writing: a snapshot read shows it as it stands, never as whole."""
-    if being_written(entry.path) is not True:
+def _with_notes(entry: Entry) -> Entry:
+    """``entry`` with a note added to its warning when it may not be whole: some process still
+    holds its file open for writing (``WRITING_NOTE``), or it ends part-way through a line
+    (``CUT_SHORT``, as ``exchange watch`` says). A snapshot read shows it as it stands, never as
+    whole."""
+    if being_written(entry.path) is True:
+        note = WRITING_NOTE
+    elif entry.error is None and entry.body and not entry.body.endswith("\n"):
+        note = CUT_SHORT
+    else:
         return entry
-    note = f"{entry.warning}; {WRITING_NOTE}" if entry.warning else WRITING_NOTE
-    return replace(entry, warning=note)
+    return replace(entry, warning=f"{entry.warning}; {note}" if entry.warning else note)
