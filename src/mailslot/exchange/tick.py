@@ -175,10 +175,7 @@ class _Tick:
         kept = self.kept_known.get(scan.name)
         if kept is None or len(kept) != OUTCOME_FIELDS or not scan.unchanged():
             return False
-        sides: list[str] = kept[0]
-        if len(sides) == 1:
-            return sides == [*scan.copies, *scan.stubs]
-        return sides == scan.sides()
+        return bool(kept[0] == "/".join(scan.sides()))
 
     def pass_over(
         self, scan: TopicScan, rows: list[str], debts: list[Debt | tuple[str, list[Any]]]
@@ -216,7 +213,9 @@ class _Tick:
         )
         if stable:
             debts = [[d.side, d.reason, d.entry, d.detail] for d in view.debts]
-            self.outcomes[scan.name] = list(Outcome(scan.sides(), view.status, row, debts))
+            status = [view.status.get(w, "open") for w in self.ex.sides]
+            sides = "/".join(scan.sides())
+            self.outcomes[scan.name] = list(Outcome(sides, status, row, debts))
             self.monitor[scan.name] = self.monitor_lines(scan)
         else:
             self.outcomes[scan.name] = None
@@ -700,7 +699,8 @@ class _Tick:
             pending = pending if self.notifier is not None else []
             now_ns = time.time_ns()
             for name in self.passed:  # their statuses, as kept
-                for writer, now_is in self.outcomes[name][1].items():  # type: ignore[index]
+                kept = self.outcomes[name][1]  # type: ignore[index]
+                for writer, now_is in zip(self.ex.sides, kept, strict=True):
                     self.status[f"{name}/{writer}"] = now_is
             copies = {ck: c.record(self.read.parsed.get(ck, {})) for ck, c in self.live.items()}
             for stub in self.stubs:
@@ -760,10 +760,11 @@ class _Tick:
             lines = self.monitor[name] if name in self.monitor else before.get(name, [{}, None])[1]
             if outcome is None or lines is None:
                 continue
-            qs = [quick.get(f"to-{s}/{name}") for s in outcome[0]]
+            sides = outcome[0].split("/")
+            qs = [quick.get(f"to-{s}/{name}") for s in sides]
             if any(q is None for q in qs):
                 continue
-            dirs = {s: q[:3] for s, q in zip(outcome[0], qs, strict=True) if q is not None}
+            dirs = {s: q[:3] for s, q in zip(sides, qs, strict=True) if q is not None}
             topics[name] = list(MonitorKept(dirs, lines))
         tickstate.save_monitor(self.ex.meta, topics, prev)
 

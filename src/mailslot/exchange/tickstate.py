@@ -52,6 +52,7 @@ TICK_GIT = "tick-git.json"
 TICK_QUIET = "tick-quiet.json"
 TICK_MONITOR = "tick-monitor.json"
 VERSION = 3
+QUIET_VERSION = 4  # tick-quiet.json, a cache: one of another version is rebuilt
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 # The most a kept file may hold: the state over 100,000 entries is tens of MiB.
 KEPT_MAX = 512 << 20
@@ -72,11 +73,12 @@ class GitCheck(NamedTuple):
 
 class Outcome(NamedTuple):
     """A live topic's outcome that holds while none of its copies changes (a JSON list in this
-    field order): which inbox sides have a copy, each side's status, its INDEX.md row, its
-    debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``)."""
+    field order): which inbox sides have a copy (``/``-joined, in order), each side's status (in
+    the exchange's order of sides), its INDEX.md row, its debts (each ``[side, reason, entry,
+    detail]`` of an ``index.Debt``)."""
 
-    sides: list[str]
-    status: dict[str, str]
+    sides: str
+    status: list[str]
     row: str
     debts: list[list[Any]]
 
@@ -108,7 +110,7 @@ def _load_kept(meta: Path, name: str) -> dict[str, Any] | None:
         data = json.loads(read_regular(meta / name, KEPT_MAX))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("version") != VERSION:
+    if not isinstance(data, dict) or data.get("version") != QUIET_VERSION:
         return None
     if data.get("state") is None or data.get("state") != identity(meta / TICK_STATE):
         return None
@@ -234,7 +236,7 @@ def save_monitor(meta: Path, topics: dict[str, list[Any]], prev: dict[str, Any] 
 def save_quiet(meta: Path, quiet: dict[str, Any], prev: dict[str, Any] | None) -> None:
     """Write ``quiet`` (``version`` and the state's identity added) unless it is what the last
     run left."""
-    quiet = {"version": VERSION, "state": identity(meta / TICK_STATE), **quiet}
+    quiet = {"version": QUIET_VERSION, "state": identity(meta / TICK_STATE), **quiet}
     if quiet != prev:
         atomic_write(meta / TICK_QUIET, json.dumps(quiet, separators=(",", ":")), mode=0o600)
 
