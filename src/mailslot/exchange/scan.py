@@ -398,32 +398,34 @@ def _scan_inbox(
     now_ns: int,
     links: list[str],
     quick: dict[str, list[Any]] | None,
-) -> list[tuple[str, SideCopy | Stub]]:
+    topics: dict[str, TopicScan],
+) -> None:
+    """Each topic directory of ``to-<side>/`` into ``topics``: a ``Stub``, or a copy."""
     inbox = str(ex.inbox(side))
-    out: list[tuple[str, SideCopy | Stub]] = []
-    dirs = topic_mtimes(inbox, links)
     turn, crc = (now_ns // SLOT_NS) % ROTATION, zlib.crc32  # _rotation_turn, inlined
-    for name, mtime in dirs:
+    for name, mtime in topic_mtimes(inbox, links):
+        scan = topics.get(name)
+        if scan is None:
+            scan = topics[name] = TopicScan(name)
         path = f"{inbox}/{name}"
         key = f"to-{side}/{name}"
         if quick is None:
             copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns)
-            out.append((name, copy or _scan_dir(path, key, side, False, now_ns, mtime)))
+            scan.copies[side] = copy or _scan_dir(path, key, side, False, now_ns, mtime)
             continue
         q = quick.get(key)
         if q is not None and q[0] == mtime and crc(name.encode()) % ROTATION != turn:
             if len(q) == 4 and q[1] < 0:  # QuickRecord: no STATE.md to look at
-                out.append((name, Stub(key, path, side, mtime, q)))
+                scan.stubs[side] = Stub(key, path, side, mtime, q)
                 continue
             st = _stat_of(f"{path}/{STATE_NAME}") if len(q) == 4 else None
             if st is not None and st.st_size == q[1] and st.st_mtime_ns == q[2]:
-                out.append((name, Stub(key, path, side, mtime, q)))
+                scan.stubs[side] = Stub(key, path, side, mtime, q)
                 continue  # else rewritten in place (or gone): list the directory
         copy = _scan_dir(path, key, side, False, now_ns, mtime)
         copy.trusted_key = quick_key(copy)
         copy.quiet = q is not None and len(q) == 4 and copy.trusted_key == q[3]
-        out.append((name, copy))
-    return out
+        scan.copies[side] = copy
 
 
 def parse_sig(sig: str) -> dict[str, Sig]:
@@ -456,22 +458,16 @@ def scan_tree(
     links = links if links is not None else []
     for side in ex.sides:
         done[side] = set(topic_names(ex.inbox(side) / DONE, links))
-        for name, copy in _scan_inbox(ex, side, records or {}, now_ns, links, quick):
-            scan = topics.get(name)
-            if scan is None:
-                scan = topics[name] = TopicScan(name)
-            if isinstance(copy, Stub):
-                scan.stubs[side] = copy
-            else:
-                scan.copies[side] = copy
-            if name in done[side]:
+        _scan_inbox(ex, side, records or {}, now_ns, links, quick, topics)
+    for side in ex.sides:  # the topics with a copy in done/ too: few, found by set
+        for name in sorted(done[side].intersection(topics)):
+            scan = topics[name]
+            if side in scan.copies or side in scan.stubs:
                 scan.conflict = f"to-{side}/ has both {name}/ and {DONE}/{name}/"
-    for name, scan in topics.items():
-        for side in ex.sides:
-            if side not in scan.copies and side not in scan.stubs and name in done[side]:
-                where = str(ex.inbox(side) / DONE / name)
-                scan.copies[side] = _scan_dir(where, f"to-{side}/{name}", side, True)
-                scan.copies[side].dir_mtime = -1  # never trusted: it is about to move
+                continue
+            where = str(ex.inbox(side) / DONE / name)
+            scan.copies[side] = _scan_dir(where, f"to-{side}/{name}", side, True)
+            scan.copies[side].dir_mtime = -1  # never trusted: it is about to move
     archived = (done[ex.sides[0]] | done[ex.sides[1]]) - set(topics)
     return topics, archived
 
