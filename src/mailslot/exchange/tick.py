@@ -175,6 +175,8 @@ class _Tick:
         kept = self.kept_known.get(scan.name)
         if kept is None or len(kept) != OUTCOME_FIELDS or not scan.unchanged():
             return False
+        if len(kept[1]) != len(self.ex.sides):  # a status per side, or worked out afresh
+            return False
         return bool(kept[0] == "/".join(scan.sides()))
 
     def pass_over(

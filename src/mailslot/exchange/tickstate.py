@@ -102,15 +102,15 @@ def identity(path: Path) -> list[int] | None:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def _load_kept(meta: Path, name: str) -> dict[str, Any] | None:
+def _load_kept(meta: Path, name: str, version: int) -> dict[str, Any] | None:
     """The kept file ``name`` if it goes with the ``tick-state.json`` there now, else ``None``
-    (missing, unreadable, not a regular file, over ``KEPT_MAX``, another version, or left by a
-    tick killed between the two writes)."""
+    (missing, unreadable, not a regular file, over ``KEPT_MAX``, another ``version``, or left by
+    a tick killed between the two writes)."""
     try:
         data = json.loads(read_regular(meta / name, KEPT_MAX))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("version") != QUIET_VERSION:
+    if not isinstance(data, dict) or data.get("version") != version:
         return None
     if data.get("state") is None or data.get("state") != identity(meta / TICK_STATE):
         return None
@@ -133,12 +133,12 @@ def _outcome_ok(v: Any) -> bool:
     """Whether ``v`` is an ``Outcome`` list (or ``None``) in every field the tick reads."""
     if v is None:
         return True
-    if not (isinstance(v, list) and len(v) == 4 and _strs(v[0]) and isinstance(v[2], str)):
+    if not (isinstance(v, list) and len(v) == 4 and isinstance(v[0], str)):
         return False
     status, debts = v[1], v[3]
     return (
-        isinstance(status, dict)
-        and all(isinstance(x, str) for x in status.values())
+        _strs(status)
+        and isinstance(v[2], str)
         and isinstance(debts, list)
         and all(
             isinstance(d, list)
@@ -201,7 +201,7 @@ def load_quiet(meta: Path) -> dict[str, Any] | None:
     """The last ``tick-quiet.json`` if it goes with the ``tick-state.json`` there now, else
     ``None``. A record that is not what the tick wrote (a damaged or planted file) is dropped,
     so its topic or copy is read again, never trusted."""
-    data = _load_kept(meta, TICK_QUIET)
+    data = _load_kept(meta, TICK_QUIET, QUIET_VERSION)
     if data is None:
         return None
     for key, kind in (("copies", dict), ("known", dict), ("archived", list), ("unseen", list)):
@@ -218,7 +218,7 @@ def load_monitor(meta: Path) -> dict[str, Any] | None:
     """``tick-monitor.json`` (its ``topics``: ``MonitorKept`` lists by topic) if it goes with the
     ``tick-state.json`` there now, else ``None``; a topic whose record is not what the tick
     wrote is dropped, so the monitor reads its directories."""
-    data = _load_kept(meta, TICK_MONITOR)
+    data = _load_kept(meta, TICK_MONITOR, VERSION)
     if data is None or not isinstance(data.get("topics"), dict):
         return None
     _keep_valid(data["topics"], _monitor_kept_ok)
