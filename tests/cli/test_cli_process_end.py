@@ -72,6 +72,25 @@ def test_ctrl_c_in_a_blocking_command_is_one_line_and_exit_130(tmp_path: Path, w
     assert b"Aborted" not in err and out == b""
 
 
+def test_ctrl_c_while_the_command_line_is_parsed_is_one_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Parsing the global options runs before any command: a Ctrl-C landing there (a send
+    # interrupted at random moments hit it) ends the same way, not with click's "Aborted!".
+    import click
+
+    from mailslot.cli import cli
+
+    def interrupted(*args: object, **kwargs: object) -> click.Context:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(click.Command, "make_context", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        cli.main(args=["--as", "olu", "exchange", "topics"], prog_name="mailslot")
+    assert ended.value.code == 130
+    assert capsys.readouterr().err.endswith("mailslot: interrupted\n")
+
+
 def _assert_the_watch_took_nothing(root: Path) -> None:
     """An entry olu sends now is there for claude's next watch: the abandoned one took nothing."""
     _mailslot(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -110,6 +112,18 @@ def _available(name: str) -> bool:
     return module in sys.modules or importlib.util.find_spec(module) is not None
 
 
+@contextmanager
+def _interruptions() -> Iterator[None]:
+    """Ctrl-C (``KeyboardInterrupt``) and SIGTERM (``Stopped``) become one line and exit
+    130 / 143."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        raise _Interrupted("interrupted", 130) from e
+    except Stopped as e:
+        raise _Interrupted("terminated", 128 + 15) from e
+
+
 class MailslotGroup(click.Group):
     """Loads command groups on first use and maps errors to exit codes in one place."""
 
@@ -140,14 +154,23 @@ class MailslotGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(sorted(rows))
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        # Parsing the global options comes before ``invoke``: a Ctrl-C there is the same
+        # one line and 130, not click's own "Aborted!" and exit 1.
+        with _interruptions():
+            return super().make_context(info_name, args, parent, **extra)
+
     def invoke(self, ctx: click.Context) -> Any:
         wants_json = "--json" in ctx.args  # what follows the group name, before parsing
         try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt as e:
-            raise _Interrupted("interrupted", 130) from e
-        except Stopped as e:
-            raise _Interrupted("terminated", 128 + 15) from e
+            with _interruptions():
+                return super().invoke(ctx)
         except ModuleNotFoundError as e:
             missing = (e.name or "").partition(".")[0]
             if missing not in _EXTRA_MODULES:
