@@ -83,6 +83,38 @@ def test_a_failed_fsync_fails_every_caller_it_covered(tmp_path, monkeypatch) -> 
     fsio.fsync_dir_shared(tmp_path)  # the next one, once the disk is back, succeeds
 
 
+def test_a_waiter_whose_fsync_failed_fails_though_a_later_one_succeeded(tmp_path) -> None:
+    """A waiter needs fsync 2, which fails; fsync 3 (another writer's) succeeds before the
+    waiter wakes: it still fails, since what fsync 2 was writing may be gone."""
+    syncs = fsio._DirSyncs()
+    fsio._dir_syncs[str(tmp_path)] = syncs
+    with syncs.cond:  # fsync 1, begun before the waiter's link, is running elsewhere
+        syncs.begun, syncs.running = 1, True
+    got: list[int | None] = []
+
+    def waiter() -> None:
+        try:
+            fsio.fsync_dir_shared(tmp_path)
+        except OSError as e:
+            got.append(e.errno)
+        else:
+            got.append(None)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    deadline = time.monotonic() + 5
+    while not syncs.cond._waiters:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the waiter never waited"
+        time.sleep(0.001)
+    with syncs.cond:  # fsync 1 ends; 2 (the waiter's) fails; 3 succeeds; then it wakes
+        syncs.begun, syncs.ended, syncs.failed = 3, 3, 2
+        syncs.error = OSError(errno.EIO, "disk gone")
+        syncs.running = False
+        syncs.cond.notify_all()
+    t.join(5)
+    assert got == [errno.EIO]
+
+
 def test_atomic_create_for_concurrent_writers_creates_once(tmp_path) -> None:
     p = fsio.atomic_create(tmp_path / "a.json", "one", concurrent=True)
     assert p.read_text() == "one"

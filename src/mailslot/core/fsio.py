@@ -217,14 +217,14 @@ def fsync_dir(directory: Path) -> None:
 class _DirSyncs:
     """The fsyncs of one directory, numbered in the order they begin (``fsync_dir_shared``)."""
 
-    __slots__ = ("__weakref__", "begun", "cond", "ended", "error", "running", "synced")
+    __slots__ = ("__weakref__", "begun", "cond", "ended", "error", "failed", "running")
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.begun = 0  # fsyncs begun
         self.ended = 0  # the last that ended, failed or not
-        self.synced = 0  # the last that ended without an error
-        self.error: OSError | None = None  # the last one's error
+        self.failed = 0  # the last that ended with an error
+        self.error: OSError | None = None  # that one's error
         self.running = False
 
 
@@ -239,8 +239,9 @@ def fsync_dir_shared(directory: Path) -> None:
     A writer that linked a name and then calls this is exactly as durable as with its own
     ``fsync_dir``: the fsync that covers it began after its link. Writers that arrive while an
     fsync runs wait for it, then share the next one, so N concurrent links cost about two
-    fsyncs, not N. ``OSError`` if the fsync covering this call failed (every writer it covered
-    gets the error)."""
+    fsyncs, not N. ``OSError`` if any fsync begun after this call failed before it returns (every
+    writer it covered gets the error): once an fsync failed, the kernel may have dropped what it
+    was writing, so a later success proves nothing about this writer's link."""
     key = os.fspath(directory)
     with _dir_syncs_lock:
         syncs = _dir_syncs.get(key)
@@ -268,11 +269,11 @@ def fsync_dir_shared(directory: Path) -> None:
                 syncs.cond.acquire()
                 syncs.running = False
                 syncs.ended = number
-                if error is None:
-                    syncs.synced = number
-                syncs.error = error
+                if error is not None:
+                    syncs.failed = number
+                    syncs.error = error
                 syncs.cond.notify_all()
-        if syncs.synced >= needed:
+        if syncs.failed < needed:
             return
         error = syncs.error or OSError(errno.EIO, "directory fsync failed", key)
         raise OSError(error.errno, error.strerror, key)
