@@ -94,3 +94,26 @@ def test_sweep_dates_a_back_dated_debt_by_its_arrival(ex: Exchange) -> None:
     debts = json.loads(run(root, "exchange", "sweep", "--json", agent="claude").stdout)["debts"]
     assert [d["entry"] for d in debts] == ["0002-olu.md"]
     assert not debts[0]["since"].startswith("2020")  # not an ancient debt: it just arrived
+
+
+def test_a_state_dated_ahead_of_the_clock_waits_and_doctor_names_it(ex: Exchange) -> None:
+    """olu's clock runs a day fast: its `done` cannot be compared, so the topic waits (never
+    archived); nothing lands in an inbox, so doctor names the file and the side that wrote it."""
+    root = ex.root
+    topic = send_cli(root, "claude", "q", "please look").split("/")[1]
+    run(root, "exchange", "state", topic, "done", agent="claude")
+    write_by_hand(
+        root / "to-claude" / topic / "STATE.md",
+        "status: done\ntags: []\nupdated_at: 2099-01-01T00:00:00Z\nupdated_by: olu\n",
+    )
+    out = tick(root)
+    assert out["archived"] == [] and any("in the future" in w["reason"] for w in out["waiting"])
+    report = json.loads(run(root, "exchange", "doctor", "--json", ok=False).stdout)
+    c = next(c for c in report["checks"] if c["check"] == "clocks")
+    assert c["status"] == "warn" and f"to-claude/{topic}/STATE.md (by olu)" in c["detail"]
+    write_by_hand(
+        root / "to-claude" / topic / "STATE.md",
+        "status: done\ntags: []\nupdated_at: 2020-01-01T00:00:00Z\nupdated_by: olu\n",
+    )
+    report = json.loads(run(root, "exchange", "doctor", "--json", ok=False).stdout)
+    assert next(c for c in report["checks"] if c["check"] == "clocks")["status"] == "ok"

@@ -26,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from mailslot.core.clock import format_time, now
+from mailslot.core.clock import FUTURE_SKEW, format_time, now
 from mailslot.core.errors import MailslotError
 from mailslot.core.formats import load_yaml
 from mailslot.core.fsio import atomic_write
@@ -41,8 +41,9 @@ from mailslot.exchange.boundary import (
     user_of,
 )
 from mailslot.exchange.entries import ENTRY_RE, entry_names
-from mailslot.exchange.layout import CONFIG_NAME, DONE, Exchange
-from mailslot.exchange.listing import side_dirs
+from mailslot.exchange.inbox import peek_state
+from mailslot.exchange.layout import CONFIG_NAME, DONE, STATE_NAME, Exchange
+from mailslot.exchange.listing import side_dirs, topic_pairs
 from mailslot.exchange.monitor import HEARTBEAT_NAME, HEARTBEAT_STALE, heartbeat_age
 from mailslot.exchange.sweep import state_warnings, sweep
 from mailslot.exchange.topics import list_topics
@@ -559,6 +560,38 @@ def check_states(ex: Exchange, report: DoctorReport) -> None:
     )
 
 
+def check_clocks(ex: Exchange, report: DoctorReport) -> None:
+    """No live STATE.md is dated ahead of this host's clock (past ``FUTURE_SKEW``).
+
+    The guard never archives on a time in the future and says why only in INDEX.md and the
+    tick's ``waiting``; the topic then waits, with nothing in either inbox and no debt in a
+    sweep, until the clock catches up. A warning naming the file, its time and the side that
+    wrote it (whose clock likely runs fast).
+    """
+    limit = now() + FUTURE_SKEW
+    ahead = []
+    for pair in topic_pairs(ex).values():
+        for inbox_side, d in pair.items():
+            if not d.has_state:
+                continue
+            st = peek_state(d.file(STATE_NAME))
+            if st.updated_at is not None and st.updated_at > limit:
+                where = f"to-{inbox_side}/{d.topic}/{STATE_NAME}"
+                writer = ex.writer_of(inbox_side)
+                ahead.append(f"{where} (by {writer}) says {format_time(st.updated_at)}")
+    if not ahead:
+        report.add("clocks", "ok", "no STATE.md is dated ahead of this host's clock")
+        return
+    report.add(
+        "clocks",
+        "warn",
+        f"{len(ahead)} STATE.md file(s) dated ahead of this host's clock, so their topics wait "
+        "and never archive: " + "; ".join(_safe(a) for a in ahead[:5]),
+        "the side that wrote it checks its clock (timedatectl) and rewrites it with a true "
+        "updated_at",
+    )
+
+
 def check_answers(ex: Exchange, report: DoctorReport, patience: timedelta) -> None:
     """Per side: ``action: required`` entries it has left unanswered longer than ``patience``.
 
@@ -661,6 +694,7 @@ def doctor(
     check_leftovers(ex, report)
     check_answers(ex, report, patience)
     check_states(ex, report)
+    check_clocks(ex, report)
     record_verdict(ex, report)
     return report
 
