@@ -22,7 +22,6 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,12 +59,16 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass
 class Env:
-    """What the global options say: the root directory and who is acting."""
+    """What the global options say: the root directory and who is acting. A plain class: a
+    dataclass compiles its generated methods on every start, and nothing compares or prints
+    an ``Env``."""
 
-    root: Path | None = None
-    agent: str | None = None
+    __slots__ = ("agent", "root")
+
+    def __init__(self, root: Path | None = None, agent: str | None = None) -> None:
+        self.root = root
+        self.agent = agent
 
     def need_root(self) -> Path:
         """The root (``--root``, ``MAILSLOT_ROOT``, else the current directory)."""
