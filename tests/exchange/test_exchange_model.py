@@ -9,7 +9,7 @@ import pytest
 from exhelp import both_done_cli, run, send_cli, tick, write_by_hand
 
 from mailslot.core import clock
-from mailslot.core.errors import Conflict, InvalidName, LimitExceeded, NotFound
+from mailslot.core.errors import Conflict, InvalidName, InvalidValue, LimitExceeded, NotFound
 from mailslot.exchange import (
     list_entries,
     list_topics,
@@ -60,6 +60,8 @@ def test_send_refuses_bad_input_and_writes_nothing(ex) -> None:
         send(ex, "claude", "big", "fyi", "x" * (MAX_BODY_BYTES + 1))
     with pytest.raises(Conflict):
         send(ex, "mallory", "t", "fyi", "x")
+    with pytest.raises(InvalidValue, match="NUL"):
+        send(ex, "claude", "t", "fyi", "nul\x00byte\n")
     assert list_topics(ex) == []
 
 

@@ -246,15 +246,17 @@ def send(ex: Exchange, agent: str, topic: str, action: str, body: str) -> SendRe
     """Write a new entry as ``agent`` into its side's outbox; raise ``MailslotError`` subclasses.
 
     ``topic`` is resolved as ``topics.resolve_topic`` says (full name, newest live slug, else a new
-    topic). Refuses an unknown member (``Conflict``), a bad action or empty body
-    (``InvalidValue``), a body over ``MAX_BODY_BYTES`` (``LimitExceeded``), an archived topic
-    (``Conflict``).
+    topic). Refuses an unknown member (``Conflict``), a bad action, an empty body or one holding
+    a NUL byte (``InvalidValue``), a body over ``MAX_BODY_BYTES`` (``LimitExceeded``), an
+    archived topic (``Conflict``).
     """
     side = ex.side_of(agent)
     if action not in ACTIONS:
         raise InvalidValue(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
     if not body.strip():
         raise InvalidValue("the body is empty; an entry says something")
+    if "\x00" in body:  # git, grep and a hand reader's tools would take the entry as binary
+        raise InvalidValue("the body holds a NUL byte; an entry is text")
     check_bytes("entry body", body, MAX_BODY_BYTES)
     name, exists = resolve_topic(ex, topic)
     outbox = ex.outbox(side)
