@@ -50,9 +50,24 @@ def main(argv: list[str] | None = None) -> None:
         if argv is None:  # this process is ours: nothing was opened, no teardown to wait for
             os._exit(code)
         raise SystemExit(code)
-    from mailslot.cli import main as run
-
+    try:
+        from mailslot.cli import main as run
+    except BaseException as e:  # the command line's own Ctrl-C handling is not loaded yet
+        if not _interrupted(e):
+            raise
+        sys.stderr.write("mailslot: interrupted\n")
+        raise SystemExit(130) from None
     run(argv)
+
+
+def _interrupted(e: BaseException | None) -> bool:
+    """Whether ``e`` is Ctrl-C, or an error it caused (an import cut short mid-class can
+    surface as a ``RuntimeError``)."""
+    while e is not None:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 if __name__ == "__main__":

@@ -91,6 +91,25 @@ def test_ctrl_c_while_the_command_line_is_parsed_is_one_line_and_exit_130(
     assert capsys.readouterr().err.endswith("mailslot: interrupted\n")
 
 
+def test_ctrl_c_while_the_command_line_loads_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    # Before the command line's modules are loaded, nothing of click's or ours catches a
+    # Ctrl-C: the entry point does, whatever error the cut-short import surfaces as.
+    script = (
+        "import sys\n"
+        "from mailslot.__main__ import main\n"
+        "class Cut:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'click':\n"
+        "            raise RuntimeError('import cut short') from KeyboardInterrupt()\n"
+        "sys.meta_path.insert(0, Cut())\n"
+        "sys.argv = ['mailslot', 'exchange', 'topics']\n"
+        "main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr == "mailslot: interrupted\n"
+
+
 def _assert_the_watch_took_nothing(root: Path) -> None:
     """An entry olu sends now is there for claude's next watch: the abandoned one took nothing."""
     _mailslot(
