@@ -68,8 +68,8 @@ import time
 import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from mailslot.core.errors import (
     Conflict,
@@ -561,8 +561,7 @@ def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o666, durable: b
     return path
 
 
-@dataclass(frozen=True)
-class Staged:
+class Staged(NamedTuple):
     """A replacement for ``final`` written and fsync'd aside, not yet in place (``stage_write``)."""
 
     tmp: Path
@@ -704,8 +703,7 @@ def numbered_create(
     return number, final
 
 
-@dataclass(frozen=True)
-class Torn:
+class Torn(NamedTuple):
     """The ``<name>.torn`` file beside an append-only file: fragments of killed appends."""
 
     path: Path
@@ -760,8 +758,7 @@ def torn_of(path: Path) -> Torn | None:
     return Torn(torn, st.st_size)
 
 
-@dataclass(frozen=True)
-class _Intent:
+class _Intent(NamedTuple):
     """What an appender is about to write into the file ``(dev, ino)``: ``length`` bytes at
     ``start`` with CRC ``crc``; ``record`` is a copy of those bytes when the sidecar carries one
     (records up to ``INTENT_RECORD_MAX`` bytes), else ``None``."""
@@ -790,7 +787,8 @@ class _Intent:
 # from its start into ``.torn`` (it cannot tell the fragment from what followed it).
 INTENT_RECORD_MAX = 256 << 10
 _INTENT_SIZE = len(_Intent(0, 0, 0, 0, 0).encode())
-_INTENT_RE = re.compile(
+# Sidecar patterns are compiled on first use (by ``re``'s cache): most processes never read one.
+_INTENT_PATTERN = (
     rb"^(mailslot-intent(2?) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16})"
     rb" ([0-9a-f]{8})) ([0-9a-f]{8})\n"
 )
@@ -800,8 +798,7 @@ def _cut_path(path: Path) -> str:
     return _sidecar_name(path, ".repair")
 
 
-@dataclass(frozen=True)
-class _Cut:
+class _Cut(NamedTuple):
     """A repair's plan (``.<name>.repair``): the file ``(dev, ino)`` becomes its bytes before
     ``start``, then ``tail``; ``fragment`` -- the dead writer's bytes at ``start`` -- goes into
     ``.torn`` under a header stamped ``stamp``. Put in place whole (a rename) before the file is
@@ -827,7 +824,7 @@ class _Cut:
         return body + b" %08x\n" % crc + self.fragment + self.tail
 
 
-_CUT_RE = re.compile(
+_CUT_PATTERN = (
     rb"^(mailslot-repair ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16})"
     rb" ([0-9a-f]{16}) ([0-9]{1,20}\.[0-9]{3})) ([0-9a-f]{8})\n"
 )
@@ -867,7 +864,7 @@ def _read_cut(plan: str, file_st: os.stat_result) -> _Cut | bool | None:
     raw = _read_sidecar(plan, file_st, 256 + INTENT_RECORD_MAX + READ_FROM_MAX, whole=True)
     if not isinstance(raw, bytes):
         return raw
-    m = _CUT_RE.match(raw)
+    m = re.match(_CUT_PATTERN, raw)
     if m is None:
         return False
     dev, ino, start, k, n = (int(m[i], 16) for i in range(2, 7))
@@ -916,7 +913,7 @@ def _read_intent(sidecar: str, file_st: os.stat_result) -> _Intent | bool | None
     raw = _read_sidecar(sidecar, file_st, _INTENT_SIZE + 1 + INTENT_RECORD_MAX + 1, whole=False)
     if not isinstance(raw, bytes):
         return raw
-    m = _INTENT_RE.match(raw)
+    m = re.match(_INTENT_PATTERN, raw)
     if m is None or zlib.crc32(m[1]) != int(m[8], 16):
         return False
     dev, ino, start, length, crc = (int(m[i], 16) for i in range(3, 8))
