@@ -128,3 +128,40 @@ def test_a_lock_left_by_a_dead_bash_agent_is_reported_not_broken(
     with pytest.raises(LockBusy, match="rmdir"):
         chat.say(chat_file, "anyone?", "alice")
     assert chat_file.read_bytes() == before and Path(f"{chat_file}.lock").is_dir()
+
+
+HOLD_CHAT_LOCK = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from mailslot.chat import room
+    with room._mkdir_lock(Path(sys.argv[1])):
+        open(sys.argv[2], "w").close()
+        time.sleep(60)
+    """
+)
+
+
+def test_a_lock_left_by_a_killed_mailslot_writer_is_broken_by_the_next_say(
+    chat_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+    import time
+
+    from mailslot.chat import room
+
+    ready = tmp_path / "ready"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CHAT_LOCK, str(chat_file), str(ready)], env=env
+    )
+    while not ready.exists():
+        assert holder.poll() is None
+        time.sleep(0.005)
+    holder.kill()  # SIGKILL while it holds the mkdir lock
+    holder.wait(timeout=30)
+    assert Path(f"{chat_file}.lock").is_dir()
+    monkeypatch.setattr(room, "LOCK_WAIT_SECONDS", 5.0)  # well under the 30 s it waited before
+    chat.say(chat_file, "still here", "alice")
+    assert [m.body for m in chat.read(chat_file).messages][-1] == "still here"
+    assert not Path(f"{chat_file}.lock").exists()

@@ -155,3 +155,83 @@ def test_a_held_flock_is_waited_for_then_refused_with_the_callers_words(tmp_path
     with file_lock(lock, timeout=30):  # the holder lets go within its half second
         pass
     assert holder.wait(timeout=30) == 0
+
+
+_HOLD_MKDIR = """
+import sys, time
+from pathlib import Path
+from mailslot.core.lockwait import mkdir_lock
+with mkdir_lock(Path(sys.argv[1]), 5):
+    open(sys.argv[2], "w").close()
+    time.sleep(60)
+"""
+
+
+def test_a_mailslot_lock_whose_owner_was_killed_is_broken_by_the_next_taker(
+    tmp_path: Path,
+) -> None:
+    lock, ready = tmp_path / "chat.md.lock", tmp_path / "ready"
+    holder = _hold([sys.executable, "-c", _HOLD_MKDIR, str(lock), str(ready)], ready)
+    with pytest.raises(LockBusy, match=f"by process {holder.pid} "), mkdir_lock(lock, 0.2):
+        pass  # alive: never broken
+    holder.kill()
+    holder.wait(timeout=30)
+    with mkdir_lock(lock, 5):  # dead, proven by its record: taken well before 30 s
+        assert (lock / "owner").read_text().split()[0] == str(os.getpid())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready"]  # nothing left aside
+
+
+def _planted(lock: Path, pid: int, started: str, boot: str, host: str) -> None:
+    lock.mkdir()
+    (lock / "owner").write_text(f"{pid} {started} {boot} {host} 0123456789abcdef\n")
+
+
+def test_only_a_record_proving_its_owner_dead_here_breaks_a_lock(tmp_path: Path) -> None:
+    import socket
+
+    from mailslot.core import lockwait
+
+    me, host = os.getpid(), socket.gethostname()
+    started, boot = lockwait._start_time(me), lockwait._boot_id()
+    assert started is not None
+    lock = tmp_path / "chat.md.lock"
+    kept = [
+        (me, started, boot, host),  # alive
+        (me, started, boot, "another-host"),  # cannot be judged from here
+    ]
+    for pid, st, bt, hs in kept:
+        _planted(lock, pid, st, bt, hs)
+        with pytest.raises(LockBusy), mkdir_lock(lock, 0.2):
+            pass
+        assert (lock / "owner").exists()
+        (lock / "owner").unlink()
+        lock.rmdir()
+    broken = [
+        (me, str(int(started) + 1), boot, host),  # the pid now belongs to another process
+        (me, started, "another-boot", host),  # the machine rebooted since
+    ]
+    for pid, st, bt, hs in broken:
+        _planted(lock, pid, st, bt, hs)
+        with mkdir_lock(lock, 5):
+            assert (lock / "owner").read_text().split()[:2] == [str(me), started]
+        assert not lock.exists()
+    lock.mkdir()  # a bash writer's lock: no record, left alone
+    with pytest.raises(LockBusy, match="rmdir"), mkdir_lock(lock, 0.2):
+        pass
+    assert lock.is_dir()
+
+
+def test_waiters_racing_to_break_a_dead_owners_lock_still_exclude_each_other(
+    tmp_path: Path,
+) -> None:
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    lock = Path(f"{counter}.lock")
+    _planted(lock, 4194304 + 1, "1", "-", __import__("socket").gethostname())  # no such pid
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _COUNTER, str(counter), "100"], env=ENV)
+        for _ in range(4)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    assert counter.read_text() == "400"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counter"]

@@ -26,8 +26,9 @@ Invariants and why:
   stops before its fragment and the next ``say`` (or a reader who may write the file) moves the
   fragment, and only it, into ``<file>.torn``, which ``status`` reports; blocks bash writers
   appended after it stay in the chat. A writer that finds the ``mkdir`` lock held settles
-  first, so a dead writer's fragment is out before anyone removes its stale lock and a waiting
-  bash writer appends. A hand-run bash writer (``mkdir`` lock and ``>>``) records no
+  first, so a dead writer's fragment is out before its stale lock is broken (a mailslot
+  writer's, proven dead by its owner record) or removed (a bash writer's) and a waiting bash
+  writer appends. A hand-run bash writer (``mkdir`` lock and ``>>``) records no
   intent, so its own torn write is not detected. Every read is bounded (``read_from``): a FIFO or
   a huge file named like a chat is refused, never waited on or read whole.
 """
@@ -109,7 +110,8 @@ CWD_NOTE = (
     "relevant."
 )
 # A lock held longer than this belongs to a writer that died mid-append (a write takes
-# microseconds); we refuse visibly instead of breaking someone's lock.
+# microseconds); a mailslot writer's lock whose owner record proves it dead is broken at once,
+# any other (a bash writer's) is refused visibly, never broken.
 LOCK_WAIT_SECONDS = 30.0
 # Hand-run bash writers spin every 0.1 s; we spin faster so mailslot writers queue tightly.
 LOCK_SPIN_SECONDS = 0.001

@@ -7,6 +7,17 @@ a deadline. A holder that hangs or died holding the lock (a killed bash writer l
 directory behind) makes the waiter fail with ``LockBusy`` naming the lock and how to clear it,
 never hang forever.
 
+A ``mkdir_lock`` mailslot takes holds its owner's record (``OWNER``, one line: pid, the
+process's start time from ``/proc/<pid>/stat``, the boot id, the host name and a random token),
+written right after the ``mkdir`` and before any work under the lock. A waiter breaks the lock
+only when that record proves its owner dead on this very host: the pid is gone, or it is another
+process now (its start time differs), or the machine rebooted since (the boot id differs). A
+lock without a record -- a bash writer's, which writes nothing inside -- or one from another
+host is never broken: the waiter fails loudly as before. Breaking is one ``rename`` of the lock
+directory aside (only one of several waiters can move it); the breaker then checks that what it
+moved holds the very record it judged, and puts back a live lock it moved by mistake. Freeing
+is a ``rename`` aside too, so a holder killed while freeing never leaves the lock held.
+
 Why polling: neither lock has a kernel wait with a timeout (``flock`` blocks without one; a
 directory's removal can be watched, but the next ``mkdir`` is a race anyway), and a lock is held
 for milliseconds, so a 20 ms poll costs nothing and is as prompt as a waiter needs.
@@ -16,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shlex
+import socket
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -25,10 +38,16 @@ from typing import TypeVar
 
 from mailslot.core.errors import LockBusy
 
-__all__ = ["POLL_S", "mkdir_lock", "wait_for"]
+__all__ = ["OWNER", "POLL_S", "mkdir_lock", "wait_for"]
 
 # Between tries: a lock is held for milliseconds, and a waiter need not be more prompt than this.
 POLL_S = 0.02
+# The file inside a mailslot-held ``mkdir`` lock that names its owner.
+OWNER = "owner"
+# The most of an owner record that is read: a record is one short line.
+OWNER_MAX_BYTES = 512
+# A held lock's record is judged at most this often (a waiter may spin every millisecond).
+JUDGE_EVERY_S = 0.05
 
 T = TypeVar("T")
 
@@ -77,10 +96,17 @@ def _stuck(lock: Path, timeout: float) -> str:
     if stat.S_ISDIR(mode):
         try:
             with os.scandir(lock) as entries:
-                empty = next(entries, None) is None
+                names = [e.name for e in entries]
         except OSError:
-            empty = True
-        if empty:
+            names = []
+        if names == [OWNER]:
+            record = _read_owner(lock)
+            who = f"process {record[0]} on {record[3]}" if record else "a mailslot writer"
+            return (
+                f"{lock} has been held for {timeout:g}s by {who}, which is still running or "
+                f"cannot be checked from here; if it is not, remove the lock (rm -r {quoted})"
+            )
+        if not names:
             return (
                 f"{lock} has been held for {timeout:g}s; if no writer is running, remove it "
                 f"(rmdir {quoted})"
@@ -118,11 +144,27 @@ def mkdir_lock(
     actually there (an empty directory, a directory with files in it, a file, a symlink).
     """
 
+    record = _own_record()
+    tries = 0
+    judged = 0.0
+
     def take() -> bool:
+        nonlocal tries, judged
+        tries += 1
         try:
             os.mkdir(lock)
         except FileExistsError:
-            return False
+            # From the second try on: the first miss runs ``on_first_miss`` (a repair) first.
+            if tries < 2 or time.monotonic() - judged < JUDGE_EVERY_S:
+                return False
+            judged = time.monotonic()
+            if not _break_if_dead(lock):
+                return False
+            try:
+                os.mkdir(lock)
+            except FileExistsError:
+                return False
+        _write_owner(lock, record)
         return True
 
     if not wait_for(take, timeout, interval=interval, on_first_miss=on_first_miss):
@@ -133,10 +175,137 @@ def mkdir_lock(
         _release(lock)
 
 
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            return f.read(64).decode("ascii", "replace").strip() or "-"
+    except OSError:
+        return "-"
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/<pid>/stat`` (when the process started, in ticks since boot), or
+    ``None`` when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read(4096)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()  # the name, in parentheses, may hold spaces
+    return fields[19].decode("ascii", "replace") if len(fields) > 19 else "?"
+
+
+def _own_record() -> str:
+    pid = os.getpid()
+    host = socket.gethostname().replace(" ", "_") or "-"
+    return f"{pid} {_start_time(pid) or '?'} {_boot_id()} {host} {secrets.token_hex(8)}\n"
+
+
+def _write_owner(lock: Path, record: str) -> None:
+    """Put the owner record into the lock just taken (one write: no reader sees half of it)."""
+    with contextlib.suppress(OSError):  # no record: the lock is judged like a bash writer's
+        fd = os.open(
+            lock / OWNER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        try:
+            os.write(fd, record.encode())
+        finally:
+            os.close(fd)
+
+
+def _read_owner(lock: Path) -> list[str] | None:
+    """The owner record in ``lock`` as its five fields, or ``None`` (none, or not one)."""
+    try:
+        fd = os.open(lock / OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = os.read(fd, OWNER_MAX_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    fields = raw.decode("utf-8", "replace").split()
+    if len(fields) != 5 or not raw.endswith(b"\n") or not fields[0].isdigit():
+        return None
+    return fields
+
+
+def _dead(record: list[str]) -> bool:
+    """Whether the owner ``record`` names is known dead: on this host, after a reboot, or its
+    pid gone or now another process. A record from another host is never judged dead."""
+    pid, started, boot, host, _ = record
+    if host != (socket.gethostname().replace(" ", "_") or "-"):
+        return False
+    if boot != _boot_id():
+        return True
+    now = _start_time(int(pid))
+    return now is None or now != started
+
+
+def _aside(lock: Path, why: str) -> Path:
+    return lock.with_name(f"{lock.name}.{why}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _remove_aside(aside: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(aside / OWNER)
+    with contextlib.suppress(OSError):
+        os.rmdir(aside)
+
+
+def _break_if_dead(lock: Path) -> bool:
+    """Move ``lock`` aside if its owner record proves the owner dead; whether it did.
+
+    Several waiters may judge the same dead lock: the ``rename`` moves it for one of them; a
+    waiter whose rename moved a lock taken since (another record, or none yet) puts it back.
+    """
+    record = _read_owner(lock)
+    if record is None or not _dead(record):
+        return False
+    aside = _aside(lock, "stale")
+    try:
+        os.rename(lock, aside)
+    except OSError:
+        return False  # another waiter moved it first
+    if _read_owner(aside) == record:
+        _remove_aside(aside)
+        return True
+    try:  # a live lock, taken after the dead one was moved: its holder gets it back
+        os.rename(aside, lock)
+    except OSError:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "moved a live lock %s aside to %s and could not put it back", lock, aside
+        )
+    return False
+
+
 def _release(lock: Path) -> None:
-    """Remove the lock directory; what someone did to it meanwhile (files put in it, replaced
-    by a file or a symlink) is logged, never raised: the work under the lock is done, and an
-    error now would make the caller do it twice. The next taker is told what is there."""
+    """Free the lock: move it aside (one ``rename``: the lock is free at once, even if this
+    process dies next), then remove it. What someone did to it meanwhile (files put in it,
+    replaced by a file or a symlink) is logged, never raised: the work under the lock is done,
+    and an error now would make the caller do it twice. The next taker is told what is there."""
+    try:
+        names = sorted(os.listdir(lock))
+    except FileNotFoundError:
+        return
+    except OSError:
+        names = []
+    if names == [OWNER]:
+        aside = _aside(lock, "free")
+        try:
+            os.rename(lock, aside)
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass
+        else:
+            _remove_aside(aside)
+            return
     try:
         os.rmdir(lock)
     except FileNotFoundError:
