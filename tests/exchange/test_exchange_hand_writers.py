@@ -647,7 +647,7 @@ def test_an_entry_changed_after_it_was_shown_is_shown_again(ex, how, long_lived)
             with open(path, "a") as f:
                 f.write("P.S. one more thing\n")
             now = "a long review\nP.S. one more thing\n"
-        else:  # a number taken twice: the seed's 10,978-byte review lost to a short note
+        else:  # a number taken twice: a long review replaced by a short note
             _rename_in(path, _HEAD.format(at=_now()) + "a short note\n")
             now = "a short note\n"
         (item,) = w.watch(GENEROUS).items if long_lived else watch_once(ex)

@@ -42,6 +42,12 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
 def _kill_tick_inside_git_add(ex: Exchange) -> None:
     """Run a real tick whose ``git add -A`` has a large file to hash, so it holds the index lock
     for a while, and SIGKILL the tick and its git while the lock is held."""
@@ -54,11 +60,16 @@ def _kill_tick_inside_git_add(ex: Exchange) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    while not lock.exists():  # a hang fails by the test's timeout
+    while True:  # a hang fails by the test's timeout
         assert tick.poll() is None, "the tick finished before git took the index lock"
+        if lock.exists():  # frozen where it stands; kept only if the lock is still held
+            family = [tick.pid, *_descendants(tick.pid)]  # its git runs in a session of its own
+            _signal_all(family, signal.SIGSTOP)
+            if lock.exists():
+                break
+            _signal_all(family, signal.SIGCONT)  # a brief lock (a status refresh) ended first
         time.sleep(0.002)
-    # a service manager's kill takes the whole cgroup: the tick and the git it runs in its own
-    # session
+    # a service manager's kill takes the whole cgroup: the tick and the git it runs
     family = _descendants(tick.pid)
     os.killpg(tick.pid, signal.SIGKILL)
     for pid in family:
