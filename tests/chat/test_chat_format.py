@@ -153,3 +153,59 @@ def test_the_one_block_reading_equals_the_general_parser_on_odd_headers(
     ).encode() + "".join(body).encode()
     for end in (b"", b"\n"):
         assert parse_messages(data + end, 7) == _parse(data + end, 7), data + end
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["eve", "Kiran-48291", "zoë"]),
+            st.lists(
+                st.sampled_from(["x", "\\", "---MSG---", "FROM: m", "", " ", "é"]), min_size=1
+            ),
+            st.sampled_from(["mailslot", "hand", "crlf"]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 14)), max_size=8),
+)
+def test_offsets_are_the_same_read_on_from_a_cursor_or_parsed_whole(
+    blocks: list[tuple[str, list[str], str]], looks: list[tuple[int, int]]
+) -> None:
+    """A script dedupes by offset: a message's offset and end are the same whether the file was
+    parsed from its start or read on, a piece at a time, from where the last read stopped (a
+    look finds whole blocks, then maybe the start of the next one: its separator, a header cut
+    short)."""
+    file = b""
+    bounds = [0]
+    for sender, parts, kind in blocks:
+        body = "\n".join(parts) if "\n".join(parts).strip() else "x"
+        block = render_message(sender, WHEN, body)
+        if kind == "hand":
+            block = f"\n---MSG---\nFROM: {sender}\nTIME: 2026-05-26T10:30:45+05:30\n---\n{escape_body(body)}\n"
+        elif kind == "crlf":
+            block = block.replace("\n", "\r\n")
+        file += block.encode()
+        bounds.append(len(file))
+    cuts = [min(bounds[min(b, len(bounds) - 1)] + k, len(file)) for b, k in looks]
+    whole, end = parse_messages(file)
+    assert end == len(file.rstrip(b"\r\n")) + 1 + file.endswith(b"\r\n")  # blank lines: held
+    pos, seen = 0, []
+    for cut in [*sorted(cuts), len(file)]:  # the file as a reader found it at each look
+        got, pos = parse_messages(file[pos : max(cut, pos)], pos)
+        seen += got
+    assert pos == end
+    assert [(m.sender, m.body, m.offset, m.end) for m in seen] == [
+        (m.sender, m.body, m.offset, m.end) for m in whole
+    ]
+
+
+def test_a_message_has_one_offset_the_file_parsed_whole_or_read_on_from_its_start() -> None:
+    data = BASH_FILE.encode()
+    whole, _ = parse_messages(data)
+    for m in whole:  # read on from each message's own offset, as a stored cursor does
+        [again, *_], _ = parse_messages(data[m.offset :], m.offset)
+        assert (again.offset, again.end) == (m.offset, m.end)
+    assert [m.offset for m in whole][1:] == [
+        i for i in range(1, len(data)) if data.startswith(b"\n---MSG---", i)
+    ]

@@ -201,7 +201,7 @@ def _one_block(data: bytes, base: int) -> ChatMessage | None:
     """
     if not data.startswith(_ONE_HEAD) or not data.endswith(b"\n"):
         return None
-    if data.count(b"---MSG---") != 1 or b"\r" in data or b"\\" in data:
+    if data.count(b"---MSG---") != 1 or b"\r" in data or b"\\" in data or data.endswith(b"\n\n"):
         return None
     i = data.find(b"\n", len(_ONE_HEAD))  # the end of the FROM line
     j = data.find(b"\n", i + 1)  # the end of the TIME line
@@ -247,15 +247,32 @@ def _parse(data: bytes, base: int) -> tuple[list[ChatMessage], int]:
         char_pos = index
         return byte_pos
 
+    def block_start(m: re.Match[str]) -> int:
+        start = m.start()
+        if start > 0 and text[start - 1] == "\n":
+            start -= 1  # the separating newline belongs to this block, as it was appended
+            if start > 0 and text[start - 1] == "\r":
+                start -= 1
+        return start
+
+    def line_end(end: int, floor: int) -> int:
+        """``end`` pulled back to just past the first line end of the newlines it closes on:
+        the newlines after that one may be the next block's separator, still being written."""
+        k = end
+        while k > floor and text[k - 1] in "\r\n":
+            k -= 1
+        j = text.find("\n", k, end)
+        if k == floor:
+            return floor
+        return end if j < 0 else j + 1
+
+    starts = [block_start(m) for m in headers]
     for i, m in enumerate(headers):
         stop = headers[i + 1].start() if i + 1 < len(headers) else len(text)
         body = unescape_body(text[m.end() : stop].replace("\r\n", "\n")).strip("\n")
-        start = m.start()
-        if start > 0 and text[start - 1] == "\n":
-            start -= 1  # the separating blank line belongs to this block
-            if start > 0 and text[start - 1] == "\r":
-                start -= 1
-        offset = to_bytes(max(start, char_pos))
+        # A block runs from its separator to the next block's: offsets are the same whether
+        # the file is parsed whole or read on from any block boundary.
+        offset = to_bytes(max(starts[i], char_pos))
         if not settled and i == len(headers) - 1:
             return out, offset  # the last block may still be growing: leave it for later
         out.append(
@@ -264,9 +281,11 @@ def _parse(data: bytes, base: int) -> tuple[list[ChatMessage], int]:
                 time_raw=_shown(m.group("time")),
                 body=_shown(body),
                 offset=offset,
-                end=to_bytes(stop),
+                end=to_bytes(line_end(starts[i + 1] if i + 1 < len(headers) else stop, m.end())),
             )
         )
     if not settled and not headers:
         return out, base  # a preamble still being written
-    return out, base + len(data)
+    if not headers:
+        return out, to_bytes(line_end(len(text), 0))
+    return out, byte_pos
