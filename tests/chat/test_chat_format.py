@@ -182,7 +182,8 @@ def test_offsets_are_the_same_read_on_from_a_cursor_or_parsed_whole(
         body = "\n".join(parts) if "\n".join(parts).strip() else "x"
         block = render_message(sender, WHEN, body)
         if kind == "hand":
-            block = f"\n---MSG---\nFROM: {sender}\nTIME: 2026-05-26T10:30:45+05:30\n---\n{escape_body(body)}\n"
+            head = f"\n---MSG---\nFROM: {sender}\nTIME: 2026-05-26T10:30:45+05:30\n---\n"
+            block = head + escape_body(body) + "\n"
         elif kind == "crlf":
             block = block.replace("\n", "\r\n")
         file += block.encode()
