@@ -165,3 +165,69 @@ def test_serve_after_a_killed_bridge_stops_the_server_it_left_and_runs_its_own(p
     assert "left running by a bridge that was killed" in (pair.a.base / "serve.log").read_text()
     rel = pair.a.send("a", "after-restart", "still carried")
     wait_for(lambda: (pair.b.root / rel).exists(), 30, "the entry on b")
+
+
+def test_an_entry_rewritten_after_it_was_sent_is_a_conflict_on_its_host_never_silent(
+    pair,
+) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from bridge_helpers import cli
+
+    first = pair.a.send("a", "torn", "a topic written into by hand")
+    wait_for(lambda: (pair.b.root / first).exists(), what="the first entry on b")
+    rel = first.replace("0001-a.md", "0002-a.md")
+    head = "---\nfrom: a\nat: 2026-12-02T08:10:00.000Z\naction: fyi\n---\n"
+    # a hand writer with the file open: nothing is sent while it holds it
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time\n"
+            "f=open(sys.argv[1],'w')\n"
+            f"f.write({head + 'HALF'!r}); f.flush()\n"
+            "print('written', flush=True); time.sleep(60)\n",
+            str(pair.a.root / rel),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
+    time.sleep(3)  # the publisher had every event and a rescan could not send it either
+    assert not (pair.b.root / rel).exists()
+    os.kill(writer.pid, signal.SIGKILL)  # killed mid-write: what it left is closed, so sent
+    writer.wait()
+    torn = (pair.a.root / rel).read_bytes()
+    wait_for(lambda: (pair.b.root / rel).exists(), what="the torn entry on b")
+    assert (pair.b.root / rel).read_bytes() == torn
+    # the agent runs again and writes the whole entry in place
+    (pair.a.root / rel).write_bytes((head + "HALF then whole\n").encode())
+
+    def flagged() -> list[dict[str, object]]:
+        return list(pair.a.status().get("diverged") or [])
+
+    diverged = wait_for(flagged, 30, "the change after sending flagged on a")
+    assert diverged[0]["path"] == rel
+    assert pair.a.status()["conflicts"] == 1
+    status = json.loads(cli("bridge", "status", "--dir", str(pair.a.dir), "--json").stdout)
+    assert status["conflicts"] == 1 and status["diverged"][0]["path"] == rel
+    text = cli("bridge", "status", "--dir", str(pair.a.dir)).stdout
+    assert f"CHANGED AFTER SENT ex:{rel}" in text
+    doc = cli("bridge", "doctor", "--dir", str(pair.a.dir), check=False)
+    assert doc.returncode == 1 and f"FAIL sent:ex:{rel}" in doc.stdout
+    assert "conflict:" in (pair.a.base / "serve.log").read_text()
+    assert (pair.b.root / rel).read_bytes() == torn  # never overwritten
+    # a restarted bridge (a rescan from scratch) still says so, and alerts once
+    pair.a.stop()
+    pair.a.start()
+    time.sleep(2)
+    assert flagged() and pair.a.status()["conflicts"] == 1
+    # the published bytes put back: the conflict is settled
+    (pair.a.root / rel).write_bytes(torn)
+    wait_for(lambda: not flagged(), 30, "the conflict settled on a")
+    doc = cli("bridge", "doctor", "--dir", str(pair.a.dir), check=False)
+    assert f"sent:ex:{rel}" not in doc.stdout

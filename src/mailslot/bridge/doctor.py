@@ -174,6 +174,17 @@ def doctor(config: BridgeConfig) -> list[Finding]:
                     else "a peer sent what it does not host: check its config",
                 )
             )
+    for d in status.get("diverged") or []:
+        findings.append(
+            Finding(
+                f"sent:{d.get('exchange')}:{d.get('path')}",
+                "fail",
+                f"{d.get('path')} changed here after it was published (since {d.get('at')}): "
+                f"the peers keep the published version (sha256 {d.get('published')})",
+                "put the published bytes back (copy the file from a peer's copy), then say "
+                "anything new in a new entry",
+            )
+        )
     for ex in config.exchanges:
         try:
             mark = bridged(ex.root / ".mailslot")

@@ -34,6 +34,11 @@ class Ledger:
         self.path = state_dir / LEDGER_NAME
         self.received: dict[str, int] = {}  # "<exchange>/<relpath>" -> STATE revision in place
         self.sent: dict[str, list[Any]] = {}  # "<exchange>/<relpath>" -> [sha256, revision]
+        # "<exchange>/<relpath>" -> sha256 of the entry as this host published it (write-once)
+        self.published: dict[str, str] = {}
+        # "<exchange>/<relpath>" -> what an entry published from here differs in now: its
+        # peers keep the published version, so this stays until the bytes are put back
+        self.diverged: dict[str, dict[str, Any]] = {}
         self.conflicts: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []
         self.totals: dict[str, int] = {"conflicts": 0, "refused": 0}
@@ -53,6 +58,8 @@ class Ledger:
         if isinstance(data, dict):
             ledger.received = {str(k): int(v) for k, v in (data.get("received") or {}).items()}
             ledger.sent = {str(k): list(v) for k, v in (data.get("sent") or {}).items()}
+            ledger.published = {str(k): str(v) for k, v in (data.get("published") or {}).items()}
+            ledger.diverged = {str(k): dict(v) for k, v in (data.get("diverged") or {}).items()}
             ledger.conflicts = list(data.get("conflicts") or [])[-KEEP_ALERTS:]
             ledger.refused = list(data.get("refused") or [])[-KEEP_ALERTS:]
             ledger.totals.update({k: int(v) for k, v in (data.get("totals") or {}).items()})
@@ -77,6 +84,26 @@ class Ledger:
         self.sent[key] = [sha, rev]
         self._dirty = True
 
+    def mark_published(self, key: str, sha: str) -> None:
+        """Record that entry ``key`` went out with content ``sha`` (its one version)."""
+        self.published[key] = sha
+        self._dirty = True
+
+    def diverge(self, key: str, sha: str, **fields: Any) -> bool:
+        """Record that entry ``key`` now holds ``sha``, not what was published; ``True`` the
+        first time it holds these bytes (raise the alert then, once)."""
+        last = self.diverged.get(key)
+        if last is not None and last.get("now") == sha:
+            return False
+        self.diverged[key] = {"at": format_time(), "now": sha, **fields}
+        self._dirty = True
+        return True
+
+    def settle(self, key: str) -> None:
+        """Entry ``key`` is as published again (or gone from this host's live folders)."""
+        if self.diverged.pop(key, None) is not None:
+            self._dirty = True
+
     def set_place(self, key: str, place: str) -> None:
         """Record where a topic is now (``live`` or ``done``) on this host."""
         self.places[key] = place
@@ -98,6 +125,8 @@ class Ledger:
         data = {
             "received": self.received,
             "sent": self.sent,
+            "published": self.published,
+            "diverged": self.diverged,
             "conflicts": self.conflicts,
             "refused": self.refused,
             "totals": self.totals,

@@ -4,8 +4,9 @@ A host publishes only from the folders its own sides write (``to-<other>/`` for 
 hosts), so a file the bridge materialised from a peer -- which lives in a folder a remote side
 writes -- is never sent back. Within those folders it sends entry files (``NNNN-<from>.md`` whose
 sender is a member of the writing side) and STATE.md; dot-names (writers' temps) and anything
-else are not traffic. A file some process still holds open for writing is left until its writer
-closes it, so a hand writer's half-written entry never becomes the write-once message.
+else are not traffic. Whether a file is whole yet is the publisher's to decide before it reads
+it here (``core.wait.settled``), so a hand writer's half-written entry never becomes the
+write-once message.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from mailslot.bridge.wire import (
 )
 from mailslot.core.fsio import read_regular
 from mailslot.core.names import TOPIC_RE
-from mailslot.core.wait import being_written
 
 __all__ = ["Outgoing", "local_inboxes", "placement", "read_outgoing", "scan_names"]
 
@@ -93,8 +93,8 @@ def read_outgoing(
     ledger: Ledger,
 ) -> Outgoing | None:
     """The message for ``to-<inbox>/<topic>/<name>``, or ``None`` when it is no traffic, is
-    still being written, is unchanged since sent (STATE.md), or cannot be read (``OSError``
-    for a file over the payload limit, so the caller can report it)."""
+    unchanged since sent (STATE.md), or cannot be read (``OSError`` for a file over the payload
+    limit, so the caller can report it)."""
     if not TOPIC_RE.fullmatch(topic):
         return None
     if name == "STATE.md":
@@ -105,8 +105,6 @@ def read_outgoing(
             return None
         kind = KIND_ENTRY
     path = ex.root / f"to-{inbox}" / topic / name
-    if being_written(path):
-        return None
     try:
         data = read_regular(path, MAX_PAYLOAD_BYTES)
     except FileNotFoundError:

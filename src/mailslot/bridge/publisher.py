@@ -4,6 +4,14 @@ Publishing is driven by kernel events on the outbox folders and backed by a full
 and every ``RECONCILE_SECONDS``: files are the truth, and republishing is idempotent by subject
 (an entry's subject holds one message, so a second publish is refused as stored already). Jobs
 that failed (the local server down or its stream full) are retried every ``RETRY_SECONDS``.
+
+A file is sent only once whole, by the rule ``exchange watch`` reads hand-written entries by
+(``core.wait.settled``, fed the last event on each name): one its writer still holds open is
+looked at again when it closes or when the bound says. An entry is write-once: the digest it was
+published with is kept in the ledger, and an entry whose bytes here change afterwards (a writer
+killed part-way that wrote it again, an edit) is a conflict on this host -- logged, counted in
+``status``, failed by ``doctor`` while it lasts -- never resent and never a silent difference:
+the peers keep the published version.
 Besides files: a topic's place (archived or live), the home tick's INDEX.md and HELD.md as
 revisions, the blocks said in bridged chats, and the arrival receipts the receivers queue.
 """
@@ -24,14 +32,16 @@ from mailslot.bridge.chatlink import ChatLink
 from mailslot.bridge.config import BridgeConfig, BridgedExchange
 from mailslot.bridge.ledger import Ledger
 from mailslot.bridge.outbox import placement, read_outgoing
-from mailslot.bridge.streams import RETRY_SECONDS
+from mailslot.bridge.streams import RETRY_SECONDS, out_stream
 from mailslot.bridge.wire import (
     HELD_NAME,
     INDEX_NAME,
+    KIND_ENTRY,
     KIND_STATE,
     MAX_PAYLOAD_BYTES,
     PLACE_DONE,
     PLACE_LIVE,
+    SHA_HEADER,
     chat_subject,
     headers_for,
     held_subject,
@@ -42,7 +52,7 @@ from mailslot.bridge.wire import (
 from mailslot.core.clock import format_time
 from mailslot.core.fsio import read_regular, sweep_temps
 from mailslot.core.names import TOPIC_RE
-from mailslot.core.wait import TOUCHED, WRITING, Change, Watch
+from mailslot.core.wait import APPEARED, CLOSED, GONE, TOUCHED, WRITING, Change, Watch, settled
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.layout import DONE, Exchange, load_exchange
 
@@ -63,6 +73,15 @@ PUBLISH_WINDOW = 128
 # already (an entry sent before: stored), or the stream is full (not stored: retried).
 ERR_STREAM_LIMIT = 10077
 PER_SUBJECT_LIMIT = "per subject"
+# What ``_publish_as`` says of a publish the stream took: stored by it, or stored before it.
+STORED = "stored"
+STORED_BEFORE = "stored before"
+# The last event on a name that says something about whether the file is whole.
+_KEPT_STATES = (APPEARED, WRITING, CLOSED)
+CHANGED_AFTER_SENT = (
+    "changed here after it was published: the peers keep the published version; put those "
+    "bytes back, and say anything new in a new entry"
+)
 
 
 class Job(NamedTuple):
@@ -135,6 +154,8 @@ class Publisher(Part):
         self.receipts: list[Job] = []  # arrival receipts to send (from the receivers)
         self.receipted: set[str] = set()
         self.full_since: str | None = None  # when the out stream last refused a publish as full
+        self.states: dict[str, str] = {}  # file path -> what its events said last, until sent
+        self.deferred: dict[Job, float] = {}  # a file still being written -> monotonic recheck
         self._wake = asyncio.Event()
 
     def queue_receipt(self, job: Job) -> None:
@@ -152,6 +173,11 @@ class Publisher(Part):
 
     async def _publish(self, subject: str, data: bytes, *, delete: bool = False) -> bool:
         """Publish into this host's out stream; whether it is stored (now or before)."""
+        return await self._publish_as(subject, data, delete=delete) is not None
+
+    async def _publish_as(self, subject: str, data: bytes, *, delete: bool = False) -> str | None:
+        """Publish into this host's out stream: ``STORED``, ``STORED_BEFORE`` (its subject holds
+        a message already), or ``None`` when it failed (retried)."""
         from nats.js.errors import APIError
 
         try:
@@ -169,17 +195,57 @@ class Publisher(Part):
                 if getattr(e, "err_code", None) == ERR_STREAM_LIMIT and self.full_since is None:
                     self.full_since = format_time()
                 log.warning("publishing %s failed: %s", subject, e)
-                return False
+                return None
+            self.full_since = None
+            return STORED_BEFORE
         except Exception as e:  # a timeout, or the local server restarting
             log.warning("publishing %s failed: %s", subject, e)
-            return False
+            return None
         self.full_since = None
         self.counts["published"] += 1
-        return True
+        return STORED
+
+    async def _stored_sha(self, subject: str) -> str | None:
+        """The digest of the message ``subject`` holds in this host's out stream (``None``
+        when it cannot be read now)."""
+        try:
+            msg = await self.js.get_last_msg(out_stream(self.config.host), subject)
+        except Exception as e:
+            log.warning("reading back %s failed: %s", subject, e)
+            return None
+        return (msg.headers or {}).get(SHA_HEADER)
+
+    def _diverged(self, ex: BridgedExchange, rel: str, key: str, first: str, now: str) -> None:
+        """Entry ``key`` holds ``now`` here, not ``first`` as published: a conflict, once."""
+        if self.ledger.diverge(key, now, exchange=ex.name, path=rel, published=first):
+            log.error("conflict: %s/%s %s", ex.root, rel, CHANGED_AFTER_SENT)
+            self.ledger.alert(
+                "conflicts",
+                peer=self.config.host,
+                exchange=ex.name,
+                path=rel,
+                reason=CHANGED_AFTER_SENT,
+            )
+
+    def _whole(self, job: Job, path: Path, st: os.stat_result, state: str | None) -> bool:
+        """Whether the file at ``path`` (``state``: what its events said last) may be sent as
+        whole now (``core.wait.settled``); if not, ``job`` is done again when its writer is
+        likely done (or on its next event)."""
+        verdict = settled(path, st, state, time.time())
+        if verdict.whole:
+            self.deferred.pop(job, None)
+            if verdict.note is not None:
+                log.warning("sending %s as it stands: %s", path, verdict.note)
+            return True
+        again = time.monotonic() + max(0.0, (verdict.again or time.time()) - time.time())
+        self.deferred[job] = min(self.deferred.get(job, again), again)
+        return False
 
     async def _send_file(self, ex: BridgedExchange, inbox: str, topic: str, name: str) -> bool:
         """Publish ``to-<inbox>/<topic>/<name>`` if it is this host's to send; ``False`` when
         a publish failed (the caller retries)."""
+        path = ex.root / f"to-{inbox}" / topic / name
+        state = self.states.pop(str(path), None)  # kept only while the file is not whole
         if name == HELD_NAME:
             return ex.home != self.config.host or await self._send_rev(
                 ex, ex.root / f"to-{inbox}" / topic / HELD_NAME, "held", inbox, topic
@@ -187,15 +253,20 @@ class Publisher(Part):
         writer = next(s for s in ex.hosts if s != inbox)
         if ex.hosts[writer] != self.config.host:
             return True
-        path = ex.root / f"to-{inbox}" / topic / name
-        key = f"{ex.name}/to-{inbox}/{topic}/{name}"
+        rel = f"to-{inbox}/{topic}/{name}"
+        key = f"{ex.name}/{rel}"
         try:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             self.sent_sig.pop(key, None)
+            self.ledger.settle(key)  # gone from the live folders: archived, or removed
             return True
         sig = (st.st_ino, st.st_size, st.st_mtime_ns)
         if self.sent_sig.get(key) == sig:
+            return True
+        if not self._whole(Job("file", ex.name, inbox, topic, name), path, st, state):
+            if state is not None:
+                self.states[str(path)] = state
             return True
         try:
             out = read_outgoing(
@@ -206,10 +277,23 @@ class Publisher(Part):
             return True
         if out is None:
             return True
-        if not await self._publish(out.subject, out.data):
-            return False
+        first = self.ledger.published.get(key) if out.kind == KIND_ENTRY else None
+        if first is None:
+            stored = await self._publish_as(out.subject, out.data)
+            if stored is None:
+                return False
+            if out.kind == KIND_ENTRY:
+                # published before this ledger knew it (a lost ledger): ask the stream
+                first = await self._stored_sha(out.subject) if stored == STORED_BEFORE else out.sha
+                if first is None:
+                    return False
+                self.ledger.mark_published(key, first)
         if out.kind == KIND_STATE:
             self.ledger.mark_sent(out.key, out.sha, out.rev)
+        elif first is not None and first != out.sha:
+            self._diverged(ex, rel, key, first, out.sha)
+        else:
+            self.ledger.settle(key)
         self.sent_sig[key] = sig
         return True
 
@@ -305,6 +389,16 @@ class Publisher(Part):
         else:
             self.retry.add(job)
 
+    def _note(self, change: Change) -> None:
+        """Keep what the events said last about a file (whether its writer is done)."""
+        if change.is_dir:
+            return
+        path = str(change.directory / change.name)
+        if change.state in _KEPT_STATES:
+            self.states[path] = change.state
+        elif change.state == GONE:
+            self.states.pop(path, None)
+
     def _spots(self, ex: BridgedExchange) -> Iterator[tuple[Path, Spot]]:
         yield ex.root, Spot(ex, "root", "", "")
         for side in sorted(ex.hosts):
@@ -399,6 +493,9 @@ class Publisher(Part):
                 timeout = max(0.0, next_reconcile - time.monotonic())
                 if self.retry:
                     timeout = min(timeout, RETRY_SECONDS)
+                if self.deferred:
+                    timeout = min(timeout, min(self.deferred.values()) - time.monotonic())
+                timeout = max(0.0, timeout)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 self._wake.clear()
@@ -406,8 +503,14 @@ class Publisher(Part):
                 changed = watch.take_changes() if events is not None else {}
                 for names in (changed or {}).values():
                     for change in (names or {}).values():
-                        if change.state not in (WRITING, TOUCHED):  # not done, or no content
+                        self._note(change)
+                        if change.state != TOUCHED:  # attributes only: no content changed
                             self._on_change(watch, where, change, jobs)
+                now = time.monotonic()
+                due = [j for j, t in self.deferred.items() if t <= now]
+                for j in due:
+                    del self.deferred[j]
+                jobs += due
                 jobs += self.receipts
                 self.receipts = []
                 jobs += sorted(self.retry - set(jobs))

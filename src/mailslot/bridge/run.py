@@ -126,6 +126,7 @@ class Bridge:
             "refused": self.ledger.totals.get("refused", 0),
             "recent_conflicts": self.ledger.conflicts[-10:],
             "recent_refused": self.ledger.refused[-10:],
+            "diverged": [self.ledger.diverged[k] for k in sorted(self.ledger.diverged)],
         }
 
     async def _status_writer(self, extra: dict[str, Any]) -> None:

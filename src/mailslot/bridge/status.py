@@ -55,4 +55,9 @@ def render(data: dict[str, Any]) -> str:
     if err:
         lines.append(f"  CANNOT WRITE since {err.get('since')}: {err.get('reason')}")
     lines.append(f"  conflicts {data.get('conflicts', 0)}, refused {data.get('refused', 0)}")
+    for d in data.get("diverged") or []:
+        lines.append(
+            f"  CHANGED AFTER SENT {d.get('exchange')}:{d.get('path')}: peers keep sha256 "
+            f"{str(d.get('published'))[:12]}, here {str(d.get('now'))[:12]}"
+        )
     return "\n".join(lines)
