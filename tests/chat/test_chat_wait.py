@@ -154,6 +154,46 @@ def test_a_file_replaced_under_a_blocked_waiter_is_read_again_from_its_start(
     assert [m.body for m in box["result"].messages] == ["the new file"], box
 
 
+def test_a_byte_identical_editor_save_keeps_every_readers_place(chat_file: Path, run_cli) -> None:
+    """``sed -i`` writes a new file with the same bytes and renames it over the chat: nothing a
+    reader was given is given again, in a new process or in a waiter that stays."""
+    import shutil
+    import subprocess
+
+    chat.join(chat_file, "bob")
+    bash_write(chat_file, "Kiran-48291", "one")
+    wait_bob = ("chat", "wait", str(chat_file), "--as", "bob", "--timeout", "0.5", "--json")
+    got = json.loads(run_cli(*wait_bob).stdout)["messages"]
+    assert [m["body"] for m in got] == ["one"]
+    with chat.Waiter(chat_file, "carol") as w:
+        assert w.wait(5).messages[-1].body == "one"
+        ino = chat_file.stat().st_ino
+        subprocess.run(
+            [shutil.which("sed") or "sed", "-i", "s/one/one/", str(chat_file)], check=True
+        )
+        assert chat_file.stat().st_ino != ino  # a new file, the same bytes
+        r = run_cli(*wait_bob)
+        assert r.returncode == 3 and json.loads(r.stdout)["messages"] == [], r.stdout  # nothing new
+        with pytest.raises(WaitTimeout):
+            w.wait(0.3)
+        bash_write(chat_file, "Kiran-48291", "two")
+        assert [m.body for m in w.wait(5).messages] == ["two"]
+    assert [m["body"] for m in json.loads(run_cli(*wait_bob).stdout)["messages"]] == ["two"]
+
+
+def test_a_save_that_changed_the_bytes_before_the_place_is_read_from_its_start(
+    chat_file: Path,
+) -> None:
+    chat.join(chat_file, "bob")
+    bash_write(chat_file, "Kiran-48291", "one")
+    assert [m.body for m in wait(chat_file, "bob", timeout=5).messages] == ["one"]
+    saved = chat_file.with_name(".edit.txt")
+    saved.write_bytes(chat_file.read_bytes().replace(b"\none\n", b"\nONE\n"))  # same length
+    saved.replace(chat_file)
+    again = [m.sender for m in wait(chat_file, "bob", timeout=5).messages]
+    assert again == ["alice", "Kiran-48291"]  # everything from others, from the start
+
+
 # -- a Waiter: one reader waiting again and again, its watch and place kept --------------------
 
 

@@ -14,11 +14,12 @@ Invariants and why:
 * A torn message is never returned as whole: bytes are read under the shared lock and past a dead
   writer's fragment (``read_from``), and a block still being written (a hand-run ``cat >>``) is
   held back by the parser until it ends.
-* Only what was appended is read, and only while the file is the one the place was taken in:
-  the same inode, not shorter, and the bytes just before the place unchanged (the stored cursor
-  keeps their CRC, so a wait in a new process checks them too). A file replaced (an editor's
-  save), cut shorter (a ``>`` meant as ``>>``) or rewritten in place is read again from its
-  start -- seen messages again, the safe direction, never a skip of a block cut in half.
+* Only what was appended is read, and only while the file holds the place: not shorter, and
+  the bytes just before the place unchanged (the stored cursor keeps their CRC, so a wait in a
+  new process checks them too) -- so a byte-identical editor's save (a new inode, the same
+  bytes) keeps the place. A file cut shorter (a ``>`` meant as ``>>``), or rewritten or replaced
+  with other bytes before the place, is read again from its start -- seen messages again, the
+  safe direction, never a skip of a block cut in half.
 * A stored cursor that is not a file (a directory at its name) is a warning, and the reader is a
   fresh one (everything is delivered again); a cursor that cannot be stored is a warning too: the
   messages were shown, the next wait shows them again. A damaged cursor file is refused, naming
@@ -107,7 +108,7 @@ class Waiter:
             self._log = store.value_log(_cursor_key(self.path, self.who))
             self._log.mark_read()
             stored = self._stored(store, ref, warn=True)
-            if stored is not None and stored.valid_for(self.path):
+            if stored is not None and stored.may_hold_in(self.path):
                 cursor, self._before = stored.offset, stored.before
             else:
                 cursor = 0
@@ -147,7 +148,7 @@ class Waiter:
         assert self._log is not None
         self._log.mark_read()
         stored = self._stored(self._store, self._ref, warn=True)
-        if stored is not None and stored.valid_for(self.path) and stored.offset != self._pos:
+        if stored is not None and stored.may_hold_in(self.path) and stored.offset != self._pos:
             self._pos, self._tail, self._before = stored.offset, None, stored.before
             self._ino = stored.inode if stored.inode is not None else self._ino
             self._shown = _Place(self._pos, None)
@@ -187,8 +188,15 @@ class Waiter:
         if st.st_ino != self._armed:
             self._watch.add(self.path)  # armed on this file before it is read
             self._armed = st.st_ino
-        if st.st_ino != self._ino or st.st_size < self._pos:
-            self._restart(st.st_ino)  # replaced, or cut shorter than the place
+        if st.st_size < self._pos:
+            self._restart(st.st_ino)  # cut shorter than the place
+        elif st.st_ino != self._ino:
+            # Replaced (an editor's save): the place stands if the bytes before it are the
+            # same in the new file (``_read`` checks them), else it is read from its start.
+            if self._tail is None and self._before is None and self._pos:
+                self._restart(st.st_ino)
+            else:
+                self._ino = st.st_ino
         elif st.st_size == self._pos and self._tail is not None:
             return None  # nothing appended (a wake for a write already read)
         data = self._read()

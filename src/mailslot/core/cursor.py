@@ -89,6 +89,18 @@ class ByteCursor:
             return False
         return st.st_size >= self.offset
 
+    def may_hold_in(self, path: Path) -> bool:
+        """Whether this cursor's place may stand in ``path``: ``valid_for``, or the file was
+        replaced (another inode, as an editor's save makes) but is not shorter than the offset
+        and the bytes before the offset can be checked against ``before`` by the reader."""
+        if self.valid_for(path):
+            return True
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return False
+        return self.before is not None and size >= self.offset
+
     @classmethod
     def from_value(cls, value: dict[str, Any], path: Path) -> ByteCursor:
         """The cursor a stored value holds; ``FormatError`` naming ``path`` when its offset is
