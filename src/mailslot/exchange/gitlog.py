@@ -5,18 +5,32 @@ notification (gating the commit on notify-worthy activity would leave an archive
 uncommitted). Commits carry mailslot's own identity (``mailslot <tick@HOST>``) passed on the
 command line, so they work where git has no identity configured, and never run hooks or signing.
 Archives are plain moves; ``git add -A`` picks them up whether or not the files were tracked.
+What is not the exchange's own -- dot-names (temps, drafts, an editor's swap file or lock) and an
+editor's leftovers inside the inboxes -- is never committed: the repository's own
+``.git/info/exclude`` says so (``EXCLUDE``, kept there by the tick), which ``git status`` and so
+``doctor`` honour too. A file still being written is left out of one commit by name (``skip``).
 """
 
 from __future__ import annotations
 
 import shutil
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 from mailslot.core.errors import CommandFailed
+from mailslot.core.fsio import atomic_write
 from mailslot.core.git import run_git
 
-__all__ = ["GITIGNORE", "commit_all", "git_available", "init_repo", "is_repo"]
+__all__ = [
+    "EXCLUDE",
+    "GITIGNORE",
+    "commit_all",
+    "ensure_exclude",
+    "git_available",
+    "init_repo",
+    "is_repo",
+]
 
 # Runtime files stay out of history (they change every tick and hold nothing to recover), and so
 # does the config: its notification URLs often carry tokens, and history is forever.
@@ -24,6 +38,31 @@ GITIGNORE = """# written by mailslot: runtime state and the config (notify URLs)
 /.mailslot/
 .*.tmp
 """
+
+
+# In .git/info/exclude: what ``scan.leftover_name`` names, inside the inboxes (at any depth).
+EXCLUDE = """# mailslot: temps, drafts and editors' leftovers in the inboxes are never committed
+/to-*/**/.*
+/to-*/**/#*#
+/to-*/**/*~
+"""
+
+
+def ensure_exclude(root: Path) -> bool:
+    """``EXCLUDE`` in ``root``'s ``.git/info/exclude`` (added once, kept after what is there);
+    whether it was added."""
+    path = root / ".git" / "info" / "exclude"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = ""
+    if EXCLUDE in text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if text and not text.endswith("\n"):
+        text += "\n"
+    atomic_write(path, text + EXCLUDE, mode=0o644)
+    return True
 
 
 def git_available() -> bool:
@@ -56,17 +95,19 @@ def init_repo(root: Path) -> None:
         raise CommandFailed("git", "git is not installed; install it or pass --no-git")
     _git(root, "init", "-q")
     _git(root, "config", "core.untrackedCache", "true")
+    ensure_exclude(root)
 
 
-def commit_all(root: Path, message: str) -> str | None:
+def commit_all(root: Path, message: str, skip: Sequence[str] = ()) -> str | None:
     """``git add -A`` and commit if anything is dirty; the new sha, or ``None`` if clean.
+    ``skip``: root-relative paths left out of this commit (files still being written).
 
     A clean tree is found by one ``git status`` (untracked files included), which over 100,000
     entries costs a third of ``git add -A``: the periodic check of a quiet exchange stays cheap.
     """
     if not _git(root, "status", "--porcelain", "--untracked-files=normal"):
         return None
-    _git(root, "add", "-A")
+    _git(root, "add", "-A", "--", ".", *(f":(exclude,literal){p}" for p in skip))
     if not _git(root, "status", "--porcelain", "--untracked-files=no"):
         return None  # what was dirty a moment ago is not any more
     _git(root, "commit", "-q", "--no-verify", "-m", message)

@@ -14,7 +14,13 @@ over without a listing; one listed in its slot whose ``quick_key`` is the same i
 (``quiet``). A topic whose copies are all quiet may keep its last outcome (``tick``).
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
-not look like traffic, or it would notify about itself every run.
+not look like traffic, or it would notify about itself every run. Nor are an editor's leftovers
+(``leftover_name``: ``#autosave#``, ``backup~``), which git never commits either.
+
+A file still being written in place (``core.wait.settled``: held open for writing, or changed
+within the settle window with nothing else known) is *deferred*: left out of the copy as if not
+there yet (``SideCopy.deferred``), so this run neither reads, reports nor commits it, and the
+copy is listed in full next run, when it is taken once whole.
 
 A topic directory whose mtime is unchanged since a *settled* earlier scan (its mtime was then more
 than ``RACY_NS`` old, so no same-timestamp write can hide behind it) has the same names: creating,
@@ -40,6 +46,7 @@ from typing import Any, NamedTuple
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
 from mailslot.core.fsio import written_ns
+from mailslot.core.wait import OPEN_SETTLE, settled
 from mailslot.exchange.entries import ENTRY_RE, parse_entry_text
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.listing import (
@@ -62,6 +69,8 @@ __all__ = [
     "TopicScan",
     "cached",
     "current_sig",
+    "keep_deferred",
+    "leftover_name",
     "materialize",
     "parse_file",
     "parse_sig",
@@ -148,6 +157,7 @@ class SideCopy:
     req_known: bool = False
     trusted_key: str = ""  # quick_key when listed; cleared when HELD.md comes or goes
     quiet: bool = False  # listed, and the same as the last run's QuickRecord says
+    deferred: list[str] = field(default_factory=list)  # files still being written: left out
 
     def quick(self) -> list[Any] | None:
         """The ``QuickRecord`` to keep for this copy (``None`` if it is not settled)."""
@@ -233,6 +243,25 @@ class TopicScan:
         return placement(c.archived for c in self.copies.values()) == HALF_ARCHIVED
 
 
+def leftover_name(name: str) -> bool:
+    """Whether ``name`` in a topic directory is a dot-name (an in-flight temp, a draft, an
+    editor's swap file or lock) or an editor's leftover (emacs's ``#autosave#``, a ``backup~``):
+    never an entry, never a stray, never committed (``gitlog.EXCLUDE``)."""
+    return name[:1] == "." or name[-1:] == "~" or (len(name) > 1 and name[0] == name[-1] == "#")
+
+
+_OPEN_SETTLE_NS = int(OPEN_SETTLE * 1_000_000_000)
+
+
+def _being_written(path: str, st: os.stat_result, now_ns: int) -> bool:
+    """Whether the file at ``path`` may not be read as whole yet (``core.wait.settled``, with no
+    event known). A file unchanged for ``OPEN_SETTLE`` is whole by that rule whatever else is
+    true, so only recently changed files are asked about."""
+    if st.st_ctime_ns < now_ns - _OPEN_SETTLE_NS:
+        return False
+    return not settled(path, st, None, now_ns / 1e9).whole
+
+
 def _scan_dir(
     path: str,
     key: str,
@@ -240,9 +269,11 @@ def _scan_dir(
     archived: bool,
     now_ns: int = 0,
     dir_mtime: int | None = None,
+    defer: bool = True,
 ) -> SideCopy:
     """``path`` listed, every file stat'd. ``dir_mtime``: the directory's mtime, taken by the
-    caller before this listing (else it is taken here)."""
+    caller before this listing (else it is taken here). With ``defer`` (and ``now_ns``), a file
+    still being written is left out and named in ``deferred``."""
     copy = SideCopy(inbox_side, path, archived, key)
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
@@ -254,7 +285,7 @@ def _scan_dir(
         with os.scandir(path) as it:
             for e in it:
                 name = e.name
-                if name[0] == ".":
+                if leftover_name(name):
                     continue
                 if name == HELD_NAME:
                     copy.held = True
@@ -264,6 +295,9 @@ def _scan_dir(
                 if (m is None and name != STATE_NAME) or not S_ISREG(st.st_mode):
                     copy.strays.append(name)  # reported, and the topic is not archived
                     continue  # (tree.stray_kind says why)
+                if defer and now_ns and _being_written(e.path, st, now_ns):
+                    copy.deferred.append(name)
+                    continue
                 size, mtime = st.st_size, st.st_mtime_ns
                 files[name] = (size, mtime)
                 parts.append(f"{name}\t{size}\t{mtime}")
@@ -274,6 +308,8 @@ def _scan_dir(
                     copy.state_ctime = written_ns(st)
     except (FileNotFoundError, NotADirectoryError):
         pass
+    if copy.deferred:
+        copy.settled = False  # listed in full next run, when the file is whole
     parts.sort()
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
@@ -323,10 +359,39 @@ def materialize(stub: Stub, rec: list[Any] | None, now_ns: int) -> SideCopy:
     return copy
 
 
+def keep_deferred(copy: SideCopy, rec: list[Any] | None) -> None:
+    """Each deferred file of ``copy`` the last run knew (``rec``, its ``CopyRecord``) put back as
+    that run saw it: a STATE.md or an entry being rewritten in place reads as it was until it
+    is whole, never as gone or torn (its kept reading is reused: the same ``Sig``)."""
+    if not copy.deferred or rec is None or len(rec) != len(CopyRecord._fields):
+        return
+    old = parse_sig(rec[SIG])
+    kept = rec[PARSED]
+    back = [n for n in copy.deferred if n in old]
+    if not back:
+        return
+    for name in back:
+        copy.files[name] = old[name]
+        m = ENTRY_RE.match(name)
+        if m is None:
+            continue
+        reading = kept.get(name)
+        ctime = reading[5] if reading is not None and len(reading) > 5 else None
+        copy.entries.append((int(m[1]), m[2], name))
+        copy.ctimes[name] = int(ctime) if ctime is not None else 0
+    copy.sig = "\n".join(sorted(f"{n}\t{sz}\t{mt}" for n, (sz, mt) in copy.files.items()))
+    copy.count = len(copy.entries)
+    if copy.entries:
+        ctimes = copy.ctimes
+        _, number, name, sender = max((ctimes[n], num, n, s) for num, s, n in copy.entries)
+        copy.top = EntryName(number, sender, name)
+        copy.top_ctime = ctimes[name]
+
+
 def current_sig(copy: SideCopy) -> str:
     """``copy``'s directory listed again now: its ``sig`` (equal to ``copy.sig`` when no entry or
     STATE.md was added, removed or rewritten since the scan)."""
-    return _scan_dir(copy.dir, copy.key, copy.inbox_side, copy.archived).sig
+    return _scan_dir(copy.dir, copy.key, copy.inbox_side, copy.archived, defer=False).sig
 
 
 def _stat_of(path: str) -> os.stat_result | None:

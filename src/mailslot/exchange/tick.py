@@ -46,7 +46,7 @@ from mailslot.exchange import tickstate
 from mailslot.exchange.arrivals import bridged
 from mailslot.exchange.convention import held_text
 from mailslot.exchange.entries import ENTRY_RE
-from mailslot.exchange.gitlog import commit_all, is_repo
+from mailslot.exchange.gitlog import commit_all, ensure_exclude, is_repo
 from mailslot.exchange.guard import Decision, decide
 from mailslot.exchange.holds import lift, load_holds, place, save_holds, trusted_hold
 from mailslot.exchange.index import (
@@ -68,6 +68,7 @@ from mailslot.exchange.scan import (
     Stub,
     TopicScan,
     current_sig,
+    keep_deferred,
     materialize,
     parse_sig,
     scan_tree,
@@ -158,6 +159,7 @@ class _Tick:
         self.index_id: list[int] | None = None  # INDEX.md's identity once written or checked
         self.late: list[dict[str, Any]] = []  # the unseen debts of archived topics (Debt)
         self.still_archived: set[str] = set()  # archived ones back in part: not yet reopened
+        self.deferred: list[str] = []  # root-relative files still being written: left for later
 
     def load(self) -> None:
         """Read the whole state of the last run (once): what any topic that changed needs."""
@@ -211,7 +213,7 @@ class _Tick:
             and not decision.waiting
             and not decision.holds
             and self.read.bridged is None
-            and not any(c.held or c.strays or c.archived for c in copies)
+            and not any(c.held or c.strays or c.archived or c.deferred for c in copies)
         )
         if stable:
             debts = [[d.side, d.reason, d.entry, d.detail] for d in view.debts]
@@ -250,6 +252,10 @@ class _Tick:
             self.r.strays.extend(strays)
             decision.archive = False
             decision.waiting.append(f"{len(strays)} stray file(s): {', '.join(strays[:3])}")
+        deferred = [f"to-{s}/{scan.name}/{n}" for s, c in scan.copies.items() for n in c.deferred]
+        if deferred:  # taken next tick once whole: never moved, read or committed half-written
+            decision.archive = False
+            decision.waiting.append(f"{deferred[0]} is still being written")
         return decision
 
     # -- moving ----------------------------------------------------------------------------
@@ -404,12 +410,20 @@ class _Tick:
                 continue
             self.load()  # once: a topic that changed needs the whole state
             scan.materialize(self.prev_copies, now_ns, self.ex.sides)
+            for copy in scan.copies.values():
+                keep_deferred(copy, self.prev_copies.get(copy.key))
             view, decision = self.settle(scan, archived)
             if view is not None:
                 row = index_row(ex, view)
                 rows.append(row)
                 debts.extend(view.debts)
                 self.keep(scan, decision, view, row)
+        self.deferred = sorted(
+            os.path.relpath(f"{c.dir}/{n}", ex.root)
+            for scan in topics.values()
+            for c in scan.copies.values()
+            for n in c.deferred
+        )
         self.report_gone(topics, archived)
         late = self.report_late(archived)
         same = passed == len(topics) == len(self.prev_topics) and not self.r.unseen
@@ -649,6 +663,12 @@ class _Tick:
         same_root = self.git_prev is not None and self.rsig == self.git_prev.root
         if not (self.touched or stale or not self.git_clean or not same_root):
             return  # nothing changed anywhere the tick looks, and git was clean last time
+        try:
+            ensure_exclude(ex.root)  # leftovers in topics are never committed
+        except OSError as e:
+            r.errors.append(f"cannot write .git/info/exclude: {e.strerror}")
+            self.git_clean = False
+            return
         lock = clear_stale_index_lock(ex.root)  # a git killed mid-run left it; see core.git
         if lock is not None and lock.stale:
             r.cleaned.append(str(lock.path.relative_to(ex.root)))
@@ -657,12 +677,12 @@ class _Tick:
             self.git_clean = False
             return
         try:
-            r.commit = commit_all(ex.root, r.commit_message())
+            r.commit = commit_all(ex.root, r.commit_message(), self.deferred)
         except MailslotError as e:
             r.errors.append(str(e))
             self.git_clean = False
             return
-        self.git_clean = True
+        self.git_clean = not self.deferred  # a file left out: git looks again next tick
         self.git_checked = time.time_ns()
         self.rsig = self.root_sig()  # the commit itself does not change the tree
 

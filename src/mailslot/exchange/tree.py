@@ -18,6 +18,7 @@ from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.holds import Hold, is_trusted, load_holds
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
+from mailslot.exchange.scan import leftover_name
 
 __all__ = ["TreeAudit", "audit_tree", "stray_kind"]
 
@@ -33,9 +34,10 @@ class TreeAudit:
 def stray_kind(name: str, mode: int) -> str | None:
     """Why a file named ``name`` with ``mode`` (from ``lstat``) in a topic directory is a stray.
 
-    ``None`` for an entry, STATE.md or HELD.md that is a regular file, and for dot-names.
+    ``None`` for an entry, STATE.md or HELD.md that is a regular file, and for dot-names and an
+    editor's leftovers (``scan.leftover_name``: the tick ignores them, git never commits them).
     """
-    if name[:1] == ".":
+    if leftover_name(name):
         return None
     known = name in (STATE_NAME, HELD_NAME) or ENTRY_RE.match(name) is not None
     if not known:
@@ -51,6 +53,8 @@ def _topic(ex: Exchange, path: Path, audit: TreeAudit, holds: dict[str, Hold]) -
     try:
         with os.scandir(path) as it:
             for e in it:
+                if leftover_name(e.name):
+                    continue  # an editor's lock may be a symlink: nothing reads or moves it alone
                 st = e.stat(follow_symlinks=False)
                 rel = os.path.relpath(e.path, ex.root)
                 if stat.S_ISLNK(st.st_mode):
