@@ -131,6 +131,20 @@ def test_a_new_speaker_on_a_full_state_disk_writes_once_or_not_at_all(
     assert bodies.count("hello from bob") == 1
 
 
+def test_a_say_on_a_full_disk_names_the_chat_and_writes_nothing(
+    small_disk: Path, fill_disk, run_cli
+) -> None:
+    path = chat.new_chat("full", small_disk, "alice", cwd=small_disk).path
+    before = path.read_bytes()
+    filler = fill_disk(small_disk)
+    r = run_cli("chat", "say", str(path), "x" * 20000, "--as", "alice")
+    filler.unlink()
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"mailslot: error: {path}: no space left"), r.stderr
+    assert "nothing was written" in r.stderr
+    assert path.read_bytes() == before
+
+
 def test_a_message_the_disk_does_not_confirm_is_reported_as_written(
     chat_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

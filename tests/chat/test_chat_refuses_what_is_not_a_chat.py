@@ -67,6 +67,20 @@ def test_a_fifo_named_like_a_chat_is_refused_at_once(
     assert "not a regular file" in _refused(run_cli, fifo, command)
 
 
+WRITES = [("say", "hi", "--as", "alice"), ("join", "--as", "bob")]
+
+
+@pytest.mark.parametrize("command", WRITES, ids=[c[0] for c in WRITES])
+def test_a_write_to_a_fifo_says_what_is_there(
+    tmp_path: Path, run_cli, command: tuple[str, ...]
+) -> None:
+    fifo = tmp_path / "chat-2026-11-29-181400.txt"
+    os.mkfifo(fifo)
+    err = _refused(run_cli, fifo, command)
+    assert f"{fifo}: not a chat file: it is a FIFO (named pipe)" in err, err
+    assert "removed" not in err and not os.path.exists(f"{fifo}.lock")
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_a_huge_file_named_like_a_chat_is_refused_naming_the_limit(
     tmp_path: Path, run_cli, command: tuple[str, ...]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +214,28 @@ def _no_chat(path: Path, why: str = "") -> NotFound:
     return NotFound(f"no such chat file{why} (chats there: {shown or 'none'})", path=path)
 
 
+def _require_file(path: Path, why: str = "") -> None:
+    """Nothing if ``path`` is a regular file; else ``NotFound`` when nothing is there, or
+    ``FormatError`` saying what is there instead (a FIFO, a directory...)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise _no_chat(path, why) from None
+    if stat.S_ISREG(mode):
+        return
+    kind = "not a regular file"
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            kind = name
+    raise FormatError(f"not a chat file: it is {kind}; nothing written", path=path)
+
+
 def _require_chat(data: bytes, path: Path) -> bytes:
     """``data`` if it is a chat (empty, or its first line with text is ``---MSG---``);
     ``FormatError`` otherwise, so a mistyped path (``~/.bashrc``) is never appended to."""
@@ -265,9 +288,9 @@ def _write(
     returns before its message is durable).
     """
     block = render_message(name, now(), body) if compose is None else ""
+    _require_file(path)
     with _mkdir_lock(path):
-        if not path.is_file():
-            raise _no_chat(path, " (was it removed?)")
+        _require_file(path, " (was it removed?)")
         data = _require_chat(read_from(path, 0), path)
         st = compute_status(parse_messages(data)[0]) if rule else _quick_status(data)
         if st.ended:
@@ -282,9 +305,15 @@ def _write(
         undo = _prepared(prepare, len(data)) if prepare is not None else None
         try:
             start = locked_append(path, block)
-        except BaseException:
+        except BaseException as e:
             if undo is not None:
                 undo()
+            if isinstance(e, NoSpace):
+                raise NoSpace(
+                    "no space left on the disk to append the message to this chat; nothing "
+                    "was written",
+                    path=path,
+                ) from None
             raise
     sync_appended(path, "message")
     return start, start + len(block.encode())
@@ -443,8 +472,7 @@ def join(
     """
     ref = ChatRef.of(path)
     path = ref.path
-    if not path.is_file():
-        raise _no_chat(path)
+    _require_file(path)
     book = NameBook(state)
     store = CursorStore("chat", state)
     try:
