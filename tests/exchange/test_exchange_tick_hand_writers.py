@@ -156,3 +156,7 @@ def test_editor_leftovers_in_a_topic_are_never_committed_nor_a_failure(ex) -> No
     checks = _checks(ex)
     assert checks["tree:symlinks"] == "ok" and checks["git"] == "ok"
     assert not [c for c in doctor(ex).checks if c.status == "fail"], doctor(ex).to_json()
+    from mailslot.exchange.watch import watch
+
+    kinds = [i.kind for i in watch(ex, "claude", timeout=5).items]  # nor a stray to a reader
+    assert "stray" not in kinds and kinds

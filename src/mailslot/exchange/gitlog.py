@@ -40,7 +40,7 @@ GITIGNORE = """# written by mailslot: runtime state and the config (notify URLs)
 """
 
 
-# In .git/info/exclude: what ``scan.leftover_name`` names, inside the inboxes (at any depth).
+# In .git/info/exclude: what ``listing.leftover_name`` names, inside the inboxes (at any depth).
 EXCLUDE = """# mailslot: temps, drafts and editors' leftovers in the inboxes are never committed
 /to-*/**/.*
 /to-*/**/#*#

@@ -43,6 +43,7 @@ __all__ = [
     "Named",
     "TopicDir",
     "arrivals",
+    "leftover_name",
     "linked",
     "list_dir",
     "placement",
@@ -219,19 +220,27 @@ class Looked(NamedTuple):
         return self.regular
 
 
+def leftover_name(name: str) -> bool:
+    """Whether ``name`` in a topic directory is a dot-name (an in-flight temp, a draft, an
+    editor's swap file or lock) or an editor's leftover (emacs's ``#autosave#``, a ``backup~``):
+    never an entry, never a stray, never committed (``gitlog.EXCLUDE``): every reader of a topic
+    directory passes over it."""
+    return name[:1] == "." or name[-1:] == "~" or (len(name) > 1 and name[0] == name[-1] == "#")
+
+
 def tell_names(
     found: Iterable[Named],
 ) -> tuple[list[tuple[int, str, str]], list[str], bool, bool]:
     """The names of a topic directory told apart, in one pass: ``(entries, strays, held,
-    has_state)``. Dot-names are in-flight temps and ignored; anything not a regular file is a
-    stray, never opened, and so never a hold or a STATE either; entries are ``(number, from,
-    name)``, unsorted."""
+    has_state)``. Dot-names and editors' leftovers (``leftover_name``) are ignored; anything not
+    a regular file is a stray, never opened, and so never a hold or a STATE either; entries are
+    ``(number, from, name)``, unsorted."""
     entries = []
     strays = []
     held = has_state = False
     for e in found:
         name = e.name
-        if name[0] == ".":
+        if leftover_name(name):
             continue
         if not e.is_file(follow_symlinks=False):
             strays.append(name)

@@ -15,7 +15,7 @@ over without a listing; one listed in its slot whose ``quick_key`` is the same i
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
 not look like traffic, or it would notify about itself every run. Nor are an editor's leftovers
-(``leftover_name``: ``#autosave#``, ``backup~``), which git never commits either.
+(``listing.leftover_name``: ``#autosave#``, ``backup~``), which git never commits either.
 
 A file still being written in place (``core.wait.settled``: held open for writing, or changed
 within the settle window with nothing else known) is *deferred*: left out of the copy as if not
@@ -52,6 +52,7 @@ from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
 from mailslot.exchange.listing import (
     HALF_ARCHIVED,
     EntryName,
+    leftover_name,
     placement,
     topic_mtimes,
     topic_names,
@@ -70,7 +71,6 @@ __all__ = [
     "cached",
     "current_sig",
     "keep_deferred",
-    "leftover_name",
     "materialize",
     "parse_file",
     "parse_sig",
@@ -241,13 +241,6 @@ class TopicScan:
     def half_archived(self) -> bool:
         """Live on one side, archived on the other."""
         return placement(c.archived for c in self.copies.values()) == HALF_ARCHIVED
-
-
-def leftover_name(name: str) -> bool:
-    """Whether ``name`` in a topic directory is a dot-name (an in-flight temp, a draft, an
-    editor's swap file or lock) or an editor's leftover (emacs's ``#autosave#``, a ``backup~``):
-    never an entry, never a stray, never committed (``gitlog.EXCLUDE``)."""
-    return name[:1] == "." or name[-1:] == "~" or (len(name) > 1 and name[0] == name[-1] == "#")
 
 
 _OPEN_SETTLE_NS = int(OPEN_SETTLE * 1_000_000_000)

@@ -18,7 +18,7 @@ from mailslot.core.names import TOPIC_RE
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.holds import Hold, is_trusted, load_holds
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
-from mailslot.exchange.scan import leftover_name
+from mailslot.exchange.listing import leftover_name
 
 __all__ = ["TreeAudit", "audit_tree", "stray_kind"]
 
@@ -35,7 +35,7 @@ def stray_kind(name: str, mode: int) -> str | None:
     """Why a file named ``name`` with ``mode`` (from ``lstat``) in a topic directory is a stray.
 
     ``None`` for an entry, STATE.md or HELD.md that is a regular file, and for dot-names and an
-    editor's leftovers (``scan.leftover_name``: the tick ignores them, git never commits them).
+    editor's leftovers (``listing.leftover_name``: the tick ignores them, git never commits them).
     """
     if leftover_name(name):
         return None
