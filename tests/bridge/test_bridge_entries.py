@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bridge_helpers import wait_for
 
 
@@ -221,11 +223,24 @@ def test_an_entry_rewritten_after_it_was_sent_is_a_conflict_on_its_host_never_si
     assert doc.returncode == 1 and f"FAIL sent:ex:{rel}" in doc.stdout
     assert "conflict:" in (pair.a.base / "serve.log").read_text()
     assert (pair.b.root / rel).read_bytes() == torn  # never overwritten
+    # b keeps the new version beside it, visible, and counts the conflict too
+    whole = (pair.a.root / rel).read_bytes()
+    topic_b = (pair.b.root / rel).parent
+
+    def aside() -> list[Path]:
+        return [p for p in topic_b.iterdir() if p.name.endswith(".conflict")]
+
+    kept = wait_for(aside, 30, "the new version beside the entry on b")
+    assert len(kept) == 1 and kept[0].name.startswith("0002-a.md.")
+    assert kept[0].read_bytes() == whole
+    wait_for(lambda: pair.b.status().get("conflicts", 0) == 1, 30, "the conflict counted on b")
+    assert (pair.b.root / rel).read_bytes() == torn
     # a restarted bridge (a rescan from scratch) still says so, and alerts once
     pair.a.stop()
     pair.a.start()
     time.sleep(2)
     assert flagged() and pair.a.status()["conflicts"] == 1
+    assert len(aside()) == 1 and pair.b.status()["conflicts"] == 1
     # the published bytes put back: the conflict is settled
     (pair.a.root / rel).write_bytes(torn)
     wait_for(lambda: not flagged(), 30, "the conflict settled on a")

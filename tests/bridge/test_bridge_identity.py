@@ -39,6 +39,11 @@ def test_hostile_messages_are_refused_and_reported_never_written(pair) -> None:
         # a receipt for a side b does not host, and one that is no time
         (f"ms.b.{EX}.r.a.{topic}.0001.b", b"123", _h(b"123")),
         (f"ms.b.{EX}.r.b.{topic}.0001.a", b"soon", _h(b"soon")),
+        # a later version of an entry: for a side b does not host, under a digest that is not
+        # its bytes', under a token that is no digest
+        (f"ms.b.{EX}.v.b.{topic}.0001.a.{_h(body)['Mailslot-Sha256'][:12]}", body, _h(body)),
+        (f"ms.b.{EX}.v.a.{topic}.0007.b.000000000000", body, _h(body)),
+        (f"ms.b.{EX}.v.a.{topic}.0008.b.a%2f%2e%2e", body, _h(body)),
     ]
     for subject, data, headers in hostile:
         publish_raw(pair.b.url, subject, data, headers)

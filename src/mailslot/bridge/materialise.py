@@ -4,7 +4,8 @@ An entry is created like every message: temp, fsync, link into place (never over
 name), directory fsync -- all before the bridge acknowledges the message, so an acknowledged
 entry is on disk. A name that exists already is compared: the same bytes are a redelivery and
 are skipped; different bytes are never written over the file -- they go beside it as a visible
-``<name>.<digest>.conflict`` and the caller raises an alert. STATE.md has one writer (its side),
+``<name>.<digest>.conflict`` and the caller raises an alert. So does a later version of an entry
+that changed on its host after it was sent (``KIND_VERSION``). STATE.md has one writer (its side),
 HELD.md and INDEX.md one too (the home host's tick), so the highest revision wins: an older or
 equal revision is skipped, a newer one replaces the file atomically. A released hold removes
 HELD.md; an archive or a reopen moves both sides' copies of a topic, like the tick does.
@@ -29,6 +30,7 @@ from mailslot.bridge.wire import (
     KIND_PLACE,
     KIND_RECEIPT,
     KIND_STATE,
+    KIND_VERSION,
     PLACE_DONE,
     STATE_NAME,
     Incoming,
@@ -99,6 +101,23 @@ def _entry(ex: Exchange, item: Incoming) -> Outcome:
         atomic_create(aside, item.data, mode=mode)
     except Conflict:
         pass  # the same other version, kept already
+    return Outcome.CONFLICT
+
+
+def _version(ex: Exchange, item: Incoming) -> Outcome:
+    """A later version of an entry: beside it as ``.conflict``, never over it."""
+    topic = _topic_dir(ex, item)
+    try:
+        if read_regular(topic / item.name, len(item.data) + 1) == item.data:
+            return Outcome.SAME
+    except OSError:
+        pass
+    try:
+        atomic_create(
+            topic / conflict_name(item.name, item.data), item.data, mode=ex.file_mode(item.inbox)
+        )
+    except Conflict:
+        return Outcome.SAME  # kept already (a redelivery)
     return Outcome.CONFLICT
 
 
@@ -206,6 +225,8 @@ def materialise(
         ex = cache[item.exchange.name] = load_exchange(item.exchange.root)
     if item.kind == KIND_ENTRY:
         return _entry(ex, item)
+    if item.kind == KIND_VERSION:
+        return _version(ex, item)
     if item.kind == KIND_RECEIPT:
         return materialise_receipts([item], cache)[0]
     if item.rev <= revisions.get(item.key, 0):

@@ -10,8 +10,9 @@ A file is sent only once whole, by the rule ``exchange watch`` reads hand-writte
 looked at again when it closes or when the bound says. An entry is write-once: the digest it was
 published with is kept in the ledger, and an entry whose bytes here change afterwards (a writer
 killed part-way that wrote it again, an edit) is a conflict on this host -- logged, counted in
-``status``, failed by ``doctor`` while it lasts -- never resent and never a silent difference:
-the peers keep the published version.
+``status``, failed by ``doctor`` while it lasts -- and its new bytes are sent as a version the
+peers keep beside theirs as ``.conflict`` (a conflict there too): never an overwrite, never a
+silent difference.
 Besides files: a topic's place (archived or live), the home tick's INDEX.md and HELD.md as
 revisions, the blocks said in bridged chats, and the arrival receipts the receivers queue.
 """
@@ -48,6 +49,7 @@ from mailslot.bridge.wire import (
     index_subject,
     place_subject,
     receipt_subject,
+    version_subject,
 )
 from mailslot.core.clock import format_time
 from mailslot.core.fsio import read_regular, sweep_temps
@@ -79,8 +81,8 @@ STORED_BEFORE = "stored before"
 # The last event on a name that says something about whether the file is whole.
 _KEPT_STATES = (APPEARED, WRITING, CLOSED)
 CHANGED_AFTER_SENT = (
-    "changed here after it was published: the peers keep the published version; put those "
-    "bytes back, and say anything new in a new entry"
+    "changed here after it was published: the peers keep the published version and this one "
+    "beside it as .conflict; put the published bytes back, and say anything new in a new entry"
 )
 
 
@@ -291,6 +293,10 @@ class Publisher(Part):
         if out.kind == KIND_STATE:
             self.ledger.mark_sent(out.key, out.sha, out.rev)
         elif first is not None and first != out.sha:
+            # the peers keep the published version; this one goes beside it as .conflict
+            version = version_subject(self.config.host, ex.name, inbox, topic, name, out.sha)
+            if not await self._publish(version, out.data):
+                return False
             self._diverged(ex, rel, key, first, out.sha)
         else:
             self.ledger.settle(key)

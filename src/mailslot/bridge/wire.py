@@ -3,6 +3,8 @@
 Subjects (every token a checked name, so a subject is also a safe path)::
 
     ms.<host>.<exchange>.e.<inbox>.<topic>.<NNNN>.<from>   to-<inbox>/<topic>/NNNN-<from>.md
+    ms.<host>.<exchange>.v.<inbox>.<topic>.<NNNN>.<from>.<sha12>
+                                 a later version of that entry: kept beside it as .conflict
     ms.<host>.<exchange>.s.<inbox>.<topic>.<rev>           to-<inbox>/<topic>/STATE.md
     ms.<host>.<exchange>.h.<inbox>.<topic>.<rev>           to-<inbox>/<topic>/HELD.md (home)
     ms.<host>.<exchange>.i.<rev>                           INDEX.md (home)
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 KIND_ENTRY = "e"
+KIND_VERSION = "v"  # an entry's bytes changed on its host after it was published
 KIND_STATE = "s"
 KIND_HELD = "h"
 KIND_INDEX = "i"
@@ -67,6 +70,7 @@ OP_DELETE = "delete"
 MAX_PAYLOAD_BYTES = 256 * 1024 + 64 * 1024
 _NUMBER_RE = re.compile(r"[0-9]{4}")
 _REV_RE = re.compile(r"[0-9]{1,20}")
+_SHA12_RE = re.compile(r"[0-9a-f]{12}")
 # Chat names are chosen by agents ("Kiran-48291"); anything this long is not a name.
 MAX_CHAT_NAME = 100
 
@@ -146,6 +150,13 @@ def entry_subject(host: str, exchange: str, inbox: str, topic: str, name: str) -
     return f"ms.{host}.{exchange}.{KIND_ENTRY}.{inbox}.{topic}.{number}.{sender}"
 
 
+def version_subject(host: str, exchange: str, inbox: str, topic: str, name: str, sha: str) -> str:
+    """The subject of a later version (content ``sha``) of entry ``name``, published when it
+    changed after it was sent: its peers keep it beside theirs as ``.conflict``."""
+    number, _, sender = name.removesuffix(".md").partition("-")
+    return f"ms.{host}.{exchange}.{KIND_VERSION}.{inbox}.{topic}.{number}.{sender}.{sha[:12]}"
+
+
 def state_subject(host: str, exchange: str, inbox: str, topic: str, rev: int) -> str:
     """The subject of revision ``rev`` of ``to-<inbox>/<topic>/STATE.md``."""
     return f"ms.{host}.{exchange}.{KIND_STATE}.{inbox}.{topic}.{rev}"
@@ -212,6 +223,10 @@ def _parse(parts: list[str], subject: str) -> tuple[str, str, str, int, str]:
     if kind == KIND_ENTRY and len(rest) == 4:
         name = _entry_name(rest[2], rest[3])
         return rest[0], rest[1], name, 0, rest[3]
+    if kind == KIND_VERSION and len(rest) == 5:
+        if not _SHA12_RE.fullmatch(rest[4]):
+            raise InvalidName("digest", rest[4], "12 hex digits")
+        return rest[0], rest[1], _entry_name(rest[2], rest[3]), 0, rest[3]
     if kind == KIND_RECEIPT and len(rest) == 4:
         return rest[0], rest[1], _entry_name(rest[2], rest[3]), 0, ""
     if kind == KIND_STATE and len(rest) == 3:
@@ -284,7 +299,9 @@ def check_incoming(
         validate_agent(inbox, "side")
         if inbox not in exchange.hosts:
             raise Conflict(f"exchange {ex_name!r} has no side {inbox!r}")
-    if kind in (KIND_ENTRY, KIND_STATE):
+    if kind == KIND_VERSION and not hashlib.sha256(data).hexdigest().startswith(parts[-1]):
+        raise FormatError(f"message {subject[:120]!r}: digest does not match its subject")
+    if kind in (KIND_ENTRY, KIND_VERSION, KIND_STATE):
         writer = next(s for s in exchange.hosts if s != inbox)
         if exchange.hosts[writer] != peer:
             raise Conflict(
