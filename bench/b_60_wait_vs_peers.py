@@ -15,6 +15,7 @@ to the waiter's own ``CLOCK_MONOTONIC`` reading, which processes share.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -29,7 +30,6 @@ from mailslot import chat
 from mailslot.chat.format import render_message
 from mailslot.core.clock import now
 from mailslot.core.cursor import CursorStore
-from mailslot.core.fsio import locked_append
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.watch import WATCH_NAMESPACE, mark_all_seen
 
@@ -120,15 +120,12 @@ def _exchange(root: Path, state: Path) -> tuple[Path, Fire]:
 
 
 def _chat(tmp: Path, name: str) -> tuple[Path, Fire]:
-    """A chat alice and bob joined; fire appends alice's block as ``say`` does (flock'd)."""
+    """A chat alice and bob joined; fire appends alice's block as a hand agent does."""
     path = chat.new_chat(name, tmp, "alice").path
     chat.join(path, "bob")
 
     def fire(i: int, _: list[str]) -> int:
-        block = render_message("alice", now(), f"message {i}")
-        visible = time.monotonic_ns()
-        locked_append(path, block)
-        return visible
+        return _hand_append(path, render_message("alice", now(), f"message {i}").encode())
 
     return path, fire
 
@@ -246,10 +243,22 @@ def in_process(tmp: Path) -> list[Result]:
     return rows
 
 
-def _append(log: Path) -> int:
-    visible = time.monotonic_ns()
-    locked_append(log, "x\n")
+def _hand_append(path: Path, data: bytes) -> int:
+    """Append ``data`` as an agent following the chat's convention by hand does (``flock``, one
+    appending write, unlock); the clock starts at the write, which makes the bytes visible, as
+    it starts at the rename for the entries. The writer's own cost is the send rows'."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        visible = time.monotonic_ns()
+        os.write(fd, data)
+    finally:
+        os.close(fd)
     return visible
+
+
+def _append(log: Path) -> int:
+    return _hand_append(log, b"x\n")
 
 
 def _command(
