@@ -117,9 +117,10 @@ def test_bytes_that_are_not_utf8_are_indexed_as_replacement_characters(roots: Ro
 
 
 def test_control_characters_cannot_forge_a_highlight(roots: Roots) -> None:
-    from mailslot.exchange import send
-
-    send(roots.ex, "olu", "gate-bug", "fyi", "plain \x02fake\x03 marks around quagga\x00")
+    topic = next(roots.ex.inbox("claude").glob("*-gate-bug"))
+    # by hand: exchange send refuses a NUL, a hand agent can still write one
+    body = "plain \x02fake\x03 marks around quagga\x00"
+    hand_entry(topic, 9, "olu", body, "2026-11-29T18:14:00Z")
     (hit,) = search([roots.ex.root], "quagga")
     assert "\x02" not in hit.snippet and "\x03" not in hit.snippet
     assert [hit.snippet[a:b] for a, b in hit.marks] == ["quagga"]
