@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,28 @@ def snapshot(*dirs: Path) -> dict[str, tuple[int, int, int]]:
             st = p.lstat()
             out[str(p)] = (st.st_size if p.is_file() else 0, st.st_mtime_ns, st.st_mode)
     return out
+
+
+# An entry's header as a hand agent writes it, its time filled in by ``format(at=...)``.
+HAND_HEAD = "---\nfrom: olu\nat: {at}\naction: fyi\n---\n"
+
+
+def now_stamp() -> str:
+    """Now, as an entry's ``at`` (milliseconds, Z)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def open_writer(path: Path, first: str) -> subprocess.Popen[str]:
+    """A hand writer in its own process: ``first`` written (truncating) and flushed, the file
+    kept open; each line on its stdin appended as it comes, and a closed stdin closes it."""
+    code = (
+        "import sys\n"
+        f"f = open({str(path)!r}, 'w'); f.write({first!r}); f.flush()\n"
+        "print('written', flush=True)\n"
+        "for line in sys.stdin: f.write(line); f.flush()\n"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None and p.stdout.readline() == "written\n"
+    return p

@@ -16,7 +16,6 @@ import pwd
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -25,7 +24,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from exhelp import GENEROUS, bash_send, bash_state, hand_entry, hand_state, run, tick
+from exhelp import (
+    GENEROUS,
+    HAND_HEAD,
+    bash_send,
+    bash_state,
+    hand_entry,
+    hand_state,
+    now_stamp,
+    open_writer,
+    run,
+    tick,
+)
 
 from mailslot.core.errors import WaitTimeout
 from mailslot.exchange.create import create_exchange
@@ -446,28 +456,6 @@ def test_an_entry_still_being_written_in_place_is_never_delivered_half(ex) -> No
 
 # -- entries written in place (no rename): shown once whole, never half marked seen ----------
 
-_HEAD = "---\nfrom: olu\nat: {at}\naction: fyi\n---\n"
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _writer(path: Path, first: str) -> subprocess.Popen[str]:
-    """A hand writer in its own process: ``first`` written and flushed, the file kept open; each
-    line on its stdin is appended as it comes, and a closed stdin closes the file."""
-    code = (
-        "import sys\n"
-        f"f = open({str(path)!r}, 'w'); f.write({first!r}); f.flush()\n"
-        "print('written', flush=True)\n"
-        "for line in sys.stdin: f.write(line); f.flush()\n"
-    )
-    p = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert p.stdout is not None and p.stdout.readline() == "written\n"
-    return p
-
 
 @pytest.fixture
 def no_lease(monkeypatch):
@@ -497,12 +485,12 @@ def test_a_slow_writer_in_place_is_shown_only_once_it_closes(ex, request, lease)
     with Watcher(ex, "claude") as w:
         assert _bodies(w.watch(5)) == ["first\n"]
         path = ex.inbox("claude") / topic / "0002-olu.md"
-        p = _writer(path, "")  # created, empty: `cat > 0002-olu.md` waiting for its input
+        p = open_writer(path, "")  # created, empty: `cat > 0002-olu.md` waiting for its input
         assert p.stdin is not None
         try:
             with pytest.raises(WaitTimeout):
                 w.watch(0.5)
-            p.stdin.write(_HEAD.format(at=_now()) + "the first half,\n")
+            p.stdin.write(HAND_HEAD.format(at=now_stamp()) + "the first half,\n")
             p.stdin.flush()
             with pytest.raises(WaitTimeout):  # frontmatter whole, body not: still held
                 w.watch(1.0)
@@ -523,7 +511,9 @@ def test_a_writer_still_writing_when_the_watcher_starts_is_not_taken_half(ex, no
     topic = send(ex, "olu", "started", "fyi", "first").topic
     mark_seen = watch(ex, "claude", timeout=5)
     assert _bodies(mark_seen) == ["first\n"]
-    p = _writer(ex.inbox("claude") / topic / "0002-olu.md", _HEAD.format(at=_now()) + "half, ")
+    p = open_writer(
+        ex.inbox("claude") / topic / "0002-olu.md", HAND_HEAD.format(at=now_stamp()) + "half, "
+    )
     assert p.stdin is not None
     t, box = in_thread(watch, ex, "claude", timeout=GENEROUS)
     time.sleep(0.5)
@@ -546,7 +536,7 @@ def test_a_writer_killed_mid_line_is_shown_flagged_and_again_when_completed(
     with Watcher(ex, "claude") as w:
         w.watch(5)
         path = ex.inbox("claude") / topic / "0002-olu.md"
-        p = _writer(path, _HEAD.format(at=_now()) + "the plan is to ")
+        p = open_writer(path, HAND_HEAD.format(at=now_stamp()) + "the plan is to ")
         p.kill()  # SIGKILL: the kernel closes the file; the rest never comes
         p.wait(10)
         (item,) = w.watch(GENEROUS).items  # never held forever
@@ -565,7 +555,7 @@ def test_a_writer_killed_mid_line_is_shown_flagged_and_again_when_completed(
 def test_a_writer_killed_inside_its_frontmatter_is_shown_unreadable_once(ex, no_lease) -> None:
     topic = send(ex, "olu", "cut", "fyi", "first").topic
     watch_once(ex, 5)
-    p = _writer(ex.inbox("claude") / topic / "0002-olu.md", "---\nfrom: olu\nat: 20")
+    p = open_writer(ex.inbox("claude") / topic / "0002-olu.md", "---\nfrom: olu\nat: 20")
     p.kill()
     p.wait(10)
     (item,) = watch_once(ex)
@@ -584,7 +574,9 @@ def test_a_writer_that_keeps_the_file_open_is_shown_after_the_bound_then_again(
     topic = send(ex, "olu", "open", "fyi", "first").topic
     with Watcher(ex, "claude") as w:
         w.watch(5)
-        p = _writer(ex.inbox("claude") / topic / "0002-olu.md", _HEAD.format(at=_now()) + "a\n")
+        p = open_writer(
+            ex.inbox("claude") / topic / "0002-olu.md", HAND_HEAD.format(at=now_stamp()) + "a\n"
+        )
         assert p.stdin is not None
         try:
             start = time.monotonic()
@@ -609,13 +601,13 @@ def test_ten_thousand_entries_written_at_once_are_each_shown_once(ex, no_lease) 
     send(ex, "olu", "flood", "fyi", "first")
     with Watcher(ex, "claude") as w:
         w.watch(5)
-        at = _now()
+        at = now_stamp()
         # in place, in 100 new topics, faster than the kernel's queue of events keeps up with
         for t in range(100):
             d = ex.inbox("claude") / f"2026-11-29-flood-{t:02d}"
             d.mkdir()
             for n in range(1, 101):
-                (d / f"{n:04d}-olu.md").write_text(_HEAD.format(at=at) + f"{t}.{n}\n")
+                (d / f"{n:04d}-olu.md").write_text(HAND_HEAD.format(at=at) + f"{t}.{n}\n")
         got: list[str] = []
         while len(got) < 10_000:
             got += [i.entry.body for i in w.watch(GENEROUS).items]
@@ -640,7 +632,7 @@ def test_an_entry_changed_after_it_was_shown_is_shown_again(ex, how, long_lived)
     path = ex.inbox("claude") / topic / "0002-olu.md"
     with Watcher(ex, "claude") as w:
         w.watch(5)
-        _rename_in(path, _HEAD.format(at=_now()) + "a long review\n")
+        _rename_in(path, HAND_HEAD.format(at=now_stamp()) + "a long review\n")
         assert _bodies(w.watch(GENEROUS)) == ["a long review\n"]
         time.sleep(0.02)  # past the filesystem clock's tick
         if how == "append":
@@ -648,7 +640,7 @@ def test_an_entry_changed_after_it_was_shown_is_shown_again(ex, how, long_lived)
                 f.write("P.S. one more thing\n")
             now = "a long review\nP.S. one more thing\n"
         else:  # a number taken twice: a long review replaced by a short note
-            _rename_in(path, _HEAD.format(at=_now()) + "a short note\n")
+            _rename_in(path, HAND_HEAD.format(at=now_stamp()) + "a short note\n")
             now = "a short note\n"
         (item,) = w.watch(GENEROUS).items if long_lived else watch_once(ex)
     assert item.entry.body == now and item.partial == CHANGED and "@" in item.key
@@ -663,7 +655,7 @@ def test_a_chmod_or_a_new_entry_is_no_change_to_what_was_shown(ex) -> None:
     subprocess.run(["chmod", "-R", "o-w", str(ex.inbox("claude"))], check=True)
     with pytest.raises(WaitTimeout):
         watch_once(ex, 0.3)
-    hand_entry(ex.root, "claude", topic, 2, "olu", _now(), body="second\n")
+    hand_entry(ex.root, "claude", topic, 2, "olu", now_stamp(), body="second\n")
     # marked with the round that found it: not taken as changed by the next
     assert [i.entry.body for i in watch_once(ex, 5)] == ["second\n"]
     with pytest.raises(WaitTimeout):

@@ -8,39 +8,15 @@ Each writer is a real process holding the file open part-way (``_writer``), as a
 from __future__ import annotations
 
 import subprocess
-import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from exhelp import tick
+from exhelp import HAND_HEAD, now_stamp, open_writer, tick
 
 from mailslot.core.git import run_git
 from mailslot.exchange.doctor import doctor
 from mailslot.exchange.entries import send
 from mailslot.exchange.state import set_state
-
-_HEAD = "---\nfrom: olu\nat: {at}\naction: fyi\n---\n"
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _writer(path: Path, first: str) -> subprocess.Popen[str]:
-    """A hand writer in its own process: ``first`` written (truncating) and flushed, the file
-    kept open; each line on its stdin appended as it comes, and a closed stdin closes it."""
-    code = (
-        "import sys\n"
-        f"f = open({str(path)!r}, 'w'); f.write({first!r}); f.flush()\n"
-        "print('written', flush=True)\n"
-        "for line in sys.stdin: f.write(line); f.flush()\n"
-    )
-    p = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert p.stdout is not None and p.stdout.readline() == "written\n"
-    return p
 
 
 def _finish(p: subprocess.Popen[str], rest: str) -> None:
@@ -82,7 +58,7 @@ def test_an_entry_being_written_in_place_waits_for_the_tick_after_it_is_whole(ex
     _settle(how)
     tick(ex.root)
     rel = f"to-claude/{topic}/0002-olu.md"
-    p = _writer(ex.root / rel, _HEAD.format(at=_now()) + "slow ")
+    p = open_writer(ex.root / rel, HAND_HEAD.format(at=now_stamp()) + "slow ")
     try:
         r = tick(ex.root)
         assert rel not in r["new_entries"] and not r["rewritten"]
@@ -106,13 +82,13 @@ def test_a_state_being_rewritten_in_place_reads_as_it_was_until_whole(ex, how) -
     _settle(how)
     tick(ex.root)
     rel = f"to-claude/{topic}/STATE.md"
-    p = _writer(ex.root / rel, "status: d")
+    p = open_writer(ex.root / rel, "status: d")
     try:
         r = tick(ex.root)
         assert not r["state_changes"] and not r["archived"]
         assert "status: in-progress" in run_git(ex.root, "show", f"HEAD:{rel}")
     finally:
-        _finish(p, f"one\nupdated_at: {_now()}\nupdated_by: olu\n")
+        _finish(p, f"one\nupdated_at: {now_stamp()}\nupdated_by: olu\n")
     _settle(how)
     r = tick(ex.root)
     assert r["state_changes"] == [
@@ -126,7 +102,9 @@ def test_a_topic_with_an_entry_being_written_is_not_archived_until_it_is_whole(e
     topic = send(ex, "claude", "both-done", "fyi", "first").topic
     set_state(ex, "olu", topic, "done")
     set_state(ex, "claude", topic, "done")
-    p = _writer(ex.inbox("claude") / topic / "0002-olu.md", _HEAD.format(at=_now()) + "p.s. ")
+    p = open_writer(
+        ex.inbox("claude") / topic / "0002-olu.md", HAND_HEAD.format(at=now_stamp()) + "p.s. "
+    )
     try:
         r = tick(ex.root)
         assert not r["archived"]
