@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -106,57 +106,58 @@ def topic_entries(directory: Path | str, links: list[str] | None = None) -> list
     Symlinks (``directory`` itself, its inbox for ``done/``, or an entry) are skipped and, when
     ``links`` is given, appended to it.
     """
-    bad = linked(Path(directory))
-    if bad is not None:
-        if links is not None:
-            links.append(str(bad))
+    if _linked_away(directory, links):
         return []
-    out = []
-    match = TOPIC_RE.fullmatch
     try:
         with os.scandir(directory) as it:
-            for e in it:
-                if e.name[0] == "." or not match(e.name):
-                    continue
-                if e.is_symlink():
-                    if links is not None:
-                        links.append(e.path)  # never followed: reported, not listed
-                elif e.is_dir(follow_symlinks=False):
-                    out.append(e)
+            return list(_topic_dirs(it, os.fspath(directory), links))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return out
+
+
+def _linked_away(directory: Path | str, links: list[str] | None) -> bool:
+    """Whether ``directory`` (or its inbox, for ``done/``) is a symlink, appended to ``links``."""
+    bad = linked(Path(directory))
+    if bad is not None and links is not None:
+        links.append(str(bad))
+    return bad is not None
+
+
+def _topic_dirs(
+    it: Iterator[os.DirEntry[str]], directory: str, links: list[str] | None
+) -> Iterator[os.DirEntry[str]]:
+    """The valid topic directories among ``it`` (a scandir of ``directory``); a symlink among
+    them is never followed: appended to ``links`` as ``directory/name``, not listed."""
+    match = TOPIC_RE.fullmatch
+    for e in it:
+        name = e.name
+        if name[0] == "." or not match(name):
+            continue
+        if e.is_symlink():
+            if links is not None:
+                links.append(os.path.join(directory, name))
+        elif e.is_dir(follow_symlinks=False):
+            yield e
 
 
 def topic_mtimes(directory: str, links: list[str] | None = None) -> list[tuple[str, int]]:
     """``(name, mtime_ns)`` of each directory ``topic_entries`` finds, stat'd relative to an
     open ``directory`` (the kernel then walks one name, not the whole path, for each of tens of
     thousands of topics). A topic gone between the listing and its stat is left out."""
-    bad = linked(Path(directory))
-    if bad is not None:
-        if links is not None:
-            links.append(str(bad))
+    if _linked_away(directory, links):
         return []
     out = []
-    match = TOPIC_RE.fullmatch
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
         return []
     try:
         with os.scandir(fd) as it:
-            for e in it:
-                name = e.name
-                if name[0] == "." or not match(name):
-                    continue
-                if e.is_symlink():
-                    if links is not None:
-                        links.append(f"{directory}/{name}")  # never followed: reported
-                elif e.is_dir(follow_symlinks=False):
-                    try:
-                        out.append((name, e.stat(follow_symlinks=False).st_mtime_ns))
-                    except FileNotFoundError:
-                        continue  # moved away since the listing (an archive, a reopen)
+            for e in _topic_dirs(it, directory, links):
+                try:
+                    out.append((e.name, e.stat(follow_symlinks=False).st_mtime_ns))
+                except FileNotFoundError:
+                    continue  # moved away since the listing (an archive, a reopen)
     finally:
         os.close(fd)
     return out
