@@ -51,6 +51,16 @@ def test_each_caller_is_covered_by_an_fsync_begun_after_its_call(tmp_path, monke
     assert len(syncs) < len(calls) / 2  # shared: far fewer fsyncs than callers
 
 
+def _shared_sync(directory: Path, results: list[int | None]) -> None:
+    """``fsync_dir_shared(directory)``; its errno, or ``None`` for success, onto ``results``."""
+    try:
+        fsio.fsync_dir_shared(directory)
+    except OSError as e:
+        results.append(e.errno)
+    else:
+        results.append(None)
+
+
 def test_a_failed_fsync_fails_every_caller_it_covered(tmp_path, monkeypatch) -> None:
     gate = threading.Event()
     failing = True
@@ -62,16 +72,7 @@ def test_a_failed_fsync_fails_every_caller_it_covered(tmp_path, monkeypatch) -> 
 
     monkeypatch.setattr(fsio, "fsync_dir", broken)
     errors: list[int | None] = []
-
-    def writer() -> None:
-        try:
-            fsio.fsync_dir_shared(tmp_path)
-        except OSError as e:
-            errors.append(e.errno)
-        else:
-            errors.append(None)
-
-    threads = [threading.Thread(target=writer) for _ in range(8)]
+    threads = [threading.Thread(target=_shared_sync, args=(tmp_path, errors)) for _ in range(8)]
     for t in threads:
         t.start()
     time.sleep(0.1)
@@ -91,16 +92,7 @@ def test_a_waiter_whose_fsync_failed_fails_though_a_later_one_succeeded(tmp_path
     with syncs.cond:  # fsync 1, begun before the waiter's link, is running elsewhere
         syncs.begun, syncs.running = 1, True
     got: list[int | None] = []
-
-    def waiter() -> None:
-        try:
-            fsio.fsync_dir_shared(tmp_path)
-        except OSError as e:
-            got.append(e.errno)
-        else:
-            got.append(None)
-
-    t = threading.Thread(target=waiter)
+    t = threading.Thread(target=_shared_sync, args=(tmp_path, got))
     t.start()
     deadline = time.monotonic() + 5
     while not syncs.cond._waiters:  # type: ignore[attr-defined]
