@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from exhelp import HAND_HEAD, now_stamp, open_writer
 from search_helpers import Roots
 
 from mailslot import chat
@@ -57,6 +58,32 @@ def test_messages_on_every_channel_are_indexed_as_they_land(
     assert _indexed(roots, "dingo")
     peer.store(roots.bus / "peer" / "inbox", "beacon", None, "an echidna mailed")
     assert _indexed(roots, "echidna")
+
+
+def test_an_entry_written_in_place_is_indexed_when_its_writer_closes_it(
+    roots: Roots, following: list[Refreshed]
+) -> None:
+    topic = next(roots.ex.inbox("claude").glob("*-gate-bug"))
+    entry = topic / "0009-olu.md"
+    before = len(following)
+    writer = open_writer(entry, HAND_HEAD.format(at=now_stamp()) + "the first half: numbat\n")
+    try:
+        deadline = time.monotonic() + 10
+        while len(following) == before:  # its events were taken and its topic refreshed
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert not search(roots.all, "numbat", fresh=False)
+        assert following[-1].held == (str(entry.relative_to(roots.ex.root)),)
+        assert writer.stdin is not None
+        writer.stdin.write("the second half: quoll\n")
+        writer.stdin.close()
+        assert writer.wait(30) == 0
+    finally:
+        writer.kill()
+    assert _indexed(roots, "quoll")
+    (hit,) = search(roots.all, "numbat quoll", fresh=False)
+    assert hit.link.endswith("/0009-olu.md#0009-olu")
+    assert sum(r.added for r in following if r.root == str(roots.ex.root)) == 3 + 1  # once
 
 
 def test_watched_topics_are_capped_newest_first(roots: Roots, monkeypatch) -> None:

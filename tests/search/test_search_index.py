@@ -6,6 +6,7 @@ import os
 import stat
 
 import pytest
+from exhelp import HAND_HEAD, now_stamp, open_writer
 from search_helpers import Roots, hand_entry, links
 
 from mailslot import chat
@@ -13,7 +14,7 @@ from mailslot.bus import log
 from mailslot.core.cursor import state_dir
 from mailslot.core.errors import CannotOpen
 from mailslot.exchange import send
-from mailslot.search import refresh, reindex, search
+from mailslot.search import refresh, reindex, search, sources
 from mailslot.search.store import index_path
 from mailslot.web import peer
 
@@ -213,3 +214,31 @@ def test_a_refresh_told_which_topics_changed_reads_only_those(roots: Roots) -> N
     assert links([roots.ex.root], "bilby", fresh=False)
     assert not links([roots.ex.root], "numbat", fresh=False)
     assert refresh(roots.ex.root).total == done.total  # a whole refresh agrees
+
+
+def test_an_entry_written_in_place_is_indexed_only_once_whole(roots: Roots, monkeypatch) -> None:
+    """A hand writer's ``cat > NNNN-x.md``: held back while its writer has it open, its topic
+    looked at again on each refresh (its directory does not change as the entry grows), and
+    indexed once, whole, when closed."""
+    monkeypatch.setattr(sources, "RACY_NS", 0)  # directories settle at once, as 2 s later
+    refresh(roots.ex.root)
+    topic = next(roots.ex.inbox("claude").glob("*-gate-bug"))
+    entry = topic / "0009-olu.md"
+    writer = open_writer(entry, HAND_HEAD.format(at=now_stamp()) + "the first half: numbat\n")
+    try:
+        for _ in range(2):  # the second with the topic directory unchanged since the first
+            r = refresh(roots.ex.root)
+            assert not links([roots.ex.root], "numbat", fresh=False)
+            assert r.held == (f"to-claude/{topic.name}/0009-olu.md",), r
+            assert r.again is not None and r.added == 0
+        assert writer.stdin is not None
+        writer.stdin.write("the second half: quoll\n")
+        writer.stdin.close()
+        assert writer.wait(30) == 0
+    finally:
+        writer.kill()
+    r = refresh(roots.ex.root)
+    assert (r.added, r.held, r.again) == (1, (), None)
+    (hit,) = search([roots.ex.root], "numbat quoll", fresh=False)
+    assert hit.link == f"to-claude/{topic.name}/0009-olu.md#0009-olu"
+    assert refresh(roots.ex.root).added == 0  # once, not again

@@ -10,7 +10,10 @@ incremental ``refresh`` a search does, never a reading of the event itself.
 Bounded: at most ``WATCH_TOPICS_MAX`` topic directories are watched (beyond that the kernel's
 watch limit, or polling, would cost more than it saves), and every root is refreshed at least
 every ``RESCAN_SECONDS`` whatever the events say, which also covers the topics not watched. A
-burst of writes is taken in one refresh (``SETTLE_SECONDS``). Searches then pass ``fresh=False``.
+burst of writes is taken in one refresh (``SETTLE_SECONDS``). An entry a refresh held back as
+still being written (``Refreshed.held``) has its topic refreshed again when the refresh said
+(``Refreshed.again``), and at once on its next event (its writer closing it). Searches then pass
+``fresh=False``.
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ def follow(
     paths = [Path(r).expanduser().absolute() for r in roots]
     failing: dict[Path, str] = {}  # a root that does not refresh: what was last said of it
     due: dict[Path, set[str] | None] = dict.fromkeys(paths)  # to refresh (None: whole)
+    held: dict[Path, dict[str, float]] = {}  # topics with entries not whole yet: when to look
     rescan = 0.0
     with Watch() as watch:
         while not stop.is_set():
@@ -152,13 +156,49 @@ def follow(
                     continue
                 if failing.pop(root, None) is not None:
                     log.warning("search index of %s refreshed again", root)
+                _note_held(held, root, topics, report)
                 if on_refresh is not None:
                     on_refresh(report)
             due = {}
             while not stop.is_set() and not due:
-                left = rescan - time.monotonic()
+                now = time.monotonic()
+                left = rescan - now
                 if left <= 0:
                     break
+                soonest = min((t for h in held.values() for t in h.values()), default=None)
+                if soonest is not None and soonest <= now:
+                    due = _held_due(held, now)
+                    break
+                if soonest is not None:
+                    left = min(left, soonest - now)
                 if watch.wait(min(left, 0.5)):
                     stop.wait(SETTLE_SECONDS)  # the rest of the burst, taken with it
                     due = changed_topics(paths, watch.take_changes(), watch)
+
+
+def _note_held(
+    held: dict[Path, dict[str, float]],
+    root: Path,
+    topics: Collection[str] | None,
+    report: Refreshed,
+) -> None:
+    """Keep, for ``root``, which topics hold an entry not yet whole and when (monotonic) to
+    look at each again, as the refresh of ``topics`` (None: all) reported."""
+    mine = held.setdefault(root, {})
+    for topic in list(mine) if topics is None else topics:
+        mine.pop(topic, None)  # looked at just now: what the report says replaces it
+    if report.again is not None:
+        at = time.monotonic() + max(0.0, report.again - time.time())
+        for path in report.held:
+            mine[path.rsplit("/", 2)[-2]] = at
+    if not mine:
+        del held[root]
+
+
+def _held_due(held: dict[Path, dict[str, float]], now: float) -> dict[Path, set[str] | None]:
+    """The topics whose time to look again has come, by root."""
+    return {
+        root: {t for t, at in topics.items() if at <= now}
+        for root, topics in held.items()
+        if any(at <= now for at in topics.values())
+    }

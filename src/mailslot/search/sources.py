@@ -15,6 +15,17 @@ that the bytes just before that offset are still the ones indexed (a file cut ba
 indexed again from the start). A directory whose mtime is younger than ``RACY_NS`` is listed again
 next time: a file added within the same clock tick as the listing would not move the mtime.
 
+Only whole entries are indexed, by the rule the exchange watcher delivers by
+(``core.wait.settled``): an entry a hand writer is still writing in place (``cat > NNNN-x.md``,
+held open for writing, or changed too recently to tell) is held back -- left out if new, kept
+as last indexed if not -- and its topic is listed again on every refresh until it is whole;
+``Refreshed.held`` names it and ``Refreshed.again`` says when to look (a follower wakes then).
+One still open past ``OPEN_SETTLE`` is indexed as it stands and its topic stays listed each
+time, so a later change to it is indexed again. A file unchanged for ``OPEN_SETTLE`` is taken
+as whole without asking (as the exchange's scan does). A refresh told which topics had events
+lists each of them, whatever its directory signature: an entry written in place changes no
+directory.
+
 Bounded: entries and peer messages are read by their channels' bounded readers (regular files,
 never through a symlink, refused past their size limit); a chat or LOG.md is read at most
 ``APPEND_READ_MAX`` bytes at a time (more is reported as a problem, never read whole), and one
@@ -37,6 +48,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from mailslot.core.clock import format_time, parse_time
 from mailslot.core.errors import FormatError, LimitExceeded, MailslotError, NotFound
 from mailslot.core.fsio import read_from
+from mailslot.core.wait import OPEN_SETTLE, settled
 from mailslot.defaults import peer_inbox
 from mailslot.search.hit import Doc
 from mailslot.search.quick import quick_entry
@@ -74,6 +86,8 @@ class Refreshed(NamedTuple):
     total: int  # messages in the index afterwards
     channels: tuple[str, ...]  # what was found at the root
     problems: tuple[str, ...]  # what could not be indexed, one line each
+    held: tuple[str, ...] = ()  # entries still being written, not indexed as they stand yet
+    again: float | None = None  # when (``time.time()``) to look at ``held`` again
 
 
 def _lstat(path: Path | str) -> os.stat_result | None:
@@ -184,6 +198,8 @@ class _Run:
         self.added = 0
         self.removed = 0
         self.problems: list[str] = []
+        self.held: list[str] = []
+        self.again: float | None = None
 
     # -- shared --------------------------------------------------------------------------------
     def _dir_sig(self, rel: str, st: os.stat_result) -> str:
@@ -208,16 +224,18 @@ class _Run:
         sig: str,
         names: dict[str, str],
         read: Callable[[str, str], Doc],
+        held: Collection[str] = (),
     ) -> None:
         """Make the source ``key`` hold exactly ``names`` (name -> file signature): read the
-        new and changed ones, drop the gone ones. A source that moved is read afresh."""
+        new and changed ones, drop the gone ones. A source that moved is read afresh. The
+        ``held`` names (not whole yet) are left as they are: kept as indexed, or not added."""
         moved = old is None or old.sig.rsplit("|", 1)[0] != sig.rsplit("|", 1)[0]
         src = self.index.set_source(key, sig)
         have = {} if old is None else self.index.names(old)
         if moved and have:
             self.removed += self.index.drop(src)
             have = {}
-        gone = [n for n in have if n not in names]
+        gone = [n for n in have if n not in names and n not in held]
         self.removed += self.index.drop(src, gone)
         fresh = [n for n, fsig in names.items() if have.get(n) != fsig]
         self.added += self.index.add(src, (read(n, names[n]) for n in sorted(fresh)))
@@ -227,7 +245,6 @@ class _Run:
         """Index the exchange's topics (``topics``: only these, by name; None: every one, and
         forget the topics gone)."""
         from mailslot.core.names import TOPIC_RE
-        from mailslot.exchange.entries import entry_names
         from mailslot.exchange.layout import DONE, load_exchange
         from mailslot.exchange.listing import linked, real_dir, topic_names
 
@@ -266,22 +283,48 @@ class _Run:
                     rel = f"{parent}/{topic}"
                     sig = self._dir_sig(rel, st)
                     old = stored.get(key)
-                    if old is not None and old.sig == sig and not sig.endswith(_RACY):
-                        continue
+                    unchanged = old is not None and old.sig == sig and not sig.endswith(_RACY)
+                    if unchanged and topics is None:
+                        continue  # (a topic named by its events is listed: see the docstring)
                     directory = ex.root / rel
-                    names = {}
-                    for _, _, name in entry_names(directory):
-                        fst = _lstat(directory / name)
-                        if fst is not None:
-                            names[name] = f"{fst.st_ino}:{fst.st_size}:{fst.st_mtime_ns}"
+                    names, held, unsure = self._whole_entries(directory, rel)
+                    if held or unsure:  # listed again next time, until every entry is whole
+                        sig = f"{sig.rsplit('|', 1)[0]}{_RACY}"
                     writer = ex.writer_of(side)
                     read = functools.partial(_entry_doc, ex, directory, writer, topic, rel)
-                    self._sync_dir(key, old, sig, names, read)
+                    self._sync_dir(key, old, sig, names, read, held)
             finally:
                 for fd in parents.values():
                     if fd is not None:
                         os.close(fd)
         self._forget_unseen("ex:", seen, stored)  # with ``topics``, only theirs are stored
+
+    def _whole_entries(self, directory: Path, rel: str) -> tuple[dict[str, str], list[str], bool]:
+        """The entries of a topic directory that may be read as whole (name -> file
+        signature), the names held back as still being written, and whether one was taken as
+        whole only by ``OPEN_SETTLE`` (still open: it may change again)."""
+        from mailslot.exchange.entries import entry_names
+
+        names: dict[str, str] = {}
+        held: list[str] = []
+        unsure = False
+        now = self.now_ns / 1e9
+        recent = self.now_ns - int(OPEN_SETTLE * 1e9)
+        for _, _, name in entry_names(directory):
+            fst = _lstat(directory / name)
+            if fst is None:
+                continue
+            if fst.st_ctime_ns >= recent and stat.S_ISREG(fst.st_mode):
+                verdict = settled(directory / name, fst, None, now)
+                if not verdict.whole:
+                    held.append(name)
+                    self.held.append(f"{rel}/{name}")
+                    if verdict.again is not None:
+                        self.again = min(self.again or verdict.again, verdict.again)
+                    continue
+                unsure = unsure or verdict.note is not None
+            names[name] = f"{fst.st_ino}:{fst.st_size}:{fst.st_mtime_ns}"
+        return names, held, unsure
 
     # -- peer inbox --------------------------------------------------------------------------------
     def peer(self) -> None:
@@ -444,7 +487,8 @@ def refresh_index(
     the root holds nothing to search. Problems with single files are reported, not raised.
 
     ``topics``: of the exchange, look only at these topics (by name; the others are taken as
-    unchanged, as a caller that knows from file events which changed can say); the other
+    unchanged, as a caller that knows from file events which changed can say), each listed
+    whatever its directory's signature (an entry written in place changes none); the other
     channels are brought up to date whole, as they cost little when nothing changed."""
     root = index.root
     found = channels_at(root) if channels is None else tuple(channels)
@@ -465,4 +509,13 @@ def refresh_index(
             except MailslotError as e:
                 run.problems.append(f"{channel}: {e}")
         total = index.count()
-    return Refreshed(str(root), run.added, run.removed, total, found, tuple(run.problems))
+    return Refreshed(
+        str(root),
+        run.added,
+        run.removed,
+        total,
+        found,
+        tuple(run.problems),
+        tuple(run.held),
+        run.again,
+    )

@@ -15,9 +15,10 @@ Invariants:
 * What is searched is plain text: control characters a face uses (NUL, and the two highlight
   markers) are blanked before indexing, and undecodable bytes are already U+FFFD.
 
-What this cannot do: it does not notice an entry edited in place without its directory changing
-(mailslot never edits one; a hand editor that saves by rename changes the directory) until
-``--reindex``.
+What this cannot do: a refresh that is not told which topics changed does not notice an entry
+edited in place, once whole, without its directory changing (mailslot never edits one; a hand
+editor that saves by rename changes the directory) until ``--reindex``; a follower, told by
+file events, does.
 """
 
 from __future__ import annotations
