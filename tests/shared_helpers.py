@@ -107,3 +107,26 @@ def unit_problems(unit: Path, cwd: Path | None = None) -> tuple[list[str], str]:
         and "Failed to prepare filename" not in line
     ]
     return problems, r.stderr
+
+
+def with_watch_limit(limit: int, argv: list[str]) -> list[str]:
+    """``argv`` run in a user namespace of its own whose inotify watch limit is ``limit``
+    (``/proc/sys/user/max_inotify_watches``: a real ``ENOSPC`` from ``inotify_add_watch`` past
+    it, and nothing else on the machine touched); skips the test where user namespaces are
+    not allowed (fails it on CI)."""
+    prefix = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        'echo "$0" > /proc/sys/user/max_inotify_watches && exec "$@"',
+        str(limit),
+    ]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        why = f"no user namespace with its own inotify watch limit: {probe.stderr.strip()}"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    return [*prefix, *argv]

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 from exhelp import HAND_HEAD, now_stamp, open_writer
-from search_helpers import Roots
+from search_helpers import Roots, hand_entry
 
 from mailslot import chat
 from mailslot.bus import log
 from mailslot.exchange import send
 from mailslot.search import Refreshed, events, follow, search
 from mailslot.web import peer
+from shared_helpers import with_watch_limit
 
 
 @pytest.fixture
@@ -84,6 +88,78 @@ def test_an_entry_written_in_place_is_indexed_when_its_writer_closes_it(
     (hit,) = search(roots.all, "numbat quoll", fresh=False)
     assert hit.link.endswith("/0009-olu.md#0009-olu")
     assert sum(r.added for r in following if r.root == str(roots.ex.root)) == 3 + 1  # once
+
+
+def test_a_root_its_events_cover_is_refreshed_on_events_alone(roots: Roots, monkeypatch) -> None:
+    """No timer: idle roots whose every topic is watched are not refreshed again until an event
+    says so; a root with topics beyond the watch cap is, and finds a write to one of them."""
+    monkeypatch.setattr(events, "RESCAN_SECONDS", 0.02)  # a rescan would come at once
+    reports: list[Refreshed] = []
+    stop = threading.Event()
+    t = threading.Thread(
+        target=follow, args=(roots.all, stop), kwargs={"on_refresh": reports.append}
+    )
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(reports) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.5)  # twenty-five rescans' worth of quiet
+        assert len(reports) == 3, reports
+        log.append(roots.bus, "lantern", "a wallaby logged")
+        assert _indexed(roots, "wallaby")
+        time.sleep(0.2)
+        assert [r.root for r in reports[3:]] == [str(roots.bus)]  # the one the event named
+    finally:
+        stop.set()
+        t.join(timeout=30)
+    assert not t.is_alive()
+
+
+def test_topics_beyond_the_watch_cap_are_found_at_the_rescan(roots: Roots, monkeypatch) -> None:
+    monkeypatch.setattr(events, "WATCH_TOPICS_MAX", 1)  # the newest topic only
+    monkeypatch.setattr(events, "RESCAN_SECONDS", 0.05)
+    stop = threading.Event()
+    t = threading.Thread(target=follow, args=([roots.ex.root], stop))
+    t.start()
+    try:
+        assert _indexed(roots, "gate")  # the first refresh
+        topic = next(roots.ex.inbox("claude").glob("*-gate-bug"))  # older than lunch
+        assert topic not in events.watch_paths(roots.ex.root)
+        hand_entry(topic, 9, "olu", "a potoroo, unwatched", "2026-11-29T18:14:00Z")
+        assert _indexed(roots, "potoroo")
+    finally:
+        stop.set()
+        t.join(timeout=30)
+    assert not t.is_alive()
+
+
+# follow() in a process of its own, each refresh's report one JSON line on stdout.
+_FOLLOW = """
+import json, sys, threading
+from pathlib import Path
+from mailslot.search import follow
+def said(r):
+    print(json.dumps(r._asdict()), flush=True)
+follow([Path(p) for p in sys.argv[1:]], threading.Event(), on_refresh=said)
+"""
+
+
+def test_past_the_watch_limit_directories_are_polled_and_said_so(roots: Roots) -> None:
+    """A real inotify watch limit of 3 (a user namespace of its own): the follower polls what
+    it cannot watch, says so once, and still indexes what lands."""
+    argv = with_watch_limit(3, [sys.executable, "-c", _FOLLOW, str(roots.ex.root)])
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        assert json.loads(p.stdout.readline())["total"] == 3
+        send(roots.ex, "olu", "gate-bug", "fyi", "a quokka in a polled topic")
+        assert _indexed(roots, "quokka")
+    finally:
+        p.kill()
+        _, err = p.communicate(timeout=30)
+    assert err.count("cannot be watched (the inotify watch limit?)") == 1, err
 
 
 def test_watched_topics_are_capped_newest_first(roots: Roots, monkeypatch) -> None:

@@ -7,13 +7,20 @@ arrives and refreshes again. Watches are armed before each refresh, so a message
 one is never missed: its event is already queued. Events are hints: each one triggers the same
 incremental ``refresh`` a search does, never a reading of the event itself.
 
-Bounded: at most ``WATCH_TOPICS_MAX`` topic directories are watched (beyond that the kernel's
-watch limit, or polling, would cost more than it saves), and every root is refreshed at least
-every ``RESCAN_SECONDS`` whatever the events say, which also covers the topics not watched. A
-burst of writes is taken in one refresh (``SETTLE_SECONDS``). An entry a refresh held back as
-still being written (``Refreshed.held``) has its topic refreshed again when the refresh said
-(``Refreshed.again``), and at once on its next event (its writer closing it). Searches then pass
-``fresh=False``.
+Events, not a timer: a root is refreshed only when its events say so. It is refreshed whole
+when they cannot tell what changed -- the kernel queue overflowed, a directory could not be
+watched (the inotify watch limit: ``core.wait`` polls it instead, and every wake is then taken
+as "anything may have changed") -- and every ``RESCAN_SECONDS`` only while its events cannot
+cover it: an exchange with more than ``WATCH_TOPICS_MAX`` topic directories (beyond that the
+kernel's watch limit, or polling, would cost more than it saves; the rest are found at the
+rescan), or a root that did not refresh. A burst of writes is taken in one refresh
+(``SETTLE_SECONDS``). An entry a refresh held back as still being written (``Refreshed.held``)
+has its topic refreshed again when the refresh said (``Refreshed.again``), and at once on its
+next event (its writer closing it). Searches then pass ``fresh=False``.
+
+What this cannot see: a filesystem that sends no events for writes made elsewhere (NFS from
+another host): a message written there is found by a search that refreshes first
+(``fresh=True``, as ``mailslot search`` does), not by the follower.
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ log = logging.getLogger(__name__)
 # Topic directories watched per root; an inotify watch costs ~1 KB of kernel memory and the
 # default per-user limit is often 8,192 (shared with every other watcher of that user).
 WATCH_TOPICS_MAX = 2000
-# Every root is refreshed at least this often: events can be lost (a full kernel queue, a topic
-# not watched, a filesystem that sends none), and a refresh that finds nothing costs little.
+# A root whose events do not cover it all (topics beyond WATCH_TOPICS_MAX) or that did not
+# refresh is refreshed whole this often; a root its events cover waits for them alone.
 RESCAN_SECONDS = 5.0
 # After an event, wait this long for the rest of its burst before refreshing.
 SETTLE_SECONDS = 0.02
@@ -46,11 +53,18 @@ SETTLE_SECONDS = 0.02
 
 def watch_paths(root: Path) -> list[Path]:
     """The directories whose events may mean a new message under ``root``."""
+    return _watch_set(root)[0]
+
+
+def _watch_set(root: Path) -> tuple[list[Path], bool]:
+    """``watch_paths``, and whether their events cover every message under ``root`` (False:
+    topics beyond ``WATCH_TOPICS_MAX`` are left unwatched)."""
     out = [root]
     try:
         found = channels_at(root)
     except MailslotError:
-        return out
+        return out, True
+    whole = True
     if EXCHANGE in found:
         from mailslot.exchange.layout import DONE, load_exchange
         from mailslot.exchange.listing import topic_names
@@ -58,17 +72,18 @@ def watch_paths(root: Path) -> list[Path]:
         try:
             ex = load_exchange(root)
         except MailslotError:
-            return out
+            return out, True
         topics: list[Path] = []
         for side in ex.sides:
             inbox = ex.inbox(side)
             out += [inbox, inbox / DONE]
             topics += [inbox / n for n in topic_names(inbox)]
+        whole = len(topics) <= WATCH_TOPICS_MAX
         out += sorted(topics, key=lambda p: p.name, reverse=True)[:WATCH_TOPICS_MAX]  # newest
     if PEER in found:
         inbox = peer_inbox(root)
         out += [inbox, inbox / "processed"]
-    return out
+    return out, whole
 
 
 # Names in a root whose events may mean a channel to watch anew (an exchange, a peer inbox).
@@ -129,30 +144,41 @@ def follow(
     on_refresh: Callable[[Refreshed], None] | None = None,
 ) -> None:
     """Refresh the indexes of ``roots`` on file events until ``stop`` is set; never raises for
-    a root that cannot be indexed (tried again on the next event and rescan; logged once, and
-    again when what it says changes or the root refreshes again).
+    a root that cannot be indexed (tried again on its next event and every ``RESCAN_SECONDS``;
+    logged once, and again when what it says changes or the root refreshes again).
 
-    Each rescan refreshes every root whole; between rescans, the events say which roots to
-    refresh and, of an exchange, which topics (``changed_topics``)."""
+    Every root is refreshed whole first; then the events say which roots to refresh and, of
+    an exchange, which topics (``changed_topics``); a root they do not cover all of is also
+    refreshed whole every ``RESCAN_SECONDS``."""
     paths = [Path(r).expanduser().absolute() for r in roots]
     failing: dict[Path, str] = {}  # a root that does not refresh: what was last said of it
     due: dict[Path, set[str] | None] = dict.fromkeys(paths)  # to refresh (None: whole)
     held: dict[Path, dict[str, float]] = {}  # topics with entries not whole yet: when to look
-    rescan = 0.0
+    rescan: dict[Path, float] = {}  # roots events do not cover: when to refresh each whole
+    polled = False  # said once: some directory is polled, every wake refreshes whole
     with Watch() as watch:
         while not stop.is_set():
-            if time.monotonic() >= rescan:
-                due = dict.fromkeys(paths)
-                rescan = time.monotonic() + RESCAN_SECONDS
             for root, topics in due.items():
-                for p in watch_paths(root) if topics is None else ():
-                    watch.add(p)  # armed before the refresh: nothing lands unseen
+                if topics is None:
+                    armed, covered = _watch_set(root)
+                    for p in armed:
+                        watch.add(p)  # armed before the refresh: nothing lands unseen
+                    rescan.pop(root, None)
+                    if not covered:
+                        rescan[root] = time.monotonic() + RESCAN_SECONDS
+                    if watch.polling and not polled:
+                        polled = True
+                        log.warning(
+                            "search: some directories cannot be watched (the inotify watch "
+                            "limit?): polled, and every root refreshed whole on any change"
+                        )
                 try:
                     report = refresh(root, base=base, topics=topics)
                 except (MailslotError, OSError) as e:
                     if failing.get(root) != str(e):  # said once, and again when it changes
                         log.warning("search index of %s not refreshed: %s", root, e)
                         failing[root] = str(e)
+                    rescan[root] = time.monotonic() + RESCAN_SECONDS
                     continue
                 if failing.pop(root, None) is not None:
                     log.warning("search index of %s refreshed again", root)
@@ -162,18 +188,30 @@ def follow(
             due = {}
             while not stop.is_set() and not due:
                 now = time.monotonic()
-                left = rescan - now
-                if left <= 0:
+                due = _due(rescan, held, now)
+                if due:
                     break
-                soonest = min((t for h in held.values() for t in h.values()), default=None)
-                if soonest is not None and soonest <= now:
-                    due = _held_due(held, now)
-                    break
-                if soonest is not None:
-                    left = min(left, soonest - now)
-                if watch.wait(min(left, 0.5)):
+                times = [*rescan.values(), *(t for h in held.values() for t in h.values())]
+                left = min([0.5, *(t - now for t in times)])  # stop is looked at twice a second
+                if watch.wait(left):
                     stop.wait(SETTLE_SECONDS)  # the rest of the burst, taken with it
                     due = changed_topics(paths, watch.take_changes(), watch)
+
+
+def _due(
+    rescan: dict[Path, float], held: dict[Path, dict[str, float]], now: float
+) -> dict[Path, set[str] | None]:
+    """What a clock says to refresh now: the roots whose rescan is due (whole), and the topics
+    holding an entry not yet whole whose time to look again has come."""
+    out: dict[Path, set[str] | None] = {}
+    for root, topics in held.items():
+        ready = {t for t, at in topics.items() if at <= now}
+        if ready:
+            out[root] = ready
+    for root, at in rescan.items():
+        if at <= now:
+            out[root] = None
+    return out
 
 
 def _note_held(
@@ -193,12 +231,3 @@ def _note_held(
             mine[path.rsplit("/", 2)[-2]] = at
     if not mine:
         del held[root]
-
-
-def _held_due(held: dict[Path, dict[str, float]], now: float) -> dict[Path, set[str] | None]:
-    """The topics whose time to look again has come, by root."""
-    return {
-        root: {t for t, at in topics.items() if at <= now}
-        for root, topics in held.items()
-        if any(at <= now for at in topics.values())
-    }
