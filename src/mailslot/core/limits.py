@@ -7,13 +7,16 @@ reading ``limit + 1`` bytes, never read whole into memory first.
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import BinaryIO
 
-from mailslot.core.errors import FormatError, LimitExceeded
+from mailslot.core.errors import FormatError, InvalidValue, LimitExceeded
 
 __all__ = [
     "check_bytes",
     "check_chars",
+    "check_controls",
     "check_lines",
     "check_one_line",
     "check_utf8",
@@ -73,6 +76,32 @@ def check_utf8(what: str, text: str) -> None:
             f"{what} is not valid UTF-8 text ({byte} at character {e.start}); nothing written",
             field=what,
         ) from None
+
+
+# Control characters (Unicode category Cc): C0, DEL and C1.
+_CONTROLS = "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+_CONTROL_NAMES = {"\x00": "NUL", "\t": "tab", "\n": "newline", "\r": "carriage return"}
+
+
+@functools.lru_cache(maxsize=8)
+def _controls_but(allowed: str) -> re.Pattern[str]:
+    return re.compile("[" + re.escape("".join(c for c in _CONTROLS if c not in allowed)) + "]")
+
+
+def check_controls(what: str, text: str, allowed: str = "") -> None:
+    """Refuse ``text`` holding a control character (NUL, ESC, a bell, DEL, C1 ...) other than
+    those in ``allowed`` (``InvalidValue``): mailslot files are text that people read in
+    terminals and tools search (a NUL makes git and grep take a file as binary)."""
+    m = _controls_but(allowed).search(text)
+    if m is None:
+        return
+    ch = m.group()
+    name = _CONTROL_NAMES.get(ch, f"U+{ord(ch):04X}")
+    legal = ", ".join(_CONTROL_NAMES.get(c, f"U+{ord(c):04X}") for c in allowed) or "none"
+    raise InvalidValue(
+        f"{what} holds a control character ({name}) at character {m.start()} "
+        f"(allowed: {legal}); nothing written"
+    )
 
 
 def read_capped(stream: BinaryIO, what: str, limit: int) -> bytes:

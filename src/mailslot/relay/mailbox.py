@@ -54,7 +54,7 @@ from mailslot.core.errors import (
 )
 from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from, torn_of
 from mailslot.core.handover import show_then_record
-from mailslot.core.limits import check_chars, check_one_line, check_words
+from mailslot.core.limits import check_chars, check_controls, check_one_line, check_words
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import Watch
 from mailslot.relay.lines import (
@@ -456,6 +456,7 @@ def _check_say(relay: Relay, author: str, say: str) -> None:
     check_utf8("say", say)
     check_chars("say", say.strip(), 1, SAY_MAX_CHARS)
     check_one_line("say", say)
+    check_controls("say", say, "\t")
     if relay.role(author) == "manager":
         check_words("say", say, MANAGER_SAY_MAX_WORDS)
 
@@ -529,6 +530,7 @@ def post(relay: Relay, author: str, line: str) -> TurnLine:
 def _append(relay: Relay, author: str, line: str, conv: Conversation | None) -> TurnLine:
     """Check ``line`` (format, inbox, caps; the rules against ``conv`` when given) and append
     it; the only inbox writer. Callers hold relay.lock when they pass ``conv``."""
+    check_controls("line", line, "\t\n\r")  # a line break: parse_line's refusal says more
     parsed = parse_line(line)
     if parsed.author != author:
         raise Conflict(f"the line says ({parsed.author}) but it is written by {author}")
@@ -937,6 +939,7 @@ def note(root: Path | str, name: str, text: str) -> Path:
     relay.role(name)
     text = text.strip("\n")
     check_utf8("note", text)
+    check_controls("note", text, "\t\n\r")  # a note may span lines: written indented
     check_chars("note", text.strip(), 1, NOTE_MAX_BYTES)
     first, *more = text.splitlines()
     body = "".join(f"\n  {line}" for line in more)
