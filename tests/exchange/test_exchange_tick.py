@@ -368,6 +368,31 @@ def test_a_tick_with_nothing_new_keeps_every_outcome_without_reading_the_state(
     assert {p.name: p.stat().st_mtime_ns for p in (root / ".mailslot").glob("tick-*.json")} == kept
 
 
+def test_a_copy_passed_over_beside_a_changed_one_is_quiet_in_its_next_slot(ex, monkeypatch) -> None:
+    """A topic with news on one side: the other side's copy, rebuilt from its record, keeps
+    the digest of its last listing, so its next full listing finds it unchanged and the tick
+    after the news reads no whole state."""
+    import os
+
+    from mailslot.exchange import scan
+    from mailslot.exchange import tick as tick_mod
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    hand_entry(root, "olu", T, 2, "claude", "2098-11-01T09:10:00Z")
+    _age_tree(root)
+    tick(root)
+    tick(root)
+    hand_entry(root, "claude", T, 3, "olu", "2098-11-01T09:20:00Z")
+    os.utime(root / "to-claude" / T, (1_700_000_100, 1_700_000_100))  # changed, and settled
+    assert tick(root)["new_entries"] == [f"to-claude/{T}/0003-olu.md"]
+    monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
+    _no_whole_state(monkeypatch)
+    r = tick_mod.tick(ex)
+    assert not r.new_entries and not r.rewritten and not r.errors, r.errors
+
+
 def test_a_tick_with_nothing_new_still_sees_state_rewritten_in_place(ex, monkeypatch) -> None:
     from mailslot.exchange import tick as tick_mod
 

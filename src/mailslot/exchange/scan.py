@@ -8,10 +8,11 @@ so an archive or recovery move is not mistaken for new traffic.
 
 A quiet tick does not even read those records: ``QuickRecord`` is the little the tick keeps per
 copy beside them (its directory's mtime, STATE.md's size and mtime, and ``quick_key``: a digest
-of the listing, the newest entry's arrival, HELD.md's presence and the strays). A copy whose
-directory and STATE.md match it, outside its rotation slot, is a ``Stub``: unchanged, passed
-over without a listing; one listed in its slot whose ``quick_key`` is the same is unchanged too
-(``quiet``). A topic whose copies are all quiet may keep its last outcome (``tick``).
+of its last listing, every name with its type, size, mtime and ctime). A copy whose directory and
+STATE.md match it, outside its rotation slot, is a ``Stub``: unchanged, passed over without a
+listing; in its slot, one whose listing digests to the same key is a ``Stub`` too (each name
+``lstat``'d, nothing else made or read). A topic whose copies are all stubs, or listed and the
+same (``quiet``), may keep its last outcome (``tick``).
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
 not look like traffic, or it would notify about itself every run. Nor are an editor's leftovers
@@ -155,7 +156,9 @@ class SideCopy:
     # once the tick worked it out (req_known); None: none the other side has not answered
     req: Required | None = None
     req_known: bool = False
-    trusted_key: str = ""  # quick_key when listed; cleared when HELD.md comes or goes
+    # quick_key of its listing, when listed or passed over; "" (matches no listing) when not
+    # known, or cleared when HELD.md comes or goes
+    trusted_key: str = ""
     quiet: bool = False  # listed, and the same as the last run's QuickRecord says
     deferred: list[str] = field(default_factory=list)  # files still being written: left out
 
@@ -165,7 +168,7 @@ class SideCopy:
             return None
         state = self.files.get(STATE_NAME)
         size, mtime = state if state is not None else (-1, 0)
-        return [self.dir_mtime, size, mtime, self.trusted_key or quick_key(self)]
+        return [self.dir_mtime, size, mtime, self.trusted_key]
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -271,6 +274,7 @@ def _scan_dir(
     files, entries, match = copy.files, copy.entries, ENTRY_RE.match
     parts: list[str] = []
     ctimes: dict[str, int] = {}
+    listed: list[Listed] = []
     try:
         # the directory's mtime before listing: a change during the listing makes it newer
         copy.dir_mtime = os.stat(path).st_mtime_ns if dir_mtime is None else dir_mtime
@@ -282,8 +286,10 @@ def _scan_dir(
                     continue
                 if name == HELD_NAME:
                     copy.held = True
+                    listed.append(_HELD)
                     continue
                 st = e.stat(follow_symlinks=False)
+                listed.append((name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
                 m = match(name)
                 if (m is None and name != STATE_NAME) or not S_ISREG(st.st_mode):
                     copy.strays.append(name)  # reported, and the topic is not archived
@@ -307,6 +313,7 @@ def _scan_dir(
     copy.sig = "\n".join(parts)
     copy.count = len(entries)
     copy.ctimes = ctimes
+    copy.trusted_key = quick_key(listed)
     if entries:  # the last to arrive; the same instant falls back to the number
         _, number, name, sender = max((ctimes[n], num, n, s) for num, s, n in entries)
         copy.top = EntryName(number, sender, name)
@@ -314,16 +321,42 @@ def _scan_dir(
     return copy
 
 
-def quick_key(copy: SideCopy) -> str:
-    """A digest of what the tick's outcome for ``copy`` depends on beyond its readings: every
-    file's name, size and mtime (``sig``), the entries' arrivals (the newest one's only, for a
-    copy rebuilt from its record: the digest then differs once, when it is next listed),
-    HELD.md, the strays."""
-    h = hashlib.blake2b(copy.sig.encode(), digest_size=8)
-    h.update(f"\0{copy.top_ctime}\0{int(copy.held)}\0{'/'.join(copy.strays)}".encode())
-    if copy.ctimes:  # listed: every entry's arrival, so a chmod or a rewrite that put its mtime
-        h.update(repr(sorted(copy.ctimes.items())).encode())  # back is seen in its slot
-    return h.hexdigest()
+Listed = tuple[str, int, int, int, int]
+"""One name in a topic directory with its ``lstat``: ``(name, mode, size, mtime_ns, ctime_ns)``
+(HELD.md by its presence alone: ``_HELD``)."""
+
+_HELD: Listed = (HELD_NAME, 0, 0, 0, 0)
+
+
+def quick_key(listed: list[Listed]) -> str:
+    """A digest of a topic directory's listing (every name but ``leftover_name``s, as
+    ``Listed``; sorted here): all the tick's outcome for the copy depends on beyond its
+    readings -- each file's name, type, size and mtime, the entries' arrivals (ctime: a chmod,
+    or a rewrite that put the mtime back, still moves it), HELD.md, the strays."""
+    listed.sort()
+    return hashlib.blake2b(repr(listed).encode(), digest_size=8).hexdigest()
+
+
+def _listed_as(path: str, key: str) -> bool:
+    """Whether the directory at ``path`` lists now as it did when its ``quick_key`` was
+    ``key`` (every name ``lstat``'d, nothing else made): then nothing in it changed, and the
+    file it had none still being written (a copy with one keeps no ``QuickRecord``). A listing
+    that fails answers no: ``_scan_dir`` then looks at it in full."""
+    listed: list[Listed] = []
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                name = e.name
+                if leftover_name(name):
+                    continue
+                if name == HELD_NAME:
+                    listed.append(_HELD)
+                    continue
+                st = e.stat(follow_symlinks=False)
+                listed.append((name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    except OSError:
+        return False
+    return quick_key(listed) == key
 
 
 def _rotation_turn(name: str, now_ns: int) -> bool:
@@ -348,7 +381,8 @@ def materialize(stub: Stub, rec: list[Any] | None, now_ns: int) -> SideCopy:
     name = stub.key.partition("/")[2]
     copy = _trusted(stub.dir, stub.key, name, stub.inbox_side, stub.dir_mtime, rec, now_ns, True)
     if copy is None:
-        copy = _scan_dir(stub.dir, stub.key, stub.inbox_side, False, now_ns)
+        return _scan_dir(stub.dir, stub.key, stub.inbox_side, False, now_ns)
+    copy.trusted_key = stub.quick[3]  # what it vouched for still holds: the listing as it was
     return copy
 
 
@@ -472,17 +506,21 @@ def _scan_inbox(
             scan.copies[side] = copy or _scan_dir(path, key, side, False, now_ns, mtime)
             continue
         q = quick.get(key)
-        if q is not None and q[0] == mtime and crc(name.encode()) % ROTATION != turn:
-            if len(q) == 4 and q[1] < 0:  # QuickRecord: no STATE.md to look at
+        if q is not None and q[0] == mtime:
+            if crc(name.encode()) % ROTATION == turn:  # its slot: every name lstat'd
+                if _listed_as(path, q[3]):
+                    scan.stubs[side] = Stub(key, path, side, mtime, q)
+                    continue
+            elif q[1] < 0:  # QuickRecord: no STATE.md to look at
                 scan.stubs[side] = Stub(key, path, side, mtime, q)
                 continue
-            st = _stat_of(f"{path}/{STATE_NAME}") if len(q) == 4 else None
-            if st is not None and st.st_size == q[1] and st.st_mtime_ns == q[2]:
-                scan.stubs[side] = Stub(key, path, side, mtime, q)
-                continue  # else rewritten in place (or gone): list the directory
+            else:
+                st = _stat_of(f"{path}/{STATE_NAME}")
+                if st is not None and st.st_size == q[1] and st.st_mtime_ns == q[2]:
+                    scan.stubs[side] = Stub(key, path, side, mtime, q)
+                    continue  # else rewritten in place (or gone): list the directory
         copy = _scan_dir(path, key, side, False, now_ns, mtime)
-        copy.trusted_key = quick_key(copy)
-        copy.quiet = q is not None and len(q) == 4 and copy.trusted_key == q[3]
+        copy.quiet = q is not None and copy.trusted_key == q[3]
         scan.copies[side] = copy
 
 

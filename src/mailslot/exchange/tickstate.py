@@ -52,7 +52,7 @@ TICK_GIT = "tick-git.json"
 TICK_QUIET = "tick-quiet.json"
 TICK_MONITOR = "tick-monitor.json"
 VERSION = 3
-QUIET_VERSION = 4  # tick-quiet.json, a cache: one of another version is rebuilt
+QUIET_VERSION = 5  # tick-quiet.json, a cache: one of another version is rebuilt
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 # The most a kept file may hold: the state over 100,000 entries is tens of MiB.
 KEPT_MAX = 512 << 20
