@@ -19,6 +19,7 @@ thousands of topics, so directory paths are plain strings, not ``Path`` objects.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import stat
@@ -285,6 +286,10 @@ def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
     ``list_dir`` would now say, when only ``names`` changed since ``d`` was listed (a watcher
     knows which from its file events). Anything but a missing name that does not ``lstat``
     lists the directory again in full."""
+    names = tuple(names)
+    placed = _entries_placed(d, names)
+    if placed is not None:
+        return placed
     entries = {e[2]: e for e in d.entries}
     strays = set(d.strays)
     held, has_state = d.held, d.has_state
@@ -316,6 +321,48 @@ def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
         tuple(listed),
         held or new_held,
         has_state or new_state,
+        tuple(sorted(strays)),
+    )
+
+
+def _entries_placed(d: TopicDir, names: tuple[str, ...]) -> TopicDir | None:
+    """``relisted`` when every name is an entry's or a dot-name (the common wake: an entry
+    renamed in from its temp), each placed in or taken out of the sorted entries by ``bisect``
+    rather than the whole topic rebuilt; ``None`` for any other name, or one that does not
+    ``lstat`` for another reason than being gone."""
+    entries = list(d.entries)
+    strays = list(d.strays)
+    for name in names:
+        if leftover_name(name):
+            continue
+        m = ENTRY_RE.match(name)
+        if m is None:
+            return None
+        try:
+            st: os.stat_result | None = os.lstat(d.file(name))
+        except FileNotFoundError:
+            st = None
+        except OSError:
+            return None
+        e = (int(m.group(1)), m.group(2), name)
+        i = bisect.bisect_left(entries, e)
+        there = i < len(entries) and entries[i] == e
+        regular = st is not None and stat.S_ISREG(st.st_mode)
+        if regular and not there:
+            entries.insert(i, e)
+        elif there and not regular:
+            del entries[i]
+        if name in strays:
+            strays.remove(name)
+        if st is not None and not regular:
+            strays.append(name)
+    return TopicDir(
+        d.topic,
+        d.dir,
+        d.archived,
+        tuple(entries),
+        d.held,
+        d.has_state,
         tuple(sorted(strays)),
     )
 
