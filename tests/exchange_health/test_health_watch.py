@@ -340,6 +340,7 @@ def test_a_listing_updated_from_event_names_is_the_listing_made_anew(tmp_path: P
     steps = [
         lambda: (d / ".incoming").write_text("two"),
         lambda: os.rename(d / ".incoming", d / "0002-olu.md"),
+        lambda: (d / "0002-alice.md").write_text("placed before 0002-olu"),
         lambda: (d / "STATE.md").write_text("status: open\n"),
         lambda: (d / "HELD.md").write_text("# HELD\n"),
         lambda: (d / "notes.txt").write_text("a stray"),
@@ -360,7 +361,7 @@ def test_a_listing_updated_from_event_names_is_the_listing_made_anew(tmp_path: P
             assert changed is not None and changed.get(d)
             listing = relisted(listing, changed[d] or ())
             assert listing == list_dir(d, d.name, False), step
-    assert [e[2] for e in listing.entries] == ["0002-olu.md", "0004-claude.md"]
+    assert [e[2] for e in listing.entries] == ["0002-alice.md", "0002-olu.md", "0004-claude.md"]
     assert listing.strays == ("0001-claude.md", "0003-olu.md") and not listing.held
 
 
@@ -400,3 +401,108 @@ def test_a_directory_at_the_seen_mark_is_a_warning_and_a_fresh_reader(ex) -> Non
     assert len(watch(ex, "olu", timeout=5).items) == 2  # marked on disk again from here
     with pytest.raises(WaitTimeout):
         watch(ex, "olu", timeout=0.2)
+
+
+def _take_all(w: Watcher, want: int) -> list[str]:
+    """Keys a long-lived watcher delivers over as many wakes as it takes to get ``want``."""
+    keys: list[str] = []
+    while len(keys) < want:
+        keys += [i.key for i in w.watch(5).items]
+    return keys
+
+
+def test_a_wake_on_one_topic_also_delivers_what_came_to_others_meanwhile(ex) -> None:
+    """A long-lived watcher looks again only at the topics its events name: entries written to
+    several topics between two wakes are all delivered, each once."""
+    a = send(ex, "claude", "a", "fyi", "a1").topic
+    b = send(ex, "claude", "b", "fyi", "b1").topic
+    c = send(ex, "claude", "c", "fyi", "c1").topic
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 3
+        hand_entry(ex.root, "olu", b, 2, "claude", format_time(), **RENAMED_IN)
+        assert [i.key for i in w.watch(5).items] == [f"{b}/0002-claude"]
+        for n in range(3, 6):  # a burst into a, b and c between two wakes
+            for topic in (a, b, c):
+                hand_entry(ex.root, "olu", topic, n, "claude", format_time(), **RENAMED_IN)
+        got = _take_all(w, 9)
+        assert sorted(got) == sorted(f"{t}/{n:04d}-claude" for t in (a, b, c) for n in (3, 4, 5))
+        hand_entry(ex.root, "olu", c, 6, "claude", format_time(), **RENAMED_IN)
+        assert [i.key for i in w.watch(5).items] == [f"{c}/0006-claude"]
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+
+
+def test_lost_events_make_a_long_lived_watcher_look_at_everything_again(ex) -> None:
+    """Events lost to a full kernel queue (IN_Q_OVERFLOW) say nothing of which topics changed:
+    the next wake lists every topic again, so an entry whose event was lost is delivered."""
+    a = send(ex, "claude", "flooded", "fyi", "a1").topic
+    b = send(ex, "claude", "quiet", "fyi", "b1").topic
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 2
+        flood = ex.inbox("olu") / a / ".flood"
+        flood.write_text("x")
+        for _ in range(limit):  # two events a rename: the queue overflows, later events are lost
+            os.rename(flood, flood.with_name(".flood2"))
+            os.rename(flood.with_name(".flood2"), flood)
+        hand_entry(ex.root, "olu", b, 2, "claude", format_time(), **RENAMED_IN)
+        assert [i.key for i in w.watch(5).items] == [f"{b}/0002-claude"]
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+
+
+def test_an_entry_written_into_an_archived_topic_is_delivered_by_its_own_directory(ex) -> None:
+    """done/<topic> is not watched and writing into it leaves done/'s own mtime as it was: a
+    long-lived watcher tells it changed by the topic directory's own stat, at the next wake,
+    however old the listing it kept (and however recent the change before it)."""
+    old = send(ex, "claude", "archived", "fyi", "read, then archived").topic
+    live = send(ex, "claude", "live", "fyi", "live").topic
+    done = ex.inbox("olu") / "done"
+    os.rename(ex.inbox("olu") / old, done / old)
+    hour_ago = time.time() - 3600
+    os.utime(done / old, (hour_ago, hour_ago))  # a listing of it is kept, not redone each wake
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 2
+        done_mtime = (done).stat().st_mtime_ns
+        for n in (2, 3):  # the second lands right after the first wake listed the first
+            hand_entry(ex.root, "olu", f"done/{old}", n, "claude", format_time(), **RENAMED_IN)
+            hand_entry(ex.root, "olu", live, n, "claude", format_time(), **RENAMED_IN)
+            got = _take_all(w, 2)
+            assert sorted(got) == [f"{old}/{n:04d}-claude", f"{live}/{n:04d}-claude"]
+            items = {i.key: i for i in w.pending()}
+            assert not items
+        assert done.stat().st_mtime_ns == done_mtime
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+
+
+def test_a_long_lived_watcher_whose_seen_mark_is_removed_delivers_everything_again(ex) -> None:
+    """Keys gone from the seen-mark (removed by hand: a fresh reader) are seen at the next take:
+    the watcher looks at every topic again rather than at what it had found unseen."""
+    first = send(ex, "claude", "one", "fyi", "first").topic
+    with Watcher(ex, "olu") as w:
+        assert [i.key for i in w.watch(5).items] == [f"{first}/0001-claude"]
+        CursorStore(WATCH_NAMESPACE).path_for(cursor_key(ex, "olu")).unlink()
+        second = send(ex, "claude", "two", "fyi", "second").topic
+        assert [i.key for i in w.watch(5).items] == [f"{second}/0001-claude"]
+        assert [i.key for i in w.watch(5).items] == [f"{first}/0001-claude"]
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)
+
+
+def test_a_long_lived_watcher_whose_output_failed_shows_the_same_entries_again(ex) -> None:
+    """Nothing is marked when the output fails: the next wait of the same watcher shows the same
+    entries at once, with no new event on their topics."""
+    topic = send(ex, "claude", "shown", "fyi", "first").topic
+    with Watcher(ex, "olu") as w:
+        assert len(w.watch(5).items) == 1
+        hand_entry(ex.root, "olu", topic, 2, "claude", format_time(), **RENAMED_IN)
+
+        def closed_pipe(result: object) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        with pytest.raises(BrokenPipeError):
+            w.watch(5, show=closed_pipe)
+        assert [i.key for i in w.watch(0.5).items] == [f"{topic}/0002-claude"]
+        with pytest.raises(WaitTimeout):
+            w.watch(0.2)

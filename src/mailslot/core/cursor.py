@@ -298,12 +298,16 @@ class SeenLog:
         self._added = 0  # keys in appended lines, against those in the first line
         self._first = 0
         self._end = 0  # the file's size at the last look: past ``_at``, a line cut short
+        # How many times ``seen`` was read whole or emptied (keys may have gone from it): a
+        # caller that keeps what it found unseen looks at everything again when this moves
+        self.resets = 0
 
     def load(self) -> SeenSet:
         """The seen-set as the file says now; ``FormatError`` if it does not read."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
+            self.resets += 1
             self.seen.keys.clear()
             self.meta = {}
             self._at, self._added, self._first = None, 0, 0
@@ -329,6 +333,7 @@ class SeenLog:
         return self.seen
 
     def _whole(self, raw: bytes, st: os.stat_result) -> None:
+        self.resets += 1
         self._at = None
         self.seen.keys.clear()  # a file that does not read is a fresh reader's
         self.meta = {}

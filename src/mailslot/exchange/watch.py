@@ -16,6 +16,16 @@ a key that carries its size and mtime, so a later change to it is delivered agai
 entry already shown whose mtime is past when the round that marked it began (an append, a rename
 over it): each mark notes that time (``marked_ns``).
 
+A long-lived watcher keeps what its last look found (``_View``): each live topic's listing, and
+per topic the entries it had not seen. A wake whose events all carry names inside listed live
+topics looks again only at those names, at each archived topic directory's own ``stat`` (``done/
+<topic>`` is not watched, and writing into it leaves ``done/``'s mtime as it was: an entry put
+there is found at the next wake, as before), and at the topics with entries still unseen, so a
+wake costs the names that changed and the number of archived topics, not the entries in the
+inbox. Everything is looked at again at the first round, after lost events (a full kernel
+queue), an event on the inbox, ``done/`` or a topic directory itself, and whenever keys may have
+gone from the seen-set (another process rewrote it, it was removed, a prune dropped keys).
+
 The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
 own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
 are ``<topic>/<NNNN>-<from>``, unchanged by archive moves or a bridge's renames. A missing cursor
@@ -34,10 +44,11 @@ may re-deliver, never lose. Each mark drops the keys of topics that are neither 
 
 from __future__ import annotations
 
+import bisect
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,7 +61,7 @@ from mailslot.core.handover import show_then_record
 from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Watch, settled
 from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
-from mailslot.exchange.inbox import InboxItem, inbox_items, read_entry
+from mailslot.exchange.inbox import InboxItem, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 from mailslot.exchange.listing import (
     ENTRY_RE,
@@ -82,6 +93,13 @@ SCOPES = ("any", "required")
 _KEPT_STATES = (APPEARED, WRITING, CLOSED)
 CUT_SHORT = "ends part-way through a line: its writer may have stopped before the end"
 CHANGED = "changed after it was shown (an entry is never edited): shown again as it now stands"
+# An archived topic's listing is kept while its directory's own inode, mtime and ctime are what
+# they were when it was listed, once those times are this far behind the clock of the listing: a
+# change within one tick of the file system's clock can leave a directory's times as they were
+SETTLED_DIR_NS = 2_000_000_000
+
+# (key, entry) of each entry of one topic directory that was not seen when it was looked at
+Unseen = list[tuple[str, InboxItem]]
 
 
 def cursor_key(ex: Exchange, agent: str) -> str:
@@ -199,6 +217,31 @@ def _entry_name(name: str) -> tuple[int, str, str] | None:
     return None if m is None else (int(m.group(1)), m.group(2), name)
 
 
+@dataclass
+class _View:
+    """The last look at every topic, kept while each event since carried names in a listed live
+    topic (nothing made, moved or replaced): a round then looks again only at those names, at
+    each archived topic's own ``stat``, and at the topics whose entries were not all seen."""
+
+    resets: tuple[int, int]  # ``Watcher._resets`` when it was made: keys dropped since redo it
+    waiting: dict[str, None]  # the topic directories (live or archived) with entries unseen
+    flagged: dict[str, None]  # the live topic directories with strays or a HELD.md
+
+
+def _first_of_each(lists: list[Unseen]) -> list[InboxItem]:
+    """The entries of ``lists``, live ones first, each key once (a topic both live and in
+    ``done/`` is damage: its live copy is the one shown)."""
+    out = []
+    taken: set[str] = set()
+    for archived in (False, True):
+        for found in lists:
+            for key, item in found:
+                if item.archived is archived and key not in taken:
+                    taken.add(key)
+                    out.append(item)
+    return out
+
+
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
     when = format_time(d.entry.at) if d.entry is not None and d.entry.at else "~"
     return (when, d.topic, d.key)
@@ -227,6 +270,7 @@ class Watcher:
         self.warnings: list[str] = []
         self._log = self.store.seen_log(self.key)
         self._kept: set[str] = set()  # what was taken while the seen-mark cannot be written
+        self._dropped = 0  # how many times this watcher dropped keys from its seen-set
         self.seen = self._load_seen()
         self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
         # entry file -> what its events said last (APPEARED, WRITING, CLOSED), while not taken
@@ -239,6 +283,13 @@ class Watcher:
         # Which live entries already seen to look at for a change since they were shown: all
         # (None) on the first round and after lost events, else the names the events carried
         self._look_all = True
+        # topic directory -> the listing and ``_resets`` its unseen entries were found against,
+        # and those entries (``Unseen``): found again only for a listing that changed
+        self._unseen: dict[str, tuple[TopicDir, tuple[int, int], Unseen]] = {}
+        # archived topic directory -> its (inode, mtime, ctime) when listed (None: too recent
+        # to go by) and its listing; done/<topic> is not watched, so it is told by its own stat
+        self._done: dict[str, tuple[tuple[int, int, int] | None, TopicDir]] = {}
+        self._view: _View | None = None
         self._round_ns = 0  # time.time_ns() when the last round began: marked with what it found
         self._also: dict[str, str] = {}  # key -> its as-it-stands key, for entries written then
         self._watch: Watch | None = None
@@ -382,6 +433,177 @@ class Watcher:
             self._listings[path] = (armed, listing)
         return listing
 
+    def _resets(self) -> tuple[int, int]:
+        """How many times keys may have gone from the seen-set: read whole or emptied by the
+        seen-mark's log, or dropped here (a prune, an unreadable seen-mark)."""
+        return self._log.resets, self._dropped
+
+    def _list_done(self, names: list[str]) -> list[TopicDir]:
+        """The archived topics ``names``, each listed again only when its directory's own
+        ``stat`` (inode, mtime, ctime; relative to an open ``done/``) differs from its listing's
+        or was too recent to go by (``SETTLED_DIR_NS``)."""
+        done = f"{self.inbox}/{DONE}"
+        kept: dict[str, tuple[tuple[int, int, int] | None, TopicDir]] = {}
+        out = []
+        fd = -1
+        if names:
+            try:
+                fd = os.open(done, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+        try:
+            for t in names:
+                path = f"{done}/{t}"
+                sig: tuple[int, int, int] | None = None
+                if fd >= 0:
+                    try:
+                        st = os.stat(t, dir_fd=fd, follow_symlinks=False)
+                        sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                    except OSError:
+                        sig = None
+                hit = self._done.get(path)
+                if sig is not None and hit is not None and hit[0] == sig:
+                    listing = hit[1]
+                else:
+                    listed_ns = time.time_ns()
+                    listing = list_dir(path, t, True)
+                    if sig is not None and max(sig[1], sig[2]) > listed_ns - SETTLED_DIR_NS:
+                        sig = None  # changed as recently as a clock tick might hide: not kept
+                kept[path] = (sig, listing)
+                out.append(listing)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        self._done = kept
+        return out
+
+    def _unseen_in(self, d: TopicDir, seen: SeenSet, resets: tuple[int, int]) -> Unseen:
+        """The entries of ``d`` not in ``seen``: those found for this very listing since no key
+        went from the seen-set, still unseen; else found anew (each entry's key looked up)."""
+        hit = self._unseen.get(d.dir) if seen is self.seen else None
+        keys = seen.keys
+        if hit is not None and hit[0] is d and hit[1] == resets:
+            found = [u for u in hit[2] if u[0] not in keys] if hit[2] else hit[2]
+        else:
+            prefix = d.topic + "/"
+            topic, archived, where = d.topic, d.archived, d.dir
+            # the name is NNNN-<from>.md: the key's own spelling; most are seen, so those are
+            # dropped in one comprehension before anything is built for the rest
+            fresh = [e for e in d.entries if prefix + e[2][:-3] not in keys]
+            found = [
+                (
+                    prefix + name[:-3],
+                    InboxItem(topic, number, sender, Path(f"{where}/{name}"), archived),
+                )
+                for number, sender, name in fresh
+            ]
+        if seen is self.seen:
+            self._unseen[d.dir] = (d, resets, found)
+        return found
+
+    def _unseen_after(
+        self,
+        before: TopicDir,
+        d: TopicDir,
+        names: Iterable[str],
+        seen: SeenSet,
+        resets: tuple[int, int],
+    ) -> Unseen:
+        """``_unseen_in`` for ``d``, the listing ``before`` updated from ``names``: what was
+        unseen in ``before`` but for those names, and those of them that are entries of ``d``
+        not in ``seen`` (found by ``bisect``); anew when nothing was kept for ``before``."""
+        hit = self._unseen.get(d.dir)
+        if hit is None or hit[0] is not before or hit[1] != resets or seen is not self.seen:
+            return self._unseen_in(d, seen, resets)
+        keys = seen.keys
+        prefix = d.topic + "/"
+        named = [e for n in names if (e := _entry_name(n)) is not None]
+        gone = {prefix + e[2][:-3] for e in named}
+        found = [u for u in hit[2] if u[0] not in gone and u[0] not in keys]
+        entries = d.entries
+        for e in named:
+            key = prefix + e[2][:-3]
+            i = bisect.bisect_left(entries, e)
+            if i < len(entries) and entries[i] == e and key not in keys:
+                path = Path(d.file(e[2]))
+                found.append((key, InboxItem(d.topic, e[0], e[1], path, d.archived)))
+        self._unseen[d.dir] = (d, resets, found)
+        return found
+
+    def _look_everywhere(
+        self, seen: SeenSet
+    ) -> tuple[list[InboxItem], list[TopicDir], list[TopicDir]]:
+        """Every topic looked at (a listing kept from before where it is still current): the
+        entries not in ``seen`` (live, then archived; a topic both live and in ``done/``, which
+        is damage, yields each key once), the live topics, and those with strays or a HELD.md.
+        For the watcher's own seen-set, what was found is kept as the ``_View`` the next rounds
+        update from their events."""
+        inbox = str(self.inbox)
+        if self._names is not None:
+            live_names, done_names = self._names
+        else:
+            live_names, done_names = topic_names(inbox), topic_names(f"{inbox}/{DONE}")
+        resets = self._resets()
+        live = [self._list_live(f"{inbox}/{t}", t, False) for t in live_names]
+        done = self._list_done(done_names)
+        waiting: dict[str, None] = {}
+        items = _first_of_each([self._unseen_in(d, seen, resets) for d in (*live, *done)])
+        if seen is self.seen:
+            for d in (*live, *done):
+                if self._unseen[d.dir][2]:
+                    waiting[d.dir] = None
+            listed = {d.dir for d in (*live, *done)}
+            for gone in self._unseen.keys() - listed:
+                del self._unseen[gone]
+        flagged = [d for d in live if d.strays or d.held]
+        # kept only while every live topic is listed under a watch of its own: one that is not
+        # (not armed yet) would not tell a later round that it changed
+        if seen is self.seen and all(d.dir in self._listings for d in live):
+            self._view = _View(resets, waiting, {d.dir: None for d in flagged})
+        else:
+            self._view = None
+        return items, live, flagged
+
+    def _look_again(
+        self,
+        view: _View,
+        touched: dict[str, tuple[TopicDir, TopicDir, dict[str, Change]]],
+        seen: SeenSet,
+    ) -> tuple[list[InboxItem], list[TopicDir], list[TopicDir]]:
+        """``_look_everywhere`` brought up to date from the events: the live topics in
+        ``touched`` (listings updated from their events' names) and each archived topic whose
+        own ``stat`` changed are looked at again, the rest as they were. The live topics
+        returned are the touched ones (all that can hold a seen entry written since)."""
+        resets = view.resets
+        for where, (before, d, names) in touched.items():
+            found = self._unseen_after(before, d, names, seen, resets)
+            if found:
+                view.waiting[where] = None
+            else:
+                view.waiting.pop(where, None)
+            if d.strays or d.held:
+                view.flagged[where] = None
+            else:
+                view.flagged.pop(where, None)
+        if self._names is not None and self._names[1]:
+            for d in self._list_done(self._names[1]):
+                if self._unseen_in(d, seen, resets):
+                    view.waiting[d.dir] = None
+                else:
+                    view.waiting.pop(d.dir, None)
+        lists = []
+        for where in list(view.waiting):
+            hit = self._unseen.get(where)
+            found = [] if hit is None else [u for u in hit[2] if u[0] not in seen.keys]
+            if found:
+                lists.append(found)
+                if hit is not None and len(found) < len(hit[2]):
+                    self._unseen[where] = (hit[0], hit[1], found)
+            else:
+                del view.waiting[where]
+        flagged = [self._listings[w][1] for w in view.flagged if w in self._listings]
+        return _first_of_each(lists), [t[1] for t in touched.values()], flagged
+
     def pending(self, seen: SeenSet | None = None) -> list[Delivered]:
         """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
         seen = seen if seen is not None else self.seen
@@ -392,11 +614,14 @@ class Watcher:
         out = []
         changed = self._watch.take_changes() if self._watch is not None else None
         look: dict[str, set[str]] | None = {}  # seen entries to look at again (None: all)
+        # listed live topics updated from their events' names: (the listing before, after, names)
+        touched: dict[str, tuple[TopicDir, TopicDir, dict[str, Change]]] = {}
         if changed is None:  # not known which (events lost): every directory is listed anew
             self._listings.clear()
             self._states.clear()  # and whether a file is whole is asked of the kernel again
             self._rearm = True
             self._names = None
+            self._view = None
             look = None
         else:
             for p, names in changed.items():
@@ -409,24 +634,23 @@ class Watcher:
                 hit = self._listings.get(str(p))
                 if hit is not None and names is not None:
                     # only these names in a listed topic changed: look at them, not at all of it
-                    self._listings[str(p)] = (hit[0], relisted(hit[1], names))
+                    listing = relisted(hit[1], names)
+                    self._listings[str(p)] = (hit[0], listing)
+                    touched[str(p)] = (hit[1], listing, names)
                 else:  # the inbox, done/, a topic directory itself: list and arm anew
                     self._listings.pop(str(p), None)
                     self._rearm = self._again = True
                     self._names = None
+                    self._view = None
         if self._names is None and changed is not None:  # listed after both were armed
             self._names = (topic_names(self.inbox), topic_names(self.inbox / DONE))
-        live_names, done_names = self._names if self._names is not None else (None, None)
-        items, live = inbox_items(
-            self.ex,
-            self.side,
-            seen.keys,
-            list_live=self._list_live,
-            live_names=live_names,
-            done_names=done_names,
-        )
         if self._look_all:
             look, self._look_all = None, False
+        view = self._view
+        if seen is not self.seen or view is None or view.resets != self._resets():
+            items, live, flagged = self._look_everywhere(seen)
+        else:
+            items, live, flagged = self._look_again(view, touched, seen)
         for item, note in [
             *((i, None) for i in items),
             *self._shown_then_changed(live, seen, look),
@@ -456,14 +680,14 @@ class Watcher:
                     "entry", key, item.topic, item.path, item.archived, entry, partial=partial
                 )
             )
-        for d in live:
+        for d in flagged:
             for name in d.strays:  # shown once, marked: never silently invisible
                 key = f"{d.topic}/{name}:stray"
                 if key not in seen.keys:
                     why = f"{_stray_why(d.file(name))}; not parsed"
                     out.append(Delivered("stray", key, d.topic, Path(d.file(name)), why=why))
-        holds = load_holds(self.ex) if any(d.held for d in live) else {}
-        for d in live:
+        holds = load_holds(self.ex) if any(d.held for d in flagged) else {}
+        for d in flagged:
             if not d.held:
                 continue
             path = Path(d.file(HELD_NAME))
@@ -512,6 +736,7 @@ class Watcher:
             if msg not in self.warnings:
                 self.warnings.append(msg)
             self._log.seen.keys.clear()
+            self._dropped += 1
             self._log.seen.keys.update(self._kept)
             return self._log.seen
 
@@ -561,6 +786,7 @@ class Watcher:
         if len(keep) == len(seen.keys):
             return False
         seen.keys.intersection_update(keep)
+        self._dropped += 1
         return True
 
     def take(self, found: list[Delivered], show: Show | None = None) -> list[Delivered]:
