@@ -90,6 +90,25 @@ def test_removing_the_file_ends_a_blocked_wait_with_gone(chat_file: Path) -> Non
     assert not chat_file.exists()
 
 
+def test_a_wait_after_the_chat_file_was_replaced_wakes_for_a_write_to_the_new_one(
+    chat_file: Path,
+) -> None:
+    """Each wait may reuse the kernel instance the last one kept, which watched the file the
+    name held then: the new wait arms the file the name holds now."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "one", "alice")
+    assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["one"]
+    data = chat_file.read_bytes()  # an editor's save that keeps the old file as its backup:
+    chat_file.rename(chat_file.with_name(chat_file.name + "~"))  # the old inode lives on
+    chat_file.write_bytes(data)  # the same bytes in a new file
+    t, box = in_thread(chat.wait, chat_file, "bob", timeout=60)
+    t.join(0.3)  # blocked in its wait
+    bash_write(chat_file, "zara", "after the save")
+    t.join(20)  # woken by the write, long before the wait's own timeout
+    assert not t.is_alive(), "the write to the new file did not wake the wait"
+    assert [m.body for m in box["result"].messages] == ["after the save"], box
+
+
 def test_a_refused_keep_leaves_the_message_for_the_next_wait(tmp_path: Path) -> None:
     path = new_chat("t", tmp_path, "kiran").path
     join(path, "zara")

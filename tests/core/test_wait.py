@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mailslot.core import wait as wait_mod
 from mailslot.core.errors import WaitTimeout
 from mailslot.core.fsio import atomic_create, locked_append
 from mailslot.core.wait import (
@@ -140,6 +141,75 @@ def test_a_closed_watch_releases_its_inotify_descriptor(tmp_path: Path) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("the inotify descriptor was never closed")
+
+
+def test_a_reused_watch_hears_only_its_own_paths(tmp_path: Path, monkeypatch) -> None:
+    """The instance a closed ``Watch(reuse=True)`` kept serves the next one, without the old
+    watches and without the events queued on them meanwhile."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    monkeypatch.setattr(wait_mod, "_kept", [])
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.touch()
+    new.touch()
+    first = Watch([old], reuse=True)
+    kernel = first._kernel
+    first.close()
+    old.write_text("written while kept")
+    second = Watch([new], reuse=True)
+    try:
+        assert second._kernel is kernel  # reused, not made afresh
+        assert not second.wait(0.2)  # what was queued for the old path is gone
+        old.write_text("written after")
+        assert not second.wait(0.2)  # and so is its watch
+        new.write_text("mine")
+        assert second.wait(5.0)
+    finally:
+        second.close()
+
+
+def test_watches_beyond_the_kept_few_and_handed_out_ones_are_closed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    monkeypatch.setattr(wait_mod, "_kept", [])
+    watches = [Watch([tmp_path], reuse=True) for _ in range(wait_mod.REUSE_MAX + 1)]
+    handed = Watch([tmp_path], reuse=True)
+    fds = [handed.fileno()] + [w._kernel._ino.fileno() for w in watches]  # type: ignore[union-attr]
+    for w in [handed, *watches]:
+        w.close()
+    kept = [k._ino.fileno() for k in wait_mod._kept]
+    assert len(kept) == wait_mod.REUSE_MAX and fds[0] not in kept
+    released = [fd for fd in fds if fd not in kept]
+    deadline = time.monotonic() + 30
+    while released and time.monotonic() < deadline:
+        released = [fd for fd in released if _is_open(fd)]
+        time.sleep(0.01)
+    assert not released, "a watch that was not kept still holds its inotify descriptor"
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def test_a_forked_child_never_reuses_its_parents_kept_watch(tmp_path: Path, monkeypatch) -> None:
+    """Parent and child reading one inotify queue would each take the other's events."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    monkeypatch.setattr(wait_mod, "_kept", [])
+    Watch([tmp_path], reuse=True).close()
+    [parents] = wait_mod._kept
+    pid = os.fork()
+    if pid == 0:  # the child: a new watch is its own
+        os._exit(0 if Watch([tmp_path], reuse=True)._kernel is not parents else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert wait_mod._kept == [parents]  # still there for the parent
 
 
 # A process that ends promptly (the CLI's waits): the holder shares the inotify descriptor, and

@@ -124,7 +124,7 @@ class Waiter:
         self._armed = -1  # the inode the watch follows
         from mailslot.core.wait import Watch  # kernel file events: only a waiter needs them
 
-        self._watch = Watch()
+        self._watch = Watch(reuse=True)  # a Waiter per wait (``wait``) pays no slow close
         self._reader = HeldReader(self.path)
 
     def _stored(self, store: CursorStore, ref: ChatRef, *, warn: bool) -> ByteCursor | None:

@@ -97,6 +97,12 @@ class INotify:
             _raise_errno(f"inotify_add_watch {raw!r}")
         return wd
 
+    def rm_watch(self, wd: int) -> None:
+        """Stop watch ``wd`` (its ``IGNORED`` event is queued); ``OSError`` (``EINVAL``) for a
+        watch the kernel dropped already."""
+        if _c().inotify_rm_watch(self.fd, wd) < 0:
+            _raise_errno(f"inotify_rm_watch {wd}")
+
     def read(self, timeout: int | None = None) -> list[Event]:
         """The events queued now; with ``timeout`` (ms; ``None``: forever) waits for the first
         when none is queued (0: never blocks)."""

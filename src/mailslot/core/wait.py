@@ -22,10 +22,19 @@ writer closes it) from one that is whole (``CLOSED``: closed after writing, or r
 place); a file linked into place, or created and not yet written, is only ``APPEARED``.
 ``being_written`` asks the kernel the same question for any file, events or not, and
 ``settled`` puts the two together with a bound, for whoever reads files others write.
+
+A waiter made afresh for every wait (``chat.wait`` called per message) asks for
+``Watch(reuse=True)``: closing it keeps its inotify instance for the next such ``Watch`` instead
+of paying, on the way out of the wait, the slow close or its hand-off to the closing thread
+(``core.ending.slow_close``). The next one removes the old watches and drops their queued events
+before it arms its own, so it hears only its own paths. At most ``REUSE_MAX`` are kept per
+process, each a descriptor held (with the watches of its last user) until it is reused or the
+process ends; an instance whose descriptor was handed out (``fileno``) is never kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -33,6 +42,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -49,6 +59,7 @@ __all__ = [
     "OPEN_SETTLE",
     "POLL_INTERVAL",
     "QUIET_SETTLE",
+    "REUSE_MAX",
     "TOUCHED",
     "WRITING",
     "Change",
@@ -71,6 +82,9 @@ OPEN_SETTLE = 30.0
 # With neither file events nor a lease to ask, a file changed this recently may still be being
 # written in place: it is looked at again once it has been left alone this long.
 QUIET_SETTLE = 2.0
+# Inotify instances kept for reuse by ``Watch(reuse=True)``: one per waiter a process runs at
+# once is the common case; more would be descriptors held for nothing.
+REUSE_MAX = 2
 
 T = TypeVar("T")
 
@@ -177,6 +191,7 @@ class _Inotify(_Backend):
         # (4-30 ms measured here), which every wait would pay on its way out, and a process
         # ending at once pays in its exit: ``slow_close`` moves that close elsewhere.
         self._release = slow_close(self._ino.fileno(), self._ino.close)
+        self._handed_out = False  # ``fileno`` was given to a caller: never kept for reuse
 
     def add(self, path: Path) -> bool:
         try:
@@ -192,7 +207,19 @@ class _Inotify(_Backend):
         return path in self._live
 
     def fileno(self) -> int | None:
+        self._handed_out = True
         return self._ino.fileno()
+
+    def reset(self) -> None:
+        """Forget what the last user watched: its watches removed, their queued events dropped."""
+        for wd in self._wd:
+            with contextlib.suppress(OSError):  # dropped by the kernel already
+                self._ino.rm_watch(wd)
+        self._wd.clear()
+        self._live.clear()
+        while self._poller.poll(0) and self._ino.read(timeout=0):
+            pass
+        self._changed = {}
 
     def wait(self, timeout: float | None) -> bool:
         ms = None if timeout is None else max(0, int(timeout * 1000))
@@ -242,6 +269,42 @@ class _Inotify(_Backend):
 
     def close(self) -> None:
         self._release()
+
+
+_kept: list[_Inotify] = []  # idle instances for ``Watch(reuse=True)``, at most REUSE_MAX
+_kept_lock = threading.Lock()
+
+
+def _keep(kernel: _Backend) -> bool:
+    """Keep ``kernel`` for the next ``Watch(reuse=True)``; ``False``: it is not kept (close it)."""
+    if not isinstance(kernel, _Inotify) or kernel._handed_out:
+        return False
+    with _kept_lock:
+        if len(_kept) >= REUSE_MAX:
+            return False
+        _kept.append(kernel)
+    return True
+
+
+def _take_kept() -> _Inotify | None:
+    with _kept_lock:
+        kernel = _kept.pop() if _kept else None
+    if kernel is not None:
+        kernel.reset()
+    return kernel
+
+
+def _forget_kept() -> None:
+    """In a forked child: the kept instances are the parent's (a shared queue would split their
+    events between the two processes), so the child's copies are closed, never reused."""
+    for kernel in _kept:
+        with contextlib.suppress(OSError):
+            os.close(kernel._ino.fileno())
+    _kept.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_kept)
 
 
 if sys.platform != "linux":  # kqueue exists on BSD and macOS only
@@ -320,8 +383,10 @@ class _Poll(_Backend):
             time.sleep(max(0.0, min(POLL_INTERVAL, left)))
 
 
-def _kernel_backend() -> _Backend | None:
+def _kernel_backend(reuse: bool = False) -> _Backend | None:
     if sys.platform.startswith("linux"):
+        if reuse and (kept := _take_kept()) is not None:
+            return kept
         try:
             return _Inotify()
         except (ImportError, OSError) as e:
@@ -333,10 +398,17 @@ def _kernel_backend() -> _Backend | None:
 
 
 class Watch:
-    """A set of armed watches; ``wait`` returns when any watched path may have changed."""
+    """A set of armed watches; ``wait`` returns when any watched path may have changed.
 
-    def __init__(self, paths: Iterable[Path] = (), *, force_poll: bool = False) -> None:
-        self._kernel = None if force_poll else _kernel_backend()
+    ``reuse``: the kernel instance comes from, and on ``close`` goes back to, the ones this
+    process keeps (see the module docstring) -- for a watch made afresh for every wait.
+    """
+
+    def __init__(
+        self, paths: Iterable[Path] = (), *, force_poll: bool = False, reuse: bool = False
+    ) -> None:
+        self._reuse = reuse
+        self._kernel = None if force_poll else _kernel_backend(reuse)
         self._poll: _Poll | None = None
         self._added: dict[Path, tuple[int, int] | None] = {}
         for p in paths:
@@ -433,10 +505,10 @@ class Watch:
                 return False
 
     def close(self) -> None:
-        """Release the kernel resources."""
-        if self._kernel is not None:
-            self._kernel.close()
-            self._kernel = None
+        """Release the kernel resources (with ``reuse``, keep them for the next such watch)."""
+        kernel, self._kernel = self._kernel, None
+        if kernel is not None and not (self._reuse and _keep(kernel)):
+            kernel.close()
 
     def __enter__(self) -> Watch:
         return self
