@@ -321,6 +321,31 @@ def test_a_value_log_ends_a_line_another_writer_cut_short(tmp_path: Path) -> Non
         log.close()
 
 
+@pytest.mark.parametrize("when", ["before prepare", "after prepare"])
+def test_a_prepared_value_log_ends_a_line_cut_short_before_or_after_it_looked(
+    tmp_path: Path, when: str
+) -> None:
+    """``prepare`` looks at how the file ends ahead of the save: a line a killed writer left
+    cut short is ended first whether it was there when it looked or came after."""
+    store = CursorStore("chat")
+    store.save("k", {"offset": 1}, durable=False)
+    log = store.value_log("k")
+    cut = b'{"key": "k", "off'  # a writer killed mid-append
+    try:
+        if when == "before prepare":
+            with open(store.path_for("k"), "ab") as f:
+                f.write(cut)
+        log.prepare()
+        if when == "after prepare":
+            with open(store.path_for("k"), "ab") as f:
+                f.write(cut)
+        log.save({"offset": 5})
+        assert store.load("k") == {"key": "k", "offset": 5}
+        assert store.path_for("k").read_bytes().endswith(cut + b'\n{"key": "k", "offset": 5}\n')
+    finally:
+        log.close()
+
+
 def test_a_value_log_folds_back_to_its_newest_line(tmp_path: Path) -> None:
     store = CursorStore("chat")
     log = store.value_log("k")

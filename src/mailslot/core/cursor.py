@@ -475,11 +475,18 @@ class ValueLog:
 
     def prepare(self) -> None:
         """Open the file, if it exists, ahead of a save that must be quick (before a wait
-        blocks); a failure here is left for that save to meet and report. Never creates it: a
-        process killed before its first save must not leave an empty file behind."""
+        blocks), and look at how it ends now, so that save is one ``fstat`` and one ``write``
+        unless another process writes meanwhile; a failure here is left for that save to meet
+        and report. Never creates it: a process killed before its first save must not leave
+        an empty file behind."""
         if self._fd < 0:
             with contextlib.suppress(OSError):
                 self.open(create=False)
+        if self._fd >= 0 and self._end < 0:
+            with contextlib.suppress(OSError):
+                size = os.fstat(self._fd).st_size
+                if not size or os.pread(self._fd, 1, size - 1) == b"\n":
+                    self._end = size  # ends in a whole line: the next line goes straight on
 
     def save(self, value: dict[str, Any]) -> None:
         """Append ``value`` (with the key) as the newest line; see the class for the failures."""
@@ -513,7 +520,9 @@ class ValueLog:
 
     def _write(self, line: bytes) -> None:
         try:
-            write_all(self._fd, line)
+            n = os.write(self._fd, line)
+            if n != len(line):  # nearly always all of it at once
+                write_all(self._fd, line[n:])
         except OSError as e:
             self.close()  # the next save looks at the file afresh
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
