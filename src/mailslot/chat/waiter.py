@@ -70,6 +70,12 @@ class _Place(NamedTuple):
     tail: bytes | None
 
 
+def _has_handshake(messages: list[ChatMessage]) -> bool:
+    """Whether any of ``messages`` can change whether the chat has ended (every marker starts
+    with ``---``: a body without one is talk, told without working out its kind)."""
+    return any("---" in m.body and m.kind in HANDSHAKE_KINDS for m in messages)
+
+
 class Waiter:
     """One reader (``name``) waiting in one chat again and again; close it when done.
 
@@ -215,7 +221,7 @@ class Waiter:
 
     def _is_ended(self, messages: list[ChatMessage]) -> bool:
         """Whether the chat has ended, read from the whole file only when it may have changed."""
-        if self._ended is None or self._ended or any(m.kind in HANDSHAKE_KINDS for m in messages):
+        if self._ended is None or self._ended or _has_handshake(messages):
             try:
                 data = read_from(self.path, 0)
             except (FileNotFoundError, NotFound):
@@ -293,7 +299,7 @@ class Waiter:
             self._back()
             self._save(self._shown)
             raise
-        ended = any(m.kind in HANDSHAKE_KINDS for m in found) and self._is_ended(found)
+        ended = _has_handshake(found) and self._is_ended(found)
         batch = Batch(found, self._pos, ended, list(self.warnings))
         before, place = self._shown, _Place(self._pos, self._tail)
         try:
