@@ -186,7 +186,7 @@ def _without_the_ticks_records(ex, agent: str, scope: str, monkeypatch) -> str:
     from mailslot.exchange import monitor as mon
 
     with monkeypatch.context() as m:
-        m.setattr(mon, "load_monitor", lambda meta: None)
+        m.setattr(mon, "load_monitor", lambda *args: None)
         return monitor(ex, agent, action=scope).text()
 
 
@@ -194,6 +194,29 @@ def test_what_the_tick_kept_says_exactly_what_the_files_say(ex, monkeypatch) -> 
     _every_case(ex)
     tick(ex)
     tick(ex)  # every directory now settled in the tick's records
+    for agent in ("olu", "claude"):
+        for scope in ("any", "required"):
+            kept = monitor(ex, agent, action=scope).text()
+            assert kept == _without_the_ticks_records(ex, agent, scope, monkeypatch)
+
+
+def test_kept_lines_of_the_wrong_shape_are_read_afresh_for_their_side(ex, monkeypatch) -> None:
+    """The monitor looks at the lines it takes (its caller's): a record whose lines for that
+    side are damaged is read from the directories, whichever side's they are."""
+    import json
+
+    _every_case(ex)
+    tick(ex)
+    tick(ex)
+    path = ex.meta / "tick-monitor.json"
+    data = json.loads(path.read_text())
+    damaged = 0
+    for _, lines in data["topics"].values():
+        for scopes in lines.values():
+            scopes[0] = [["entry", 7, None, "many", None]]  # a line no tick writes
+            damaged += 1
+    assert damaged
+    path.write_text(json.dumps(data))
     for agent in ("olu", "claude"):
         for scope in ("any", "required"):
             kept = monitor(ex, agent, action=scope).text()

@@ -205,10 +205,11 @@ def monitor(
     side = ex.side_of(agent)
     other = ex.other(side)
     beat = heartbeat_age(ex)
-    with gc_paused():  # 20,000 listings alive until the end; freed when _awaiting returns
+    with gc_paused():  # 20,000 listings and the tick's records, all freed inside
         fresh = beat is not None and beat[1] <= stale_after
-        kept = load_monitor(ex.meta) if fresh else None
+        kept = load_monitor(ex.meta, side) if fresh else None
         out = _awaiting(ex, side, other, action, kept["topics"] if kept is not None else None)
+        del kept  # else the first collection after the pause walks every record in it
     if beat is not None and beat[1] > stale_after:
         out.append(Awaiting("tick", None, since=format_time(beat[0])))
     return MonitorResult(agent, side, other, action, out)
@@ -299,45 +300,55 @@ def _unchanged_or_listed(
     """Every topic's lines into ``out``, by topic: from the tick's ``kept`` records
     (``tickstate.MonitorKept`` by topic) where they vouch for it, else from its directories,
     listed (as ``topic_pairs`` would)."""
-    found: dict[str, dict[str, str]] = {}  # topic -> inbox side -> directory
-    changed: set[str] = set()
-    for s in ex.sides:
-        inbox = str(ex.inbox(s))
-        for name, mtime in topic_mtimes(inbox):
-            path = f"{inbox}/{name}"
-            dirs = found.get(name)
-            if dirs is None:
-                found[name] = {s: path}
-            else:
-                dirs[s] = path
-            rec = kept.get(name)
-            q = rec[0].get(s) if rec is not None else None
-            if q is None or q[0] != mtime or not _same(q, path):
-                changed.add(name)
-    done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
+    inboxes = {s: str(ex.inbox(s)) for s in ex.sides}
+    mtimes = {s: dict(topic_mtimes(inbox)) for s, inbox in inboxes.items()}
+    done: dict[str, set[str]] | None = None  # the archived names, once a topic needs them
     scope = 1 if action == "required" else 0
-    for name in sorted(found):
-        dirs = found[name]
+    a, b = ex.sides
+    for name in sorted(mtimes[a].keys() | mtimes[b].keys()):
         rec = kept.get(name)
-        # unchanged, and no copy in done/ (not half-archived)
-        if (
-            name not in changed
-            and rec is not None
-            and len(rec[0]) == len(dirs)
-            and (len(dirs) == len(ex.sides) or not any(name in done[s] for s in ex.sides))
-        ):
-            mine = rec[1].get(side)
-            lines = (mine[scope] if mine[scope] is not None else mine[0]) if mine else ()
-            for kind, entry, act, count, detail in lines:
-                out.append(Awaiting(kind, name, entry, act, count, detail=detail))
-            continue
+        if rec is not None and _unchanged(rec[0], name, mtimes, inboxes):
+            if len(rec[0]) != len(ex.sides):  # one side only: not if the other is in done/
+                if done is None:
+                    done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
+                if any(name in done[s] for s in ex.sides):
+                    rec = None
+            if rec is not None:
+                mine = rec[1].get(side)
+                lines = (mine[scope] if mine[scope] is not None else mine[0]) if mine else ()
+                for kind, entry, act, count, detail in lines:
+                    out.append(Awaiting(kind, name, entry, act, count, detail=detail))
+                continue
+        if done is None:
+            done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
         pair = {}
         for s in ex.sides:
-            if s in dirs:
-                pair[s] = list_dir(dirs[s], name, False)
+            if name in mtimes[s]:
+                pair[s] = list_dir(f"{inboxes[s]}/{name}", name, False)
             elif name in done[s]:  # half-archived: its copy in done/ (as topic_pairs)
                 pair[s] = list_dir(f"{ex.inbox(s)}/{DONE}/{name}", name, True)
         out.extend(_topic(ex, name, pair, side, action, holds))
+
+
+def _unchanged(
+    dirs: dict[str, list[int]],
+    name: str,
+    mtimes: dict[str, dict[str, int]],
+    inboxes: dict[str, str],
+) -> bool:
+    """Whether topic ``name`` has a directory on the same sides as the tick found (``dirs``:
+    ``MonitorKept.dirs``; ``mtimes``: each inbox's topic directories now), each with the same
+    mtime and STATE.md (``_same``)."""
+    n = 0
+    for s, found in mtimes.items():
+        mtime = found.get(name)
+        if mtime is None:
+            continue
+        q = dirs.get(s)
+        if q is None or q[0] != mtime or not _same(q, f"{inboxes[s]}/{name}"):
+            return False
+        n += 1
+    return n == len(dirs)
 
 
 def _same(q: list[Any], path: str) -> bool:

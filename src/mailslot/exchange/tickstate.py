@@ -190,17 +190,21 @@ def _lines_ok(v: Any) -> bool:
     return all(_line_ok(line) for line in v)
 
 
-def _monitor_kept_ok(v: Any) -> bool:
-    """Whether ``v`` is a ``MonitorKept`` list in every field the monitor reads."""
+def _monitor_kept_ok(v: Any, side: str | None = None) -> bool:
+    """Whether ``v`` is a ``MonitorKept`` list in every field the monitor reads (the lines of
+    ``side`` only, when given: the caller's)."""
     if type(v) is not list or len(v) != 2:
         return False
     dirs, lines = v
     if type(dirs) is not dict or type(lines) is not dict:
         return False
     for q in dirs.values():
-        if not _ints(q, 3):
+        if not (type(q) is list and len(q) == 3):
             return False
-    for scopes in lines.values():
+        if not (type(q[0]) is int and type(q[1]) is int and type(q[2]) is int):
+            return False
+    mine = lines.values() if side is None else [lines[side]] if side in lines else []
+    for scopes in mine:
         if type(scopes) is not list or len(scopes) != 2 or not _lines_ok(scopes[0]):
             return False
         if scopes[1] is not None and not _lines_ok(scopes[1]):
@@ -235,14 +239,17 @@ def load_quiet(meta: Path) -> dict[str, Any] | None:
     return data
 
 
-def load_monitor(meta: Path) -> dict[str, Any] | None:
+def load_monitor(meta: Path, side: str | None = None) -> dict[str, Any] | None:
     """``tick-monitor.json`` (its ``topics``: ``MonitorKept`` lists by topic) if it goes with the
     ``tick-state.json`` there now, else ``None``; a topic whose record is not what the tick
-    wrote is dropped, so the monitor reads its directories."""
+    wrote is dropped, so the monitor reads its directories. With ``side``, only that side's
+    lines are looked at (the others are not for its caller to read)."""
     data = _load_kept(meta, TICK_MONITOR, VERSION)
     if data is None or not isinstance(data.get("topics"), dict):
         return None
-    _keep_valid(data["topics"], _monitor_kept_ok)
+    topics = data["topics"]
+    for key in [k for k, v in topics.items() if not _monitor_kept_ok(v, side)]:
+        del topics[key]
     return data
 
 
