@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from shared_helpers import loopback_server
+from shared_helpers import loopback_server, with_watch_limit
 
 HOSTILE = [
     "<script>window.__pwned = 1; document.title = 'pwned'</script>",
@@ -131,23 +131,32 @@ def serve_page(settings: Any, listen: str = "127.0.0.1") -> Iterator[str]:
 
 
 @contextmanager
-def serve_command(world: World) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def serve_command(
+    world: World, *, watch_limit: int | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``mailslot web`` over the world's roots in a process of its own, as people run it, on a
-    free loopback port; yields the process and its base URL, and kills it if still running."""
+    free loopback port; yields the process and its base URL, and kills it if still running.
+    ``watch_limit``: run it with that inotify watch limit (``shared_helpers.with_watch_limit``);
+    what it says before it listens is kept in ``proc.said_first``."""
     env = {**os.environ, "MAILSLOT_STATE_DIR": str(world.exchange.parent / "state")}
-    proc = subprocess.Popen(
+    argv = (
         [sys.executable, "-m", "mailslot", "web", "--bind", "127.0.0.1:0"]
         + [a for root in world.roots for a in ("--root", str(root))]
-        + ["--humans", str(world.humans_file)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+        + ["--humans", str(world.humans_file)]
     )
+    if watch_limit is not None:
+        argv = with_watch_limit(watch_limit, argv)
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", line)
-        assert found, line
+        said: list[str] = []
+        found = None
+        while found is None and len(said) < 20:  # a warning or two may come first
+            said.append(proc.stderr.readline())
+            found = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", said[-1])
+            assert said[-1], said
+        assert found, said
+        proc.said_first = said[:-1]  # type: ignore[attr-defined]
         yield proc, found.group(1)
     finally:
         if proc.poll() is None:

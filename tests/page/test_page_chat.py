@@ -7,14 +7,16 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from page_helpers import World, login
+from page_helpers import World, login, serve_command
 
 from mailslot.chat import end, join, read, status
+from mailslot.web.page.routes import POLLING_WHY
 
 
 def _until(page: Any, expression: str, timeout: float = 15.0) -> None:
@@ -82,8 +84,48 @@ def test_the_event_stream_sends_each_batch_after_the_cursor(page_url: str, world
             if line.startswith("data:"):
                 break
     assert any(line.startswith("event: message-batch") for line in lines)
+    assert not any(line.startswith("event: watch") for line in lines)  # events, not polling
     data = lines[-1]
     assert '"from": "kiran-1"' in data and '"body": "news"' in data
+
+
+def _events(r: httpx.Response) -> Iterator[tuple[str, Any]]:
+    """Each server-sent event of ``r`` as (event, its data decoded)."""
+    event = ""
+    for line in r.iter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            yield event, json.loads(line[6:])
+
+
+def test_past_the_watch_limit_the_stream_polls_and_says_so(world: World) -> None:
+    """A real inotify watch limit (3, in a user namespace of its own): the chat file cannot be
+    watched, and the stream says it polls before anything else, then still delivers."""
+    with serve_command(world, watch_limit=3) as (_, url):
+        start = read(world.chat).cursor
+        with httpx.stream("GET", f"{_chat_url(url, world)}/events?since={start}", timeout=30) as r:
+            events = _events(r)
+            assert next(events) == ("watch", {"polling": True, "why": POLLING_WHY})
+            state = world.chat.parent.parent / "chat-state"
+            _say_from_another_process(world.chat, "kiran-1", "polled news", state)
+            event, data = next(events)
+            assert event == "message-batch" and data["messages"][-1]["body"] == "polled news"
+
+
+@pytest.mark.browser
+def test_the_page_says_when_it_polls(browser: Any, world: World) -> None:
+    with serve_command(world, watch_limit=3) as (_, url):
+        page = browser.new_page()
+        page.goto(_chat_url(url, world), wait_until="load")
+        _until(page, "document.getElementById('live-status').textContent.includes('polled')")
+        assert "inotify watch limit" in page.locator("#live-status").inner_text()
+        before = page.locator("#messages li").count()
+        state = world.chat.parent.parent / "chat-state"
+        _say_from_another_process(world.chat, "dave-2", "still live", state)
+        _until(page, f"document.querySelectorAll('#messages li').length > {before}")
+        assert page.locator("#live-status").inner_text().startswith("live, polled")
+        page.close()
 
 
 def test_a_person_posts_and_is_not_a_participant(page_url: str, world: World) -> None:

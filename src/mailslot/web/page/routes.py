@@ -4,9 +4,10 @@ template, or checks a write's session and CSRF token and hands it to a channel f
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 import anyio
@@ -39,6 +40,11 @@ BUS_LOG = 50
 # The longest one wait of an event stream's worker thread: a stop or a closed tab is noticed
 # within it (the wait is armed anew each time, so no message is missed between two).
 STREAM_STEP_S = 1.0
+# What the page says while a stream polls its chat file instead of following kernel events.
+POLLING_WHY = (
+    "the server cannot watch this chat (its inotify watch limit, fs.inotify.max_user_watches, "
+    "is reached): polling it instead"
+)
 # Hits one search shows: a page of results, the best first.
 SEARCH_HITS = 50
 
@@ -507,35 +513,44 @@ def _status(path: Path) -> Any:
     return status(path)
 
 
-def _next_batch(path: Path, since: ByteCursor, timeout: float) -> tuple[Any, ByteCursor, bool]:
+class _Step(NamedTuple):
+    """One wait of an event stream: the messages after the cursor (None: none came in time),
+    the cursor past them, whether the file was read again from its start, and whether the wait
+    polled the file (the kernel would not watch it: the inotify watch limit)."""
+
+    batch: Any
+    at: ByteCursor
+    again: bool
+    polling: bool
+
+
+def _next_batch(path: Path, since: ByteCursor, timeout: float) -> _Step:
     """The messages after ``since`` once there are some (armed before it looks), or None after
     ``timeout`` seconds; and the cursor past them. Once the stream has read the file (the cursor
     knows its inode), a file replaced or cut shorter than the cursor (``ByteCursor.valid_for``,
     the rule ``chat wait`` keeps) is read from its start; a cursor the client gave that is past
-    the end is refused by ``read``. The flag says the file was read again from its start."""
+    the end is refused by ``read``."""
     from mailslot.chat import read
-    from mailslot.core.errors import WaitTimeout
-    from mailslot.core.wait import wait_until
+    from mailslot.core.wait import Watch
 
     at = since
     again = False
-
-    def check() -> Any:
-        nonlocal at, again
-        try:
-            inode: int | None = path.stat().st_ino  # before the read: a swap re-reads, never skips
-        except OSError:
-            inode = None  # removed: ``read`` says so
-        start = at.offset if at.inode is None or at.valid_for(path) else 0
-        again = again or start < at.offset
-        batch = read(path, start)
-        at = ByteCursor(batch.cursor, inode)
-        return batch if batch.messages else None
-
-    try:
-        return wait_until(check, [path], timeout, what="message"), at, again
-    except WaitTimeout:
-        return None, at, again
+    deadline = time.monotonic() + timeout
+    with Watch() as watch:
+        while True:
+            watch.add(path)  # armed before the read: a message landing after it is an event
+            try:
+                inode: int | None = path.stat().st_ino  # before the read: a swap re-reads
+            except OSError:
+                inode = None  # removed: ``read`` says so
+            start = at.offset if at.inode is None or at.valid_for(path) else 0
+            again = again or start < at.offset
+            batch = read(path, start)
+            at = ByteCursor(batch.cursor, inode)
+            left = deadline - time.monotonic()
+            if batch.messages or left <= 0:
+                return _Step(batch if batch.messages else None, at, again, watch.polling)
+            watch.wait(left)
 
 
 def chat_summary(st: Any) -> str:
@@ -562,15 +577,21 @@ async def chat_stream(
     at = ByteCursor(since)
     idle = 0.0
     restart = False  # the file was read again from its start: the page shows it anew
+    polling = False  # what the last ``watch`` event said (none sent: events, as expected)
     while not await request.is_disconnected():
         try:
-            batch, at, again = await anyio.to_thread.run_sync(
+            step = await anyio.to_thread.run_sync(
                 _next_batch, path, at, STREAM_STEP_S, limiter=limiter, abandon_on_cancel=True
             )
-            restart = restart or again
         except MailslotError as e:
             yield {"event": "gone", "data": {"error": str(e)}}
             return
+        batch, at = step.batch, step.at
+        restart = restart or step.again
+        if step.polling != polling:  # said when it starts and when it ends, never silent
+            polling = step.polling
+            why = POLLING_WHY if polling else ""
+            yield {"event": "watch", "data": {"polling": polling, "why": why}}
         if batch is None:
             idle += STREAM_STEP_S
             if idle >= ping:
