@@ -408,6 +408,19 @@ class SeenLog:
         self._first, self._added = len(self.seen.keys), 0
 
 
+@lru_cache(maxsize=64)  # one form per reader and set of fields, made before its first wake
+def _line_form(key_json: str, fields: tuple[str, ...]) -> str:
+    """The ``%`` template of a ``ValueLog`` line: the integer ``fields`` and the key in sorted
+    order, as ``CursorStore.save`` writes them (``sort_keys``), so one formatting step makes it."""
+    key = key_json.replace("%", "%%")
+
+    def part(name: str) -> str:
+        literal = json.dumps(name).replace("%", "%%")
+        return f"{literal}: {key}" if name == "key" else f"{literal}: %({name})d"
+
+    return "{" + ", ".join(part(n) for n in sorted({"key", *fields})) + "}\n"
+
+
 class ValueLog:
     """One key's value file held open by a reader that saves again and again (a waiter).
 
@@ -431,9 +444,6 @@ class ValueLog:
         self._end = -1  # the file's size once the last write of this log landed
         self._line = b""  # the newest line this log wrote
         self._known: tuple[int, int] | None = None  # (inode, size) as this log last left it
-        self._order: tuple[str, ...] = ()
-        self._slots: list[str] = []
-        self._form = ""
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -488,20 +498,10 @@ class ValueLog:
                 if not size or os.pread(self._fd, 1, size - 1) == b"\n":
                     self._end = size  # ends in a whole line: the next line goes straight on
 
-    def save(self, value: dict[str, Any]) -> None:
-        """Append ``value`` (with the key) as the newest line; see the class for the failures."""
-        if tuple(value) != self._order:  # the line's form, made once per set of fields
-            self._order = tuple(value)
-            names = sorted({"key", *value})  # as CursorStore.save writes it (sort_keys)
-            self._slots = [k for k in names if k != "key"]
-            key = self._key_json.replace("%", "%%")
-            self._form = (
-                "{"
-                + ", ".join(f"{json.dumps(k)}: {key if k == 'key' else '%s'}" for k in names)
-                + "}\n"
-            )
-        values = (value[k] for k in self._slots)
-        line = (self._form % tuple(v if type(v) is int else json.dumps(v) for v in values)).encode()
+    def save(self, value: dict[str, int]) -> None:
+        """Append ``value`` (with the key; its fields are integers, as a byte cursor's are) as
+        the newest line; see the class for the failures."""
+        line = (_line_form(self._key_json, tuple(value)) % value).encode()
         if self._fd >= 0:
             st = os.fstat(self._fd)
             if st.st_nlink and st.st_size == self._end:  # still at its name, nobody else wrote
