@@ -300,16 +300,20 @@ class Waiter:
             self._save(self._shown)
             raise
         ended = _has_handshake(found) and self._is_ended(found)
-        batch = Batch(found, self._pos, ended, list(self.warnings))
         before, place = self._shown, _Place(self._pos, self._tail)
-        try:
-            if show is None:  # returned is shown: nothing to hold signals around
+        if show is None:  # returned is shown: nothing to hold signals around
+            try:
                 self._record(place, keep_cursor)
-            else:
-                show_then_record(lambda: show(batch), lambda: self._record(place, keep_cursor))
+            except BaseException:
+                if self._shown == place:
+                    self._save(before)  # interrupted before the caller had it: not taken
+                self._back()  # not shown: the next wait delivers it
+                raise
+            return Batch(found, place.offset, ended, list(self.warnings))
+        batch = Batch(found, place.offset, ended, list(self.warnings))
+        try:
+            show_then_record(lambda: show(batch), lambda: self._record(place, keep_cursor))
         except BaseException:
-            if show is None and self._shown == place:
-                self._save(before)  # interrupted before the caller had it: not taken
             self._back()  # not shown: the next wait delivers it
             raise
         batch.warnings = list(self.warnings)
