@@ -267,12 +267,13 @@ class Watcher:
         self.action = action
         self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
         self.key = cursor_key(ex, agent)
+        self._lock_path = Path(str(self.store.path_for(self.key)) + ".lock")
         self.warnings: list[str] = []
         self._log = self.store.seen_log(self.key)
         self._kept: set[str] = set()  # what was taken while the seen-mark cannot be written
         self._dropped = 0  # how many times this watcher dropped keys from its seen-set
         self.seen = self._load_seen()
-        self._cache: dict[Path, tuple[tuple[int, int], Entry]] = {}
+        self._cache: dict[str, tuple[tuple[int, int], Entry]] = {}
         # entry file -> what its events said last (APPEARED, WRITING, CLOSED), while not taken
         self._states: dict[str, str] = {}
         # live topic directory -> (what it was when armed, its listing), kept up to date from
@@ -290,6 +291,7 @@ class Watcher:
         # to go by) and its listing; done/<topic> is not watched, so it is told by its own stat
         self._done: dict[str, tuple[tuple[int, int, int] | None, TopicDir]] = {}
         self._view: _View | None = None
+        self._paths: dict[str, Path] = {}  # topic directory -> it as a Path (``_dir_path``)
         self._round_ns = 0  # time.time_ns() when the last round began: marked with what it found
         self._also: dict[str, str] = {}  # key -> its as-it-stands key, for entries written then
         self._watch: Watch | None = None
@@ -345,25 +347,26 @@ class Watcher:
         """The entry at ``path`` with its ``lstat`` and why it may not be whole, once it may be
         read as whole (``core.wait.settled``); ``None`` while its writer is still at it (and
         ``defer_until`` says when to look again) or when it is gone."""
+        where = str(path)
         try:
-            st = path.lstat()
+            st = os.lstat(where)
         except FileNotFoundError:
             return None
         now = time.time()
-        state = self._states.get(str(path))
-        verdict = settled(path, st, state, now)
+        state = self._states.get(where)
+        verdict = settled(where, st, state, now)
         if not verdict.whole:
             if verdict.again is not None:
                 again = time.monotonic() + max(0.0, verdict.again - now)
                 self.defer_until = min(self.defer_until or again, again)
             return None
         sig = (st.st_size, st.st_mtime_ns)
-        hit = self._cache.get(path)
+        hit = self._cache.get(where)
         if hit is not None and hit[0] == sig:
             entry = hit[1]
         else:
             entry = check_sender(self.ex, read_entry(path, self.ex.writer_of(self.side), topic))
-            self._cache[path] = (sig, entry)
+            self._cache[where] = (sig, entry)
         if state == APPEARED:  # created or linked in, no more known: the events once more first
             self._recheck = True
         note = verdict.note
@@ -371,7 +374,7 @@ class Watcher:
             note = CUT_SHORT
         return entry, st, note
 
-    def _note_changes(self, path: Path, changes: dict[str, Change]) -> None:
+    def _note_changes(self, path: str, changes: dict[str, Change]) -> None:
         """Keep what the events said last about each file in ``path``."""
         states = self._states
         for name, c in changes.items():
@@ -477,6 +480,13 @@ class Watcher:
         self._done = kept
         return out
 
+    def _dir_path(self, where: str) -> Path:
+        """A topic directory as a ``Path``, made once (an entry's is joined to it)."""
+        path = self._paths.get(where)
+        if path is None:
+            path = self._paths[where] = Path(where)
+        return path
+
     def _unseen_in(self, d: TopicDir, seen: SeenSet, resets: tuple[int, int]) -> Unseen:
         """The entries of ``d`` not in ``seen``: those found for this very listing since no key
         went from the seen-set, still unseen; else found anew (each entry's key looked up)."""
@@ -486,14 +496,14 @@ class Watcher:
             found = [u for u in hit[2] if u[0] not in keys] if hit[2] else hit[2]
         else:
             prefix = d.topic + "/"
-            topic, archived, where = d.topic, d.archived, d.dir
+            topic, archived, base = d.topic, d.archived, self._dir_path(d.dir)
             # the name is NNNN-<from>.md: the key's own spelling; most are seen, so those are
             # dropped in one comprehension before anything is built for the rest
             fresh = [e for e in d.entries if prefix + e[2][:-3] not in keys]
             found = [
                 (
                     prefix + name[:-3],
-                    InboxItem(topic, number, sender, Path(f"{where}/{name}"), archived),
+                    InboxItem(topic, number, sender, base / name, archived),
                 )
                 for number, sender, name in fresh
             ]
@@ -525,7 +535,7 @@ class Watcher:
             key = prefix + e[2][:-3]
             i = bisect.bisect_left(entries, e)
             if i < len(entries) and entries[i] == e and key not in keys:
-                path = Path(d.file(e[2]))
+                path = self._dir_path(d.dir) / e[2]
                 found.append((key, InboxItem(d.topic, e[0], e[1], path, d.archived)))
         self._unseen[d.dir] = (d, resets, found)
         return found
@@ -555,6 +565,8 @@ class Watcher:
             listed = {d.dir for d in (*live, *done)}
             for gone in self._unseen.keys() - listed:
                 del self._unseen[gone]
+            for gone in self._paths.keys() - listed:
+                del self._paths[gone]
         flagged = [d for d in live if d.strays or d.held]
         # kept only while every live topic is listed under a watch of its own: one that is not
         # (not armed yet) would not tell a later round that it changed
@@ -625,20 +637,21 @@ class Watcher:
             look = None
         else:
             for p, names in changed.items():
+                where = str(p)
                 if names is not None:
-                    self._note_changes(p, names)
+                    self._note_changes(where, names)
                     if look is not None:
-                        look.setdefault(str(p), set()).update(names)
+                        look.setdefault(where, set()).update(names)
                 elif look is not None:
                     look = None
-                hit = self._listings.get(str(p))
+                hit = self._listings.get(where)
                 if hit is not None and names is not None:
                     # only these names in a listed topic changed: look at them, not at all of it
                     listing = relisted(hit[1], names)
-                    self._listings[str(p)] = (hit[0], listing)
-                    touched[str(p)] = (hit[1], listing, names)
+                    self._listings[where] = (hit[0], listing)
+                    touched[where] = (hit[1], listing, names)
                 else:  # the inbox, done/, a topic directory itself: list and arm anew
-                    self._listings.pop(str(p), None)
+                    self._listings.pop(where, None)
                     self._rearm = self._again = True
                     self._names = None
                     self._view = None
@@ -708,7 +721,9 @@ class Watcher:
                 continue
             if key not in seen.keys:
                 out.append(Delivered("held", key, d.topic, path, False, text=text))
-        return sorted(out, key=_sort_key)
+        if len(out) > 1:
+            out.sort(key=_sort_key)
+        return out
 
     def _load_seen(self) -> SeenSet:
         """The stored seen-set; an unreadable one is a warning and reads as fresh (re-delivers).
@@ -747,9 +762,10 @@ class Watcher:
         """The identity and change time of the inbox and ``done/``: a topic can leave both only
         by changing one of them."""
         out = []
-        for d in (self.inbox, self.inbox / DONE):
+        inbox = str(self.inbox)
+        for d in (inbox, f"{inbox}/{DONE}"):
             try:
-                st = d.stat()
+                st = os.stat(d)
                 out += [st.st_ino, st.st_mtime_ns]
             except OSError:
                 out += [0, 0]
@@ -798,7 +814,7 @@ class Watcher:
         if not self._state_dir_made:
             self.store.dir.mkdir(parents=True, exist_ok=True)
             self._state_dir_made = True
-        with file_lock(Path(str(self.store.path_for(self.key)) + ".lock")):
+        with file_lock(self._lock_path):
             current = self._load_seen()
             fresh = [d for d in found if d.key not in current.keys]
             self.seen = current
@@ -833,8 +849,10 @@ class Watcher:
                     current.keys.update(self._kept)
 
             show_then_record((lambda: show(result)) if show is not None else None, mark)
-        for d in fresh:
-            self._states.pop(str(d.path), None)
+        for d in fresh:  # taken: read again only if it changes (its size or mtime then differ)
+            where = str(d.path)
+            self._states.pop(where, None)
+            self._cache.pop(where, None)
         return fresh
 
     def watch(
