@@ -56,6 +56,42 @@ def test_401_without_a_valid_token(peer_setup, peer_server, headers, reason) -> 
     assert peer_setup.stored() == []
 
 
+def test_a_middleware_added_to_the_inbox_app_is_never_skipped(peer_setup) -> None:
+    """``POST /inbox`` is answered below the middleware only while the app's middleware is
+    what that handler does itself (``SHORTCUT_COVERS``, pinned here): any other middleware
+    sees every ``POST /inbox`` as it sees every other request."""
+    from mailslot.web.http import BodyCap
+    from mailslot.web.peerapp import SHORTCUT_COVERS, create_app
+    from shared_helpers import loopback_server
+
+    settings = peer_setup.settings()
+    plain = create_app(settings)
+    assert tuple(m.cls for m in plain.user_middleware) == SHORTCUT_COVERS == (BodyCap,)
+    seen: list[tuple[str, str]] = []
+
+    class Seen:  # a plain ASGI middleware, as a future one might be
+        def __init__(self, app) -> None:
+            self.app = app
+
+        async def __call__(self, scope, receive, send) -> None:
+            if scope["type"] == "http":
+                seen.append((scope["method"], scope["path"]))
+            await self.app(scope, receive, send)
+
+    for app, added in ((plain, False), (create_app(settings), True)):
+        if added:
+            app.add_middleware(Seen)
+        with loopback_server(lambda _port, app=app: app, settings.server) as url:
+            r = httpx.post(
+                f"{url}/inbox", json={"body": "hello"}, headers=_auth(peer_setup.tokens["tidal"])
+            )
+            assert r.status_code == 201, r.text
+            assert httpx.get(f"{url}/inbox").status_code == 405
+        assert app._take_shortcut() is (None if added else app.post_inbox)
+    assert seen == [("POST", "/inbox"), ("GET", "/inbox")]
+    assert len(peer_setup.stored()) == 2
+
+
 def test_404_405_and_json_errors(peer_setup, peer_server) -> None:
     auth = _auth(peer_setup.tokens["tidal"])
     with peer_server() as url:

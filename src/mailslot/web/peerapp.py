@@ -6,9 +6,11 @@ this server does is accept a message from a peer that holds a token. Everything 
 (``create_app(settings).openapi()``, ``mailslot peer openapi``), not as a route.
 
 ``POST /inbox`` is the hot path: it is answered by a plain ASGI handler (``InboxApp``) that
-skips the framework's routing and dependency solving but keeps its body cap, checks, JSON
-answers and error shapes; FastAPI declares the same operation for the spec and answers every
-other request.
+skips the framework's routing, middleware and dependency solving but keeps its body cap,
+checks, JSON answers and error shapes; FastAPI declares the same operation for the spec and
+answers every other request. The handler does itself what the app's middleware does (the body
+cap, ``SHORTCUT_COVERS``), and only that: an app given any other middleware answers
+``POST /inbox`` through the whole stack too, so no middleware is ever skipped.
 
 Order of checks for ``POST /inbox``: body cap (413, before reading), bearer token (401), payload
 shape and bounds (422), a receipt for the peer's ``Idempotency-Key`` (a retry gets the first
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -50,7 +52,7 @@ from mailslot.web.receipts import Receipts, check_key
 from mailslot.web.settings import PEER_SUBJECT_MAX, PeerSettings
 from mailslot.web.workers import WorkerPool
 
-__all__ = ["InboxApp", "accept", "create_app", "serve", "spec"]
+__all__ = ["SHORTCUT_COVERS", "Answer", "InboxApp", "accept", "create_app", "serve", "spec"]
 
 log = logging.getLogger(__name__)
 
@@ -71,24 +73,45 @@ _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/sche
 # milliseconds on the disk), few enough that they do not fight the event loop for the GIL.
 WORKERS = 16
 
-Answer = tuple[int, dict[str, Any], dict[str, str] | None]
+# The middleware ``post_inbox`` does itself, in this order (the app's whole middleware list).
+SHORTCUT_COVERS: tuple[type, ...] = (BodyCap,)
+
+
+class Answer(NamedTuple):
+    """The decision on one ``POST /inbox``: its status, JSON body and extra headers."""
+
+    status: int
+    doc: dict[str, Any]
+    headers: dict[str, str] | None = None
 
 
 class InboxApp(FastAPI):
     """FastAPI for the spec and every other request (404, 405); ``POST /inbox``, the one hot
     path, is answered by ``post_inbox``, a plain ASGI handler below the framework's routing,
-    middleware and dependency solving: the same body cap, checks and answers, less work each."""
+    middleware and dependency solving: the same body cap, checks and answers, less work each.
+    Only while the app's middleware is exactly ``SHORTCUT_COVERS``, what the handler does
+    itself (checked at the first request, once the list can no longer change)."""
 
     post_inbox: ASGIApp | None = None
+    _shortcut: ASGIApp | None = None
+    _decided = False
+
+    def _take_shortcut(self) -> ASGIApp | None:
+        if not self._decided:
+            stack: tuple[object, ...] = tuple(m.cls for m in self.user_middleware)
+            self._shortcut = self.post_inbox if stack == SHORTCUT_COVERS else None
+            self._decided = True
+        return self._shortcut
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        shortcut = self._take_shortcut()
         if (
-            self.post_inbox is not None
+            shortcut is not None
             and scope["type"] == "http"
             and scope["path"] == "/inbox"
             and scope["method"] == "POST"
         ):
-            await self.post_inbox(scope, receive, send)
+            await shortcut(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -112,7 +135,7 @@ def create_app(settings: PeerSettings) -> InboxApp:
             )
         except MailslotError as e:  # a full disk (507): the same answer the app's handler gives
             status, message = error_answer(e)
-            return status, {"error": message}, None
+            return Answer(status, {"error": message})
 
     async def post_inbox(scope: Scope, receive: Receive, send: Send) -> None:
         raw = await read_capped(scope, receive, send, settings.body_cap)
@@ -142,7 +165,7 @@ def create_app(settings: PeerSettings) -> InboxApp:
         openapi_url=None,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyCap, cap=settings.body_cap)
+    app.add_middleware(BodyCap, cap=settings.body_cap)  # SHORTCUT_COVERS: post_inbox does it too
 
     @app.post(
         "/inbox",
@@ -192,8 +215,8 @@ def accept(
     raw: bytes,
     idempotency_key: str | None = None,
     receipts: Receipts | None = None,
-) -> tuple[int, dict[str, Any], dict[str, str] | None]:
-    """Decide one ``POST /inbox``: ``(status, JSON body, headers)``; stores the message on 201.
+) -> Answer:
+    """Decide one ``POST /inbox`` (its ``Answer``); stores the message on 201.
 
     Checks in order: bearer token (401), payload and key (413/422), a receipt for this peer's
     key (the first answer again, nothing stored), the peer's hourly limit (429).
@@ -201,30 +224,31 @@ def accept(
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        return 401, {"error": "missing bearer token"}, {"WWW-Authenticate": "Bearer"}
+        return Answer(401, {"error": "missing bearer token"}, {"WWW-Authenticate": "Bearer"})
     try:
         peers = registry.current()
     except (MailslotError, OSError) as e:  # fail safe: an unreadable peers file admits nobody
         log.error("peers file unusable: %s", e)
-        return 503, {"error": "inbox unavailable"}, None
+        return Answer(503, {"error": "inbox unavailable"})
     peer = match_token(peers, token)
     if peer is None:
-        return 401, {"error": "invalid token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+        challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+        return Answer(401, {"error": "invalid token"}, challenge)
     try:
         subject, body = parse_payload(raw, cap=settings.body_cap)
         if idempotency_key is not None:
             check_key(idempotency_key)
     except MailslotError as e:
-        return status_for(e), {"error": str(e)}, None
+        return Answer(status_for(e), {"error": str(e)})
     if idempotency_key is None or receipts is None:
         return _admit(settings, limiter, peer, subject, body)
     with receipts.claim(peer.name, idempotency_key) as name:
         try:
             first = receipts.get(name, raw)
         except Conflict as e:
-            return 422, {"error": str(e)}, None
+            return Answer(422, {"error": str(e)})
         if first is not None and is_stored(settings.inbox, first["id"]):
-            return 201, first, {"Idempotent-Replayed": "true"}
+            return Answer(201, first, {"Idempotent-Replayed": "true"})
         # No receipt, or the receipt of a try that never stored its message (the server was
         # killed, or the disk was full): store it, under the id that try was promised.
         promised = None if first is None else (first["id"], first["received_at"])
@@ -239,17 +263,17 @@ def _admit(
     body: str,
     promised: tuple[str, str] | None = None,
     receipt: tuple[Receipts, str, bytes] | None = None,
-) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+) -> Answer:
     """The hourly limit (429), then the receipt (if any) and the durable write (201)."""
     limit = settings.override_per_hour or peer.per_hour or settings.per_hour
     slot = limiter.reserve(f"peer:{peer.name}", [per_hour(limit)])
     if not isinstance(slot, Reservation):
         message = f"peer {peer.name} has used its {limit} messages per hour"
-        return 429, {"error": message}, {"Retry-After": str(int(slot))}
+        return Answer(429, {"error": message}, {"Retry-After": str(int(slot))})
     with slot:  # spent by the stored message; a refused write (507) gives it back
         if receipt is None:
             msg = store(settings.inbox, peer.name, subject, body)
-            return 201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at}, None
+            return Answer(201, {"id": msg.id, "from": msg.sender, "received_at": msg.received_at})
         receipts, name, raw = receipt
         while True:
             msg_id, received_at = promised or new_id(peer.name)
@@ -262,7 +286,7 @@ def _admit(
                 if promised is not None:
                     raise
                 continue  # a fresh id collided with a stored one: draw again
-            return 201, answer, None
+            return Answer(201, answer)
 
 
 def _add_error_schema(app: InboxApp) -> None:

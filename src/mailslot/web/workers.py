@@ -23,7 +23,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["IDLE_S", "WorkerPool"]
 
@@ -33,7 +33,14 @@ IDLE_S = 10.0
 
 T = TypeVar("T")
 
-_Job = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+class _Job(NamedTuple):
+    """A call to make on a worker, and where its result goes."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    fut: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
 
 
 def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -73,13 +80,13 @@ class WorkerPool:
                 self._idle -= 1
         if start:
             threading.Thread(target=self._work, name=name, daemon=True).start()
-        self._jobs.put((fn, args, fut, loop))
+        self._jobs.put(_Job(fn, args, fut, loop))
         return await fut
 
     def _work(self) -> None:
         while True:
             try:
-                fn, args, fut, loop = self._jobs.get(timeout=IDLE_S)
+                job = self._jobs.get(timeout=IDLE_S)
             except queue.Empty:
                 with self._lock:
                     # Leave only while more workers are idle than jobs are queued for them.
@@ -89,11 +96,11 @@ class WorkerPool:
                         return
                 continue
             try:
-                value, ok = fn(*args), True
+                value, ok = job.fn(*job.args), True
             except BaseException as e:  # handed to the awaiting task, raised there
                 value, ok = e, False
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, fut, ok, value)
-            del fn, args, fut, loop, value  # drop references while idle
+                job.loop.call_soon_threadsafe(_settle, job.fut, ok, value)
+            del job, value  # drop references while idle
             with self._lock:
                 self._idle += 1
