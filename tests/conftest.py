@@ -73,17 +73,24 @@ def run_cli() -> Iterator[object]:
 # append's intent sidecar (which carries a copy of the record) count only when asked.
 _KILL_IN_WRITE = """
 import os, signal, sys
-_write = os.write
+_plain_write, _plain_pwrite = os.write, os.pwrite
 def _counts(fd):
     if os.environ.get("KILL_IN_SIDECAR"):
         return True
     return not os.readlink(f"/proc/self/fd/{fd}").endswith(".intent")
+def _dies(fd, data):
+    return len(data) >= int(os.environ["KILL_AT_WRITE_BYTES"]) and _counts(fd)
 def _half_then_die(fd, data):
-    if len(data) >= int(os.environ["KILL_AT_WRITE_BYTES"]) and _counts(fd):
-        _write(fd, bytes(data[: len(data) // 2]))
+    if _dies(fd, data):
+        _plain_write(fd, bytes(data[: len(data) // 2]))
         os.kill(os.getpid(), signal.SIGKILL)
-    return _write(fd, data)
-os.write = _half_then_die
+    return _plain_write(fd, data)
+def _half_at_then_die(fd, data, offset):
+    if _dies(fd, data):
+        _plain_pwrite(fd, bytes(data[: len(data) // 2]), offset)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _plain_pwrite(fd, data, offset)
+os.write, os.pwrite = _half_then_die, _half_at_then_die
 """
 _CLI = """
 sys.argv[0] = "mailslot"
@@ -95,8 +102,8 @@ main()
 @pytest.fixture
 def killed_in_write() -> Iterator[object]:
     """Run ``mailslot ARGS`` (or Python ``code`` with ARGS in ``sys.argv[1:]``) in a process that
-    SIGKILLs itself in its first write of at least ``at_bytes`` bytes, after writing half of
-    them; asserts it died that way. Writes into an intent sidecar count only with
+    SIGKILLs itself in its first write (or ``pwrite``) of at least ``at_bytes`` bytes, after
+    writing half of them; asserts it died that way. Writes into an intent sidecar count only with
     ``in_sidecar``."""
 
     def run(

@@ -130,3 +130,17 @@ def with_watch_limit(limit: int, argv: list[str]) -> list[str]:
             pytest.fail(why)
         pytest.skip(why)
     return [*prefix, *argv]
+
+
+def holds_intent(sidecar: Path) -> bool:
+    """Whether the append sidecar ``sidecar`` holds an intent (or is something else in its
+    place). One holding none is empty or starts with the cleared mark ``-``: its file's owner
+    keeps it between appends."""
+    return not sidecar.is_file() or sidecar.read_bytes()[:1] not in (b"", b"-")
+
+
+def names_left(directory: Path) -> list[str]:
+    """The names in ``directory``, less append sidecars that hold no intent."""
+    return sorted(
+        n for n in os.listdir(directory) if not n.endswith(".intent") or holds_intent(directory / n)
+    )

@@ -83,16 +83,22 @@ def test_lines_appended_by_hand_after_a_torn_line_are_kept(
 
 
 @pytest.mark.parametrize(
-    ("free_pages", "log_on_page_boundary"),
+    ("free_pages", "log_on_page_boundary", "new_sidecar"),
     [
-        (0, False),  # no room for anything
-        (1, False),  # room for the staged counter, none for the append's intent
-        (2, True),  # room for counter and intent, none for the line's new page
-        (0, True),
+        (0, False, False),  # no room for anything
+        (1, False, True),  # room for the staged counter, none for a new sidecar's intent
+        (2, True, True),  # room for counter and intent, none for the line's new page
+        (1, True, False),  # room for the counter, the intent in the kept sidecar, not the line
+        (0, True, False),
     ],
 )
 def test_a_failed_append_on_a_full_disk_wrote_nothing(
-    small_disk: Path, fill_disk, run_cli, free_pages: int, log_on_page_boundary: bool
+    small_disk: Path,
+    fill_disk,
+    run_cli,
+    free_pages: int,
+    log_on_page_boundary: bool,
+    new_sidecar: bool,
 ) -> None:
     root = small_disk / "shared"
     layout.init(root, consumer="beacon")
@@ -102,6 +108,8 @@ def test_a_failed_append_on_a_full_disk_wrote_nothing(
         with (root / "LOG.md").open("a") as f:
             f.write("#" + "." * (4096 - size - 2) + "\n")
         assert (root / "LOG.md").stat().st_size == 4096
+    if new_sidecar:  # as before the first append, or after a repair: the intent needs a page
+        (root / ".LOG.md.intent").unlink()
     filler = fill_disk(small_disk, free_pages)
     before = (root / "LOG.md").read_bytes()
     names = sorted(os.listdir(root)), sorted(os.listdir(root / ".mailslot" / "wakings"))

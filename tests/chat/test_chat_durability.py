@@ -24,6 +24,7 @@ from chat_helpers import bash_write, bash_write_started
 from mailslot import chat
 from mailslot.chat import room
 from mailslot.core.errors import MailslotError, WaitTimeout
+from shared_helpers import names_left
 
 BIG = "the long plan, " * 2000  # a 30 KB message: its write is the first large one
 SAID = "Hand-run agent, waiting on the lock."  # what a hand-run bash agent appends
@@ -59,13 +60,13 @@ def test_a_message_torn_by_a_kill_is_never_delivered(
     assert st["torn"] == {"path": str(torn), "size": torn.stat().st_size}
     text = run_cli("chat", "status", str(chat_file)).stdout
     assert f"TORN: {torn.stat().st_size} bytes" in text and str(torn) in text
-    # no sidecar is left once repaired
-    assert [n for n in os.listdir(chat_file.parent) if n.endswith(".intent")] == []
+    # no intent is left once repaired
+    assert [n for n in names_left(chat_file.parent) if n.endswith(".intent")] == []
 
 
-def test_a_whole_message_leaves_no_sidecar_and_no_torn_file(chat_file: Path) -> None:
+def test_a_whole_message_leaves_no_intent_and_no_torn_file(chat_file: Path) -> None:
     chat.say(chat_file, BIG, "alice")
-    assert sorted(os.listdir(chat_file.parent)) == [chat_file.name]
+    assert names_left(chat_file.parent) == [chat_file.name]
     assert chat.status(chat_file).torn is None
 
 
@@ -111,7 +112,7 @@ def test_messages_bash_agents_append_after_a_torn_block_are_kept(
     assert bodies == expected + ([("bob", "after the crash")] if next_one == "say" else [])
     torn = Path(f"{chat_file}.torn").read_text()
     assert BIG[:1000] in torn and said not in torn and torn.count("--- torn append") == 1
-    assert [n for n in os.listdir(chat_file.parent) if n.endswith((".intent", ".repair"))] == []
+    assert [n for n in names_left(chat_file.parent) if n.endswith((".intent", ".repair"))] == []
 
 
 def test_a_new_speaker_on_a_full_state_disk_writes_once_or_not_at_all(

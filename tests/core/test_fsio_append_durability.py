@@ -10,6 +10,7 @@ nothing.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import zlib
 from pathlib import Path
@@ -25,6 +26,7 @@ from mailslot.core.fsio import (
     settle_appends,
     torn_of,
 )
+from shared_helpers import holds_intent, names_left
 
 APPEND = """
 from pathlib import Path
@@ -45,7 +47,10 @@ def _torn_log(tmp_path: Path, killed_in_write) -> Path:
 
 
 def _sidecars(directory: Path) -> list[str]:
-    return [n for n in os.listdir(directory) if n.endswith(".intent")]
+    """The intent sidecars in ``directory`` holding an intent."""
+    return [
+        n for n in os.listdir(directory) if n.endswith(".intent") and holds_intent(directory / n)
+    ]
 
 
 def test_a_record_torn_by_a_kill_is_hidden_then_cut_out(tmp_path: Path, killed_in_write) -> None:
@@ -107,7 +112,7 @@ def test_lines_appended_by_hand_after_a_torn_record_are_kept_whole(
     kept = torn.path.read_text()
     assert kept.endswith(RECORD[:2500] + "\n") and kept.count(RECORD[:2500]) == 1
     assert "[Hand]" not in kept
-    assert sorted(os.listdir(tmp_path)) == ["LOG.md", "LOG.md.torn"]  # no sidecar, no plan
+    assert names_left(tmp_path) == ["LOG.md", "LOG.md.torn"]  # no sidecar, no plan
 
 
 def test_a_kill_before_the_records_first_byte_keeps_what_follows(
@@ -184,7 +189,7 @@ def test_a_repairer_killed_mid_repair_loses_and_doubles_nothing(
     assert log.read_text() == ("first\n" + "".join(HAND) + "after the repairer died\n" + "next\n")
     kept = Path(f"{log}.torn").read_text()
     assert kept.count(RECORD[:2500]) == 1 and "[Hand]" not in kept
-    assert sorted(os.listdir(tmp_path)) == ["LOG.md", "LOG.md.torn"]
+    assert names_left(tmp_path) == ["LOG.md", "LOG.md.torn"]
 
 
 def test_a_line_appended_by_hand_while_the_repair_runs_is_kept(
@@ -207,7 +212,7 @@ os.kill(os.getpid(), 9)
     killed_in_write(str(log), at_bytes=1 << 30, code="from pathlib import Path\n" + hand_mid_repair)
     assert log.read_text() == "first\n" + "".join(HAND) + "landed mid-repair\n"
     assert Path(f"{log}.torn").read_text().count(RECORD[:2500]) == 1
-    assert sorted(os.listdir(tmp_path)) == ["LOG.md", "LOG.md.torn"]
+    assert names_left(tmp_path) == ["LOG.md", "LOG.md.torn"]
 
 
 def test_a_kill_inside_the_intent_write_cuts_nothing(tmp_path: Path, killed_in_write) -> None:
@@ -220,19 +225,173 @@ def test_a_kill_inside_the_intent_write_cuts_nothing(tmp_path: Path, killed_in_w
     assert torn_of(log) is None and _sidecars(tmp_path) == []
 
 
-def test_a_kill_after_the_whole_record_keeps_it(tmp_path: Path, killed_in_write) -> None:
+def test_a_kill_inside_an_intent_written_over_a_longer_one_cuts_nothing(
+    tmp_path: Path, killed_in_write
+) -> None:
     log = tmp_path / "LOG.md"
-    die_before_cleanup = """
-import signal
-_unlink = os.unlink
-def _die(path, *a, **k):
-    if str(path).endswith(".intent"):
-        os.kill(os.getpid(), signal.SIGKILL)
-    return _unlink(path, *a, **k)
-os.unlink = _die
-"""
-    killed_in_write(str(log), RECORD, at_bytes=1 << 30, code=die_before_cleanup + APPEND)
+    locked_append(log, RECORD)  # the kept sidecar now holds a cleared intent longer than the next
+    before = log.read_bytes()
+    killed_in_write(str(log), "y" * 300 + "\n", at_bytes=60, code=APPEND, in_sidecar=True)
+    sidecar = (tmp_path / ".LOG.md.intent").read_bytes()
+    assert sidecar.startswith(b"mailslot-intent2 ") and RECORD[:4000].encode() in sidecar
+    _hand_append(log)
+    assert read_from(log) == before + "".join(HAND).encode()
+    locked_append(log, "next\n")
+    assert log.read_bytes() == before + ("".join(HAND) + "next\n").encode()
+    assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+def test_an_intent_whose_copy_reads_whole_over_an_older_one_cuts_nothing(
+    tmp_path: Path, killed_in_write
+) -> None:
+    """The same record again, killed halfway through its copy: the older copy's bytes complete
+    it, so the intent reads whole -- and none of its record went out, so nothing is cut."""
+    log = tmp_path / "LOG.md"
+    locked_append(log, RECORD)
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND, in_sidecar=True)
     assert _sidecars(tmp_path) == [".LOG.md.intent"]
+    _hand_append(log)
+    assert read_from(log) == (RECORD + "".join(HAND)).encode()
+    locked_append(log, "next\n")
+    assert log.read_text() == RECORD + "".join(HAND) + "next\n"
+    assert torn_of(log) is None and _sidecars(tmp_path) == []
+
+
+def _old_intent(log: Path, start: int, record: bytes, *, copy: bool) -> bytes:
+    """A sidecar as an older mailslot wrote it: created for one append, exactly its intent."""
+    st = log.stat()
+    tag = b"mailslot-intent2" if copy else b"mailslot-intent"
+    body = tag + b" %016x %016x %016x %016x %08x" % (
+        st.st_dev,
+        st.st_ino,
+        start,
+        len(record),
+        zlib.crc32(record),
+    )
+    return body + b" %08x\n" % zlib.crc32(body) + (record if copy else b"")
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["with its copy", "without"])
+def test_a_sidecar_an_older_mailslot_left_is_honoured(tmp_path: Path, copy: bool) -> None:
+    log = tmp_path / "LOG.md"
+    log.write_text("first\n" + RECORD[:2500])  # its writer was killed halfway through RECORD
+    sidecar = tmp_path / ".LOG.md.intent"
+    sidecar.write_bytes(_old_intent(log, len("first\n"), RECORD.encode(), copy=copy))
+    _hand_append(log)
+    with file_lock(log, shared=True):  # another reader is in: nobody may repair meanwhile
+        assert read_from(log) == b"first\n"
+    locked_append(log, "next\n")
+    kept = Path(f"{log}.torn").read_text()
+    if copy:  # the fragment alone goes, the hand lines stay
+        assert log.read_text() == "first\n" + "".join(HAND) + "next\n"
+        assert kept.endswith(RECORD[:2500] + "\n") and "[Hand]" not in kept
+    else:  # no copy: the fragment and what followed it go aside together
+        assert log.read_text() == "first\nnext\n"
+        assert RECORD[:2500] + "".join(HAND) in kept
+    assert _sidecars(tmp_path) == [] and names_left(tmp_path) == ["LOG.md", "LOG.md.torn"]
+
+
+def _as_user(uid: int, gid: int, cwd: Path, work: object) -> int:
+    """Run ``work()`` in a forked child as ``uid``/``gid`` (in group ``gid`` alone), in ``cwd``;
+    its exit code (0 when ``work`` returned, -9 when it was SIGKILLed)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.chdir(cwd)  # the test's parent directories are root's alone
+            os.setgroups([gid])
+            os.setgid(gid)
+            os.setuid(uid)
+            work()  # type: ignore[operator]
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _killed_in_record(path: Path, record: str) -> None:
+    """``locked_append`` that SIGKILLs itself halfway through its record's bytes."""
+    write = os.write
+
+    def half_then_die(fd: int, data: bytes) -> int:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith(".intent"):
+            write(fd, bytes(data[: len(data) // 2]))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return write(fd, data)
+
+    os.write = half_then_die  # type: ignore[assignment]
+    locked_append(path, record)
+
+
+def test_a_writer_who_may_not_write_the_kept_sidecar_appends_with_its_own(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("appending as another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    log = shared / "LOG.md"
+    locked_append(log, "owner\n")
+    os.chown(log, 0, 65534)
+    log.chmod(0o664)  # its group may write it
+    locked_append(log, "owner again\n")  # the kept sidecar follows: root's, group 65534, 0o664
+    sidecar = shared / ".LOG.md.intent"
+    st = sidecar.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 65534, 0o664)
+    os.chown(sidecar, 0, 0)  # as when LOG.md changed group since: the group may not write it
+    assert _as_user(65534, 65534, shared, lambda: locked_append(Path("LOG.md"), "member\n")) == 0
+    assert log.read_text() == "owner\nowner again\nmember\n"
+    assert not sidecar.exists()  # the member's own, removed after its append
+    # A member killed mid-append: its sidecar is believed (it may write LOG.md), and repaired.
+    assert _as_user(65534, 65534, shared, lambda: _killed_in_record(Path("LOG.md"), RECORD)) == -9
+    assert sidecar.stat().st_uid == 65534
+    assert read_from(log) == b"owner\nowner again\nmember\n"
+    locked_append(log, "owner last\n")
+    assert log.read_text() == "owner\nowner again\nmember\nowner last\n"
+    torn = torn_of(log)
+    assert torn is not None and RECORD[:2500] in torn.path.read_text()
+    st = sidecar.stat()  # the owner's kept sidecar again
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 65534, 0o664)
+    assert _sidecars(shared) == []
+
+
+# A writer that dies once its record went out: at the step that drops its intent (overwriting
+# the kept sidecar's first byte, or removing a sidecar that does not stay), or right after it.
+DIE_AT_DROP = """
+import signal
+_wrote_record = []
+_w, _pw, _ul = os.write, os.pwrite, os.unlink
+def _sidecar(fd):
+    return os.readlink(f"/proc/self/fd/{fd}").endswith(".intent")
+def _drop(real, after):
+    def hooked(*a, **k):
+        dropping = _wrote_record and (
+            _sidecar(a[0]) if isinstance(a[0], int) else str(a[0]).endswith(".intent")
+        )
+        if dropping and not after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        out = real(*a, **k)
+        if dropping:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+    return hooked
+def _note(fd, data):
+    if not _sidecar(fd):
+        _wrote_record.append(fd)
+    return _w(fd, data)
+os.write = _note
+os.pwrite, os.unlink = _drop(_pw, AFTER), _drop(_ul, AFTER)
+"""
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before the drop", "after the drop"])
+def test_a_kill_after_the_whole_record_keeps_it(
+    tmp_path: Path, killed_in_write, after: bool
+) -> None:
+    log = tmp_path / "LOG.md"
+    code = f"AFTER = {after}\n" + DIE_AT_DROP + APPEND
+    killed_in_write(str(log), RECORD, at_bytes=1 << 30, code=code)
+    assert _sidecars(tmp_path) == ([] if after else [".LOG.md.intent"])
     assert read_from(log) == RECORD.encode()  # whole, so delivered
     locked_append(log, "next\n")
     assert log.read_text() == RECORD + "next\n"
@@ -253,11 +412,23 @@ def test_a_failed_fsync_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
     assert log.read_text() == "first\n" and _sidecars(tmp_path) == []
 
 
-@pytest.mark.parametrize("free_pages", [0, 1])
-def test_a_full_disk_appends_nothing(small_disk: Path, fill_disk, free_pages: int) -> None:
+@pytest.mark.parametrize(
+    ("free_pages", "sidecar"),
+    [
+        (0, "new"),  # no room for the intent
+        (1, "new"),  # room for the intent, none for the record
+        (0, "kept"),  # the intent goes into the kept sidecar's page, no room for the record
+    ],
+)
+def test_a_full_disk_appends_nothing(
+    small_disk: Path, fill_disk, free_pages: int, sidecar: str
+) -> None:
     log = small_disk / "LOG.md"
-    locked_append(log, "x" * 4095 + "\n")  # a whole page: the next record needs a new one
-    fill_disk(small_disk, free_pages)  # 0: no room for the intent; 1: none for the record
+    if sidecar == "kept":
+        locked_append(log, "x" * 4095 + "\n")  # a whole page: the next record needs a new one
+    else:
+        log.write_text("x" * 4095 + "\n")  # by hand: no sidecar yet
+    fill_disk(small_disk, free_pages)
     with pytest.raises(NoSpace, match=r"no space left to write LOG\.md"):
         locked_append(log, "second\n", fsync=True)
     assert log.read_bytes() == b"x" * 4095 + b"\n"
@@ -271,6 +442,7 @@ def test_a_planted_sidecar_cuts_nothing_and_follows_nothing(tmp_path: Path, kind
     victim.write_text("keep me\n")
     locked_append(log, "first\n")
     sidecar = tmp_path / ".LOG.md.intent"
+    sidecar.unlink()  # the one kept between appends, replaced by another user
     if kind == "symlink":
         sidecar.symlink_to(victim)
     elif kind == "fifo":
@@ -334,34 +506,55 @@ def test_a_symlink_to_the_file_finds_the_same_sidecar(tmp_path: Path, killed_in_
     assert RECORD[:2500] in torn.path.read_text() and _sidecars(tmp_path) == []
 
 
-def test_a_whole_record_whose_sidecar_cannot_be_removed_is_appended_once(
+def test_a_whole_record_whose_intent_cannot_be_dropped_is_appended_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = tmp_path / "LOG.md"
     locked_append(log, "first\n")
-    unlink = os.unlink
+    unlink, pwrite, write = os.unlink, os.pwrite, os.write
+    wrote_record = []
 
-    def refuse_sidecar(path: object, *a: object, **k: object) -> None:
-        if str(path).endswith(".intent"):
+    def sidecar(fd: int) -> bool:
+        return os.readlink(f"/proc/self/fd/{fd}").endswith(".intent")
+
+    def note_record(fd: int, data: bytes) -> int:
+        if not sidecar(fd):
+            wrote_record.append(fd)
+        return write(fd, data)
+
+    def refuse_pwrite(fd: int, data: bytes, offset: int) -> int:
+        if wrote_record and sidecar(fd):
+            raise OSError(5, "Input/output error")
+        return pwrite(fd, data, offset)
+
+    def refuse_unlink(path: object, *a: object, **k: object) -> None:
+        if wrote_record and str(path).endswith(".intent"):
             raise OSError(5, "Input/output error")
         unlink(path, *a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(os, "unlink", refuse_sidecar)
+    monkeypatch.setattr(os, "write", note_record)
+    monkeypatch.setattr(os, "pwrite", refuse_pwrite)
+    monkeypatch.setattr(os, "unlink", refuse_unlink)
     assert locked_append(log, "second\n", fsync=True) == len("first\n")  # done, not an error
     monkeypatch.undo()
+    assert _sidecars(tmp_path) == [".LOG.md.intent"]
     assert read_from(log) == b"first\nsecond\n"
-    locked_append(log, "third\n")  # the leftover sidecar's record is whole: nothing is cut
+    locked_append(log, "third\n")  # the leftover intent's record is whole: nothing is cut
     assert log.read_text() == "first\nsecond\nthird\n"
     assert torn_of(log) is None and _sidecars(tmp_path) == []
 
 
-def test_whoever_may_read_the_file_may_read_its_sidecar(tmp_path: Path, killed_in_write) -> None:
+@pytest.mark.parametrize("was_private", [False, True])
+def test_whoever_may_read_the_file_may_read_its_sidecar(
+    tmp_path: Path, killed_in_write, was_private: bool
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("reading as another user needs root")
     shared = tmp_path / "shared"
     shared.mkdir()
     log = shared / "LOG.md"
-    locked_append(log, "first\n")
+    log.touch(0o600 if was_private else 0o644)
+    locked_append(log, "first\n")  # the kept sidecar takes the file's mode of the moment
     log.chmod(0o644)  # anyone may read it
     strict = "os.umask(0o077)\n"  # the writer keeps its own new files private
     killed_in_write(str(log), RECORD, at_bytes=4096, code=strict + APPEND)
@@ -399,7 +592,7 @@ def test_a_record_too_big_to_copy_is_cut_out_with_what_followed(
 
 
 @pytest.mark.parametrize("kind", ["garbage", "other file", "symlink"])
-def test_a_planted_repair_plan_changes_nothing(tmp_path: Path, kind: str) -> None:
+def test_a_planted_repair_plan_changes_nothing(tmp_path: Path, killed_in_write, kind: str) -> None:
     log = tmp_path / "LOG.md"
     locked_append(log, "first\n")
     locked_append(log, "second\n")
@@ -423,8 +616,15 @@ def test_a_planted_repair_plan_changes_nothing(tmp_path: Path, kind: str) -> Non
         plan.write_bytes(body + b" %08x\n" % crc + b"abcd")
     locked_append(log, "third\n")
     assert log.read_text() == "first\nsecond\nthird\n" and torn_of(log) is None
-    assert sorted(os.listdir(tmp_path)) == sorted(
-        ["LOG.md", *(["other.md"] * (kind == "other file"))]
+    # A plan is read where an intent was left (only a repair makes one, and an appender clears
+    # its intent after any repair ended): a writer killed now, and the repair after it.
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    locked_append(log, "fourth\n")
+    assert log.read_text() == "first\nsecond\nthird\nfourth\n"
+    torn = torn_of(log)
+    assert torn is not None and torn.path.read_text().count(RECORD[:2500]) == 1
+    assert names_left(tmp_path) == sorted(
+        ["LOG.md", "LOG.md.torn", *(["other.md"] * (kind == "other file"))]
     )
 
 

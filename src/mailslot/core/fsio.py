@@ -17,14 +17,28 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   the shared lock.
 * A writer killed inside its append never leaves a record a reader takes as whole. Before the
   bytes go out it records its intent -- start offset, length, CRC of the record, and (up to
-  ``INTENT_RECORD_MAX`` bytes) a copy of the record -- in a small dot-named sidecar beside the
-  file (``.<name>.intent``: a fixed-size line with its own CRC, so a sidecar torn by the same kill
-  is recognisably invalid and cuts nothing), and removes it once the record is written (and
-  fsync'd, when asked). The writer holds the exclusive ``flock`` for the sidecar's whole life, so
-  anyone who holds the lock and still finds a valid sidecar knows its writer is gone -- no pids
-  involved. A reader (shared lock) then delivers nothing at or past the intent's start unless the
-  record there is whole (its CRC matches); the next appender (exclusive lock) repairs, and so
-  does a reader that may write the file when nobody else holds the lock.
+  ``INTENT_RECORD_MAX`` bytes) a copy of the record -- at the start of a small dot-named sidecar
+  beside the file (``.<name>.intent``: a fixed-size line with its own CRC, then the copy, which
+  that line's record CRC checks; so an intent torn by the same kill is recognisably invalid and
+  cuts nothing), and drops it once the record is written (and fsync'd, when asked). The writer
+  holds the exclusive ``flock`` while an intent is in the sidecar, so anyone who holds the lock
+  and still finds a valid one knows its writer is gone -- no pids involved. A reader (shared
+  lock) then delivers nothing at or past the intent's start unless the record there is whole
+  (its CRC matches); the next appender (exclusive lock) repairs, and so does a reader that may
+  write the file when nobody else holds the lock.
+* The sidecar stays between appends when it is the file's twin: made by the file's owner, in the
+  file's group, with the file's permission bits (so exactly whoever may write the file may write
+  it, and whoever may read the file may read it). An appender drops its intent by overwriting
+  the sidecar's first byte with a cleared mark (one byte, one system call: a kill leaves the
+  intent whole or cleared), and the next appender writes its own over it: no file is created or
+  removed per append. A sidecar that is empty or starts with the mark holds no intent; bytes past
+  an intent and its copy are left from a longer one before it and mean nothing. Any other writer
+  (one who is not the file's owner), or one that finds the sidecar anything but a clear twin (a
+  dead writer's intent, a torn one, one an older mailslot made for a single append, one made
+  before the file's mode or group changed), settles what is there, makes the sidecar anew and,
+  unless it is the owner, removes it after its append. A sidecar holding no intent is left only
+  by an appender, after any repair has ended, so an appender that finds a clear twin has
+  nothing to settle and does not look for a repair plan.
 * A repair moves only the fragment into ``<name>.torn`` and keeps everything appended after it
   without the lock (hand writers' ``>>``), in order and in place: the fragment is the longest
   prefix of the intended record found at its start, so a hand line glued to its partial last
@@ -43,7 +57,9 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   one sidecar. The sidecar takes the file's permission bits, so everyone who may read the file
   may read it.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
-  records no intent, so its own torn write stays undetectable; the sidecar is not fsync'd
+  records no intent, so its own torn write stays undetectable; an older mailslot, which takes a
+  sidecar as valid only when it holds exactly one intent, ignores one written over a longer
+  one; the sidecar is not fsync'd
   (that would double the fsyncs of every append), so it guards against a killed process, not
   against a power cut in the middle of an append; an unlocked ``>>`` landing in the few
   microseconds between the repair's last size check and its cut-back is lost (no system call
@@ -132,9 +148,15 @@ def no_space(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise NoSpace(f"no space left to write {path.name}", path=path.parent) from None
+        _raise_no_space(e, path)
         raise
+
+
+def _raise_no_space(e: OSError, path: Path) -> None:
+    """``NoSpace`` naming ``path`` when ``e`` is a full disk or quota (``no_space`` without a
+    context manager, for the hottest path)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise NoSpace(f"no space left to write {path.name}", path=path.parent) from None
 
 
 def _temp_path(directory: Path, final_name: str) -> Path:
@@ -782,11 +804,16 @@ class _Intent(NamedTuple):
         return body + b" %08x\n" % zlib.crc32(body) + (self.record or b"")
 
 
+# An intent is dropped by overwriting its first byte with this mark; a sidecar that is empty or
+# starts with it holds no intent.
+_CLEARED = b"-"
+_NO_INTENT = (b"", _CLEARED)
 # Records up to this size travel in their sidecar, so a repair knows exactly which bytes are the
 # fragment and keeps whatever was appended after it; a bigger record's repair moves everything
 # from its start into ``.torn`` (it cannot tell the fragment from what followed it).
 INTENT_RECORD_MAX = 256 << 10
-_INTENT_SIZE = len(_Intent(0, 0, 0, 0, 0).encode())
+# The longest intent header (a record's copy follows it).
+_INTENT_HEAD = len(_Intent(0, 0, 0, 0, 0, b"").encode())
 # Sidecar patterns are compiled on first use (by ``re``'s cache): most processes never read one.
 _INTENT_PATTERN = (
     rb"^(mailslot-intent(2?) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16})"
@@ -830,13 +857,11 @@ _CUT_PATTERN = (
 )
 
 
-def _read_sidecar(
-    sidecar: str, file_st: os.stat_result, limit: int, *, whole: bool
-) -> bytes | bool | None:
-    """At most ``limit`` bytes of ``sidecar`` (an intent or a repair plan) kept beside the file
-    whose status is ``file_st``; ``None`` when there is none; ``False`` when it is not to be
-    believed: unreadable, something other than a regular file, written by a user who could not
-    write the file itself, or (``whole``) longer than ``limit``."""
+def _open_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, int] | bool | None:
+    """``sidecar`` (an intent or a repair plan) kept beside the file whose status is
+    ``file_st``, open for reading: ``(fd, size)``; ``None`` when there is none; ``False`` when
+    it is not to be believed: unreadable, something other than a regular file, or written by a
+    user who could not write the file itself."""
     try:
         fd = os.open(sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -845,13 +870,23 @@ def _read_sidecar(
         return False
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _could_write(st.st_uid, file_st):
-            return False
-        if not whole:
-            return os.pread(fd, limit, 0)
-        if st.st_size > limit:
-            return False
-        return _pread_all(fd, st.st_size, 0)
+        if stat.S_ISREG(st.st_mode) and _could_write(st.st_uid, file_st):
+            return fd, st.st_size
+    except OSError:
+        pass
+    os.close(fd)
+    return False
+
+
+def _read_sidecar(sidecar: str, file_st: os.stat_result, limit: int) -> bytes | bool | None:
+    """The bytes of ``sidecar`` (as ``_open_sidecar``); ``False`` also when it is longer than
+    ``limit``."""
+    opened = _open_sidecar(sidecar, file_st)
+    if not isinstance(opened, tuple):
+        return opened
+    fd, size = opened
+    try:
+        return _pread_all(fd, size, 0) if size <= limit else False
     except OSError:
         return False
     finally:
@@ -861,7 +896,7 @@ def _read_sidecar(
 def _read_cut(plan: str, file_st: os.stat_result) -> _Cut | bool | None:
     """The repair plan in ``plan`` for the file whose status is ``file_st``; ``None`` when there
     is none; ``False`` when it is not to be believed (as ``_read_intent``)."""
-    raw = _read_sidecar(plan, file_st, 256 + INTENT_RECORD_MAX + READ_FROM_MAX, whole=True)
+    raw = _read_sidecar(plan, file_st, 256 + INTENT_RECORD_MAX + READ_FROM_MAX)
     if not isinstance(raw, bytes):
         return raw
     m = re.match(_CUT_PATTERN, raw)
@@ -909,22 +944,32 @@ def _read_intent(sidecar: str, file_st: os.stat_result) -> _Intent | bool | None
     none; ``False`` when it is not to be believed: torn by a kill before its record's first byte,
     something else under its name, an intent for another file (one since replaced by a rename,
     or a sidecar copied from elsewhere), or planted by a user who could not write the file
-    itself (in a shared directory anyone may create a dot-file; only a writer may cut)."""
-    raw = _read_sidecar(sidecar, file_st, _INTENT_SIZE + 1 + INTENT_RECORD_MAX + 1, whole=False)
-    if not isinstance(raw, bytes):
-        return raw
-    m = re.match(_INTENT_PATTERN, raw)
-    if m is None or zlib.crc32(m[1]) != int(m[8], 16):
-        return False
-    dev, ino, start, length, crc = (int(m[i], 16) for i in range(3, 8))
-    rest = raw[m.end() :]
-    record = None
-    if m[2]:  # the record travels with it: torn by a kill before its record's first byte
-        if len(rest) != length or zlib.crc32(rest) != crc:  # went out, if not whole
+    itself (in a shared directory anyone may create a dot-file; only a writer may cut).
+    A sidecar that is empty or cleared holds none. Bytes past the intent (and its copy of the
+    record) are what is left of a longer intent written there before: they mean nothing."""
+    opened = _open_sidecar(sidecar, file_st)
+    if not isinstance(opened, tuple):
+        return opened
+    fd, size = opened
+    try:
+        head = os.pread(fd, _INTENT_HEAD, 0)
+        if head[:1] in _NO_INTENT:
+            return None
+        m = re.match(_INTENT_PATTERN, head)
+        if m is None or zlib.crc32(m[1]) != int(m[8], 16):
             return False
-        record = rest
-    elif rest:
+        dev, ino, start, length, crc = (int(m[i], 16) for i in range(3, 8))
+        record = None
+        if m[2]:  # the record travels with it: torn by a kill before its record's first byte
+            if length > INTENT_RECORD_MAX or size < m.end() + length:
+                return False
+            record = _pread_all(fd, length, m.end())
+            if len(record) != length or zlib.crc32(record) != crc:  # went out, if not whole
+                return False
+    except OSError:
         return False
+    finally:
+        os.close(fd)
     if (dev, ino) != (file_st.st_dev, file_st.st_ino):
         return False
     return _Intent(dev, ino, start, length, crc, record)
@@ -981,6 +1026,14 @@ def _repair(path: Path, fd: int) -> os.stat_result:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(plan)
     return os.fstat(fd)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    """Write every byte of ``data`` to ``fd`` at ``offset`` (``os.pwrite`` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
 
 
 def _pread_all(fd: int, length: int, offset: int) -> bytes:
@@ -1113,24 +1166,71 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
         os.close(out)
 
 
-def _write_intent(sidecar: str, intent: _Intent, mode: int) -> None:
-    """Create ``sidecar`` with ``intent``, readable by exactly whoever may read the file (its
-    ``mode``): a reader who cannot read the sidecar could not tell a torn record from a whole one,
-    whatever this writer's umask."""
-    fd = os.open(
+def _reusable_sidecar(sidecar: str, file_st: os.stat_result) -> int:
+    """The sidecar open for writing when it may take this append's intent in place; -1 when it
+    may not, -2 when there is none.
+
+    It may when it holds no intent (it is empty or starts with the cleared mark) and is the
+    file's twin: a regular file with one link,
+    of the file's owner, group and permission bits -- so exactly whoever may write the file may
+    write it, and whoever may read the file may read it. A sidecar that is anything else (a dead
+    writer's intent, a torn one, one left by an older mailslot, one planted, one whose file was
+    since chmod'ed) goes through ``_repair`` and is made anew."""
+    try:
+        side = os.open(sidecar, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return -2
+    except OSError:
+        return -1
+    st = os.fstat(side)
+    if (
+        st.st_nlink == 1
+        and st.st_mode == stat.S_IFREG | (stat.S_IMODE(file_st.st_mode) & 0o666)
+        and st.st_uid == file_st.st_uid
+        and st.st_gid == file_st.st_gid
+        and os.pread(side, 1, 0) in _NO_INTENT
+    ):
+        return side
+    os.close(side)
+    return -1
+
+
+def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, bool]:
+    """Create ``sidecar`` empty, readable by exactly whoever may read the file (its mode: a
+    reader who cannot read the sidecar could not tell a torn record from a whole one, whatever
+    this writer's umask); return ``(fd, kept)``. ``kept``: it is the file's twin (made by the
+    file's owner, in the file's group), so it stays between appends, emptied; any other writer's
+    sidecar is removed after its append, so nobody is left a sidecar they may not write."""
+    side = os.open(
         sidecar,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
         0o600,
     )
     try:
-        os.fchmod(fd, stat.S_IMODE(mode) & 0o666)
-        write_all(fd, intent.encode())
+        os.fchmod(side, stat.S_IMODE(file_st.st_mode) & 0o666)
+        kept = os.geteuid() == file_st.st_uid
+        if kept and os.fstat(side).st_gid != file_st.st_gid:
+            try:
+                os.fchown(side, -1, file_st.st_gid)
+            except PermissionError:
+                kept = False
     except BaseException:
-        os.close(fd)
+        os.close(side)
         with contextlib.suppress(OSError):
             os.unlink(sidecar)
         raise
-    os.close(fd)
+    return side, kept
+
+
+def _drop_intent(sidecar: str, side: int, kept: bool) -> None:
+    """Say "no intent" in ``sidecar`` (open as ``side``): when it stays, overwrite its first byte
+    with the cleared mark (one byte in one system call: a kill leaves the intent whole or
+    cleared, never half; its block stays, where emptying it would free it and the next intent
+    allocate it again); else remove it."""
+    if kept:
+        os.pwrite(side, _CLEARED, 0)
+    else:
+        os.unlink(sidecar)
 
 
 def _require_regular(fd: int, path: Path) -> os.stat_result:
@@ -1174,8 +1274,10 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
     fd, path = _open_real(path if isinstance(path, Path) else Path(path), flags)
     try:
-        with no_space(path):
-            return _append_whole(path, fd, raw, fsync)
+        return _append_whole(path, fd, raw, fsync)
+    except OSError as e:
+        _raise_no_space(e, path)
+        raise
     finally:
         os.close(fd)
 
@@ -1183,28 +1285,58 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
 def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
     """``locked_append``'s work on the open ``fd``: lock, repair, intent, write, cut back on
     failure; the offset the record starts at."""
-    _require_regular(fd, path)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    st = _repair(path, fd)
-    start = st.st_size
-    sidecar = _intent_path(path)
-    copy = raw if len(raw) <= INTENT_RECORD_MAX else None
-    intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
-    _write_intent(sidecar, intent, st.st_mode)
     try:
-        write_all(fd, raw)
-        if fsync:
-            os.fsync(fd)
-    except BaseException:
-        os.ftruncate(fd, start)
-        os.unlink(sidecar)  # only once the cut succeeded: else the next append repairs
-        raise
-    # The record is whole: a sidecar that cannot be removed now is harmless (readers find its
-    # record whole, the next append removes it), and failing here would make the caller retry
-    # a record that is already in the file.
-    with contextlib.suppress(OSError):
-        os.unlink(sidecar)
-    return start
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        _require_regular(fd, path)  # before waiting: a FIFO's lock may be held forever
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    st = _require_regular(fd, path)
+    sidecar = _intent_path(path)
+    side = _reusable_sidecar(sidecar, st)
+    kept, made = side >= 0, False
+    if not kept:
+        found = side == -1
+        # Nothing to reuse: settle what a dead writer left (a plan, an intent), then make the
+        # sidecar anew. A sidecar holding no intent is left only by an appender, after any
+        # repair had ended (a repairer removes the sidecar before its plan): so where one is
+        # reused there is nothing to settle.
+        st = _repair(path, fd)
+        if found:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(sidecar)  # one not to be reused that held no intent
+        side, kept = _new_sidecar(sidecar, st)
+        made = True
+    # A failed append leaves no sidecar it made: only one that was there stays, cleared.
+    keep_if_failed = kept and not made
+    try:
+        start = st.st_size
+        copy = raw if len(raw) <= INTENT_RECORD_MAX else None
+        intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
+        try:
+            encoded = intent.encode()
+            if os.pwrite(side, encoded, 0) < len(encoded):
+                _pwrite_all(side, encoded, 0)
+        except BaseException:
+            # None of the record went out: whatever part of the intent is there cuts nothing.
+            with contextlib.suppress(OSError):
+                _drop_intent(sidecar, side, keep_if_failed)
+            raise
+        try:
+            write_all(fd, raw)
+            if fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, start)
+            _drop_intent(sidecar, side, keep_if_failed)  # once the cut succeeded: else repaired
+            raise
+        # The record is whole: an intent that cannot be dropped now is harmless (readers find
+        # its record whole, the next append settles it), and failing here would make the caller
+        # retry a record that is already in the file.
+        with contextlib.suppress(OSError):
+            _drop_intent(sidecar, side, kept)
+        return start
+    finally:
+        os.close(side)
 
 
 def _repair_aside(path: Path, fd: int) -> bool:
@@ -1261,8 +1393,8 @@ def _read_visible(
     """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock; with its
     intent's ``sidecar`` named, an absent one is found without an exception raised and caught."""
     size = os.fstat(fd).st_size
-    if sidecar is not None and not os.access(sidecar, os.F_OK, follow_symlinks=False):
-        end = size  # under the lock no live writer makes one: none means nothing torn
+    if sidecar is not None and _holds_no_intent(sidecar):
+        end = size  # under the lock no live writer fills it: none means nothing torn
     else:
         end = _visible_end(real, fd, size)
     if end < size and _repair_aside(real, fd):
@@ -1278,6 +1410,23 @@ def _read_visible(
         chunks.append(chunk)
         pos += len(chunk)
     return b"".join(chunks)
+
+
+def _holds_no_intent(sidecar: str) -> bool:
+    """Whether ``sidecar`` is absent, empty or cleared (its first byte, whoever wrote it): then
+    nothing is torn. ``False`` means it must be read whole."""
+    try:
+        fd = os.open(sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        return os.pread(fd, 1, 0) in _NO_INTENT
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 class HeldReader:
