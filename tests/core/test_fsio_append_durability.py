@@ -355,6 +355,35 @@ def test_a_writer_who_may_not_write_the_kept_sidecar_appends_with_its_own(tmp_pa
     assert _sidecars(shared) == []
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["in place", "moved away meanwhile"])
+def test_the_intent_is_at_the_sidecars_name_while_the_record_goes_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moved: bool
+) -> None:
+    log = tmp_path / "LOG.md"
+    sidecar = tmp_path / ".LOG.md.intent"
+    locked_append(log, "first\n")  # this process keeps the sidecar open for the next append
+    if moved:  # someone moves it away and puts an empty one of the same owner and mode there
+        sidecar.rename(tmp_path / "moved")
+        sidecar.touch(0o644)
+        sidecar.chmod((tmp_path / "moved").stat().st_mode)
+    seen = []
+    write = os.write
+
+    def look(fd: int, data: bytes) -> int:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith(".intent"):
+            seen.append(sidecar.read_bytes())  # what a reader finds there now
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", look)
+    locked_append(log, "second\n")
+    monkeypatch.undo()
+    assert len(seen) == 1 and seen[0].startswith(b"mailslot-intent2 ")
+    assert seen[0].split(b"\n", 1)[1].startswith(b"second\n")
+    if moved:
+        assert (tmp_path / "moved").read_bytes()[:1] == b"-"  # untouched since its clearing
+    assert not holds_intent(sidecar) and log.read_text() == "first\nsecond\n"
+
+
 # A writer that dies once its record went out: at the step that drops its intent (overwriting
 # the kept sidecar's first byte, or removing a sidecar that does not stay), or right after it.
 DIE_AT_DROP = """

@@ -1166,41 +1166,82 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
         os.close(out)
 
 
-def _reusable_sidecar(sidecar: str, file_st: os.stat_result) -> int:
-    """The sidecar open for writing when it may take this append's intent in place; -1 when it
-    may not, -2 when there is none.
+# Kept sidecars this process has open, by name: ``(fd, dev, ino)``. An entry is taken out while
+# its append runs (so two threads never share one), checked against what the name holds now,
+# and put back after; at most ``_HELD_SIDECARS`` stay open.
+_held_sidecars: dict[str, tuple[int, int, int]] = {}
+_HELD_SIDECARS = 16
+
+
+def _is_twin(st: os.stat_result, file_st: os.stat_result) -> bool:
+    """Whether the sidecar whose status is ``st`` is the file's twin: a regular file with one
+    link, of the file's owner, group and permission bits."""
+    return (
+        st.st_nlink == 1
+        and st.st_mode == stat.S_IFREG | (file_st.st_mode & 0o666)
+        and st.st_uid == file_st.st_uid
+        and st.st_gid == file_st.st_gid
+    )
+
+
+def _reusable_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_result | None]:
+    """The sidecar open for writing, and its status, when it may take this append's intent in
+    place; ``(-1, None)`` when it may not, ``(-2, None)`` when there is none.
 
     It may when it holds no intent (it is empty or starts with the cleared mark) and is the
-    file's twin: a regular file with one link,
-    of the file's owner, group and permission bits -- so exactly whoever may write the file may
-    write it, and whoever may read the file may read it. A sidecar that is anything else (a dead
-    writer's intent, a torn one, one left by an older mailslot, one planted, one whose file was
-    since chmod'ed) goes through ``_repair`` and is made anew."""
+    file's twin (``_is_twin``) -- so exactly whoever may write the file may write it, and
+    whoever may read the file may read it. A sidecar that is anything else (a dead writer's
+    intent, a torn one, one left by an older mailslot, one planted, one whose file was since
+    chmod'ed) goes through ``_repair`` and is made anew. One this process holds open is used
+    when the name still holds that very file (one ``lstat`` instead of an open and a close)."""
+    held = _held_sidecars.pop(sidecar, None)
+    if held is not None:
+        side, dev, ino = held
+        try:
+            st = os.lstat(sidecar)
+        except OSError:
+            st = None
+        if (
+            st is not None
+            and st.st_ino == ino
+            and st.st_dev == dev
+            and _is_twin(st, file_st)
+            and os.pread(side, 1, 0) in _NO_INTENT
+        ):
+            return side, st
+        os.close(side)
     try:
         side = os.open(sidecar, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return -2
+        return -2, None
     except OSError:
-        return -1
+        return -1, None
     st = os.fstat(side)
-    if (
-        st.st_nlink == 1
-        and st.st_mode == stat.S_IFREG | (stat.S_IMODE(file_st.st_mode) & 0o666)
-        and st.st_uid == file_st.st_uid
-        and st.st_gid == file_st.st_gid
-        and os.pread(side, 1, 0) in _NO_INTENT
-    ):
-        return side
+    if _is_twin(st, file_st) and os.pread(side, 1, 0) in _NO_INTENT:
+        return side, st
     os.close(side)
-    return -1
+    return -1, None
 
 
-def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, bool]:
+def _hold_sidecar(sidecar: str, side: int, st: os.stat_result) -> None:
+    """Keep the kept sidecar ``side`` (whose status is ``st``) open for this process's next
+    append to it."""
+    if len(_held_sidecars) >= _HELD_SIDECARS:
+        with contextlib.suppress(KeyError):
+            os.close(_held_sidecars.popitem()[1][0])
+    old = _held_sidecars.pop(sidecar, None)  # another thread's, put back meanwhile
+    if old is not None:
+        os.close(old[0])
+    _held_sidecars[sidecar] = (side, st.st_dev, st.st_ino)
+
+
+def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_result, bool]:
     """Create ``sidecar`` empty, readable by exactly whoever may read the file (its mode: a
     reader who cannot read the sidecar could not tell a torn record from a whole one, whatever
-    this writer's umask); return ``(fd, kept)``. ``kept``: it is the file's twin (made by the
-    file's owner, in the file's group), so it stays between appends, emptied; any other writer's
-    sidecar is removed after its append, so nobody is left a sidecar they may not write."""
+    this writer's umask); return ``(fd, status, kept)``. ``kept``: it is the file's twin (made by
+    the file's owner, in the file's group), so it stays between appends, cleared; any other
+    writer's sidecar is removed after its append, so nobody is left a sidecar they may not
+    write."""
     side = os.open(
         sidecar,
         os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
@@ -1209,7 +1250,8 @@ def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, bool]:
     try:
         os.fchmod(side, stat.S_IMODE(file_st.st_mode) & 0o666)
         kept = os.geteuid() == file_st.st_uid
-        if kept and os.fstat(side).st_gid != file_st.st_gid:
+        st = os.fstat(side)
+        if kept and st.st_gid != file_st.st_gid:
             try:
                 os.fchown(side, -1, file_st.st_gid)
             except PermissionError:
@@ -1219,7 +1261,7 @@ def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, bool]:
         with contextlib.suppress(OSError):
             os.unlink(sidecar)
         raise
-    return side, kept
+    return side, st, kept
 
 
 def _drop_intent(sidecar: str, side: int, kept: bool) -> None:
@@ -1292,7 +1334,7 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX)
     st = _require_regular(fd, path)
     sidecar = _intent_path(path)
-    side = _reusable_sidecar(sidecar, st)
+    side, side_st = _reusable_sidecar(sidecar, st)
     kept, made = side >= 0, False
     if not kept:
         found = side == -1
@@ -1304,7 +1346,7 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
         if found:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(sidecar)  # one not to be reused that held no intent
-        side, kept = _new_sidecar(sidecar, st)
+        side, side_st, kept = _new_sidecar(sidecar, st)
         made = True
     # A failed append leaves no sidecar it made: only one that was there stays, cleared.
     keep_if_failed = kept and not made
@@ -1318,6 +1360,7 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
                 _pwrite_all(side, encoded, 0)
         except BaseException:
             # None of the record went out: whatever part of the intent is there cuts nothing.
+            kept = False
             with contextlib.suppress(OSError):
                 _drop_intent(sidecar, side, keep_if_failed)
             raise
@@ -1326,17 +1369,23 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
             if fsync:
                 os.fsync(fd)
         except BaseException:
+            kept = False
             os.ftruncate(fd, start)
             _drop_intent(sidecar, side, keep_if_failed)  # once the cut succeeded: else repaired
             raise
         # The record is whole: an intent that cannot be dropped now is harmless (readers find
         # its record whole, the next append settles it), and failing here would make the caller
         # retry a record that is already in the file.
-        with contextlib.suppress(OSError):
+        try:
             _drop_intent(sidecar, side, kept)
+        except OSError:
+            kept = False  # its intent stays: the next append settles it
         return start
     finally:
-        os.close(side)
+        if kept and side_st is not None:
+            _hold_sidecar(sidecar, side, side_st)
+        else:
+            os.close(side)
 
 
 def _repair_aside(path: Path, fd: int) -> bool:
