@@ -28,17 +28,18 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   write the file when nobody else holds the lock.
 * The sidecar stays between appends when it is the file's twin: made by the file's owner, in the
   file's group, with the file's permission bits (so exactly whoever may write the file may write
-  it, and whoever may read the file may read it). An appender drops its intent by overwriting
-  the sidecar's first byte with a cleared mark (one byte, one system call: a kill leaves the
-  intent whole or cleared), and the next appender writes its own over it: no file is created or
-  removed per append. A sidecar that is empty or starts with the mark holds no intent; bytes past
-  an intent and its copy are left from a longer one before it and mean nothing. Any other writer
-  (one who is not the file's owner), or one that finds the sidecar anything but a clear twin (a
-  dead writer's intent, a torn one, one an older mailslot made for a single append, one made
-  before the file's mode or group changed), settles what is there, makes the sidecar anew and,
-  unless it is the owner, removes it after its append. A sidecar holding no intent is left only
-  by an appender, after any repair has ended, so an appender that finds a clear twin has
-  nothing to settle and does not look for a repair plan.
+  it, and whoever may read the file may read it). An appender drops its intent by overwriting the
+  sidecar's first byte with a cleared mark (one byte, one system call: a kill leaves the intent
+  whole or cleared), and the next appender writes its own over it: no file is created or removed
+  per append (and a process keeps the sidecar open between its appends, using it only while the
+  name still holds that very file). A sidecar that is empty or starts with the mark holds no
+  intent; bytes past an intent and its copy are left from a longer one before it and mean nothing.
+  An appender that finds the sidecar anything but a clear twin (a dead writer's intent, a torn
+  one, one an older mailslot made for a single append, one made before the file's mode or group
+  changed, none) settles what is there and makes the sidecar anew; one made by anyone but the
+  file's owner is removed after its append, so nobody is left a sidecar others may not write. A
+  sidecar holding no intent is left only by an appender, after any repair has ended, so an
+  appender that finds a clear twin has nothing to settle and does not look for a repair plan.
 * A repair moves only the fragment into ``<name>.torn`` and keeps everything appended after it
   without the lock (hand writers' ``>>``), in order and in place: the fragment is the longest
   prefix of the intended record found at its start, so a hand line glued to its partial last
@@ -58,13 +59,12 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   may read it.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
   records no intent, so its own torn write stays undetectable; an older mailslot, which takes a
-  sidecar as valid only when it holds exactly one intent, ignores one written over a longer
-  one; the sidecar is not fsync'd
-  (that would double the fsyncs of every append), so it guards against a killed process, not
-  against a power cut in the middle of an append; an unlocked ``>>`` landing in the few
-  microseconds between the repair's last size check and its cut-back is lost (no system call
-  cuts a file only if it has not grown); and a repairer killed after its cut-back, followed by
-  hand bytes repeating exactly the last bytes it cut, loses those repeated bytes.
+  sidecar as valid only when it holds exactly one intent, ignores one written over a longer one;
+  the sidecar is not fsync'd (that would double the fsyncs of every append), so it guards against
+  a killed process, not against a power cut in the middle of an append; an unlocked ``>>`` landing
+  in the few microseconds between the repair's last size check and its cut-back is lost (no system
+  call cuts a file only if it has not grown); and a repairer killed after its cut-back, followed
+  by hand bytes repeating exactly the last bytes it cut, loses those repeated bytes.
 * Files someone else may have named are read bounded: ``read_regular`` and ``read_from`` refuse a
   FIFO, a device or a directory without blocking, and refuse (never truncate) more than their
   byte limit.
@@ -1303,6 +1303,9 @@ def settle_appends(path: Path) -> None:
         os.close(fd)
 
 
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     """Append one whole record to ``path`` under ``flock``; return the offset it starts at.
 
@@ -1313,8 +1316,7 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     if ``path`` is not a regular file.
     """
     raw = _as_bytes(data)
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
-    fd, path = _open_real(path if isinstance(path, Path) else Path(path), flags)
+    fd, path = _open_real(path if isinstance(path, Path) else Path(path), _APPEND_FLAGS)
     try:
         return _append_whole(path, fd, raw, fsync)
     except OSError as e:
@@ -1365,7 +1367,9 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
                 _drop_intent(sidecar, side, keep_if_failed)
             raise
         try:
-            write_all(fd, raw)
+            written = os.write(fd, raw)
+            if written < len(raw):
+                write_all(fd, raw[written:])
             if fsync:
                 os.fsync(fd)
         except BaseException:
