@@ -12,6 +12,7 @@ cursor that is not a file is a warning and a fresh reader.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,52 @@ def test_a_wait_after_the_chat_file_was_replaced_wakes_for_a_write_to_the_new_on
     t.join(20)  # woken by the write, long before the wait's own timeout
     assert not t.is_alive(), "the write to the new file did not wake the wait"
     assert [m.body for m in box["result"].messages] == ["after the save"], box
+
+
+def _held(path: Path) -> int:
+    """How many of this process's descriptors hold ``path``."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path.resolve()))
+
+
+def test_each_wait_closes_the_one_before_so_a_loop_holds_one_set_of_descriptors(
+    chat_file: Path,
+) -> None:
+    """A wait leaves its closing to the next call (off the way from the wake to the return):
+    waiting in a loop holds the chat open once, however many waits it makes."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc")
+    chat.join(chat_file, "bob")
+    before = _held(chat_file)
+    for i in range(5):
+        chat.say(chat_file, f"m{i}", "alice")
+        assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == [f"m{i}"]
+        assert _held(chat_file) == before + 1
+    with pytest.raises(WaitTimeout):
+        chat.wait(chat_file, "bob", timeout=0)
+    assert _held(chat_file) == before + 1
+
+
+def test_a_forked_child_never_takes_over_its_parents_last_wait(chat_file: Path) -> None:
+    """The child must not close the parent's waiter (handing the parent's inotify instance to
+    itself for reuse): its own wait hears its own events."""
+    from mailslot.chat import waiter
+
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "one", "alice")
+    assert chat.wait(chat_file, "bob", timeout=5).messages
+    [parents] = waiter._finished
+    kernel = parents._watch._kernel  # its inotify instance
+    pid = os.fork()
+    if pid == 0:
+        try:
+            chat.wait(chat_file, "bob", timeout=0)
+        except WaitTimeout:
+            pass
+        [mine] = waiter._finished
+        os._exit(0 if mine._watch._kernel is not kernel else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_refused_keep_leaves_the_message_for_the_next_wait(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ Invariants and why:
 from __future__ import annotations
 
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -354,6 +355,39 @@ def wait(
     One wait of a fresh ``Waiter`` (see it and ``Waiter.wait`` for the cursor, ``show``,
     ``keep_cursor`` and the errors: ``NotFound``, ``WaitTimeout``, ``Gone``). A caller that
     waits again and again keeps a ``Waiter`` instead: its watch stays armed between waits.
+
+    The ``Waiter`` is closed by the next call in this process (or left to the process's end),
+    not on the way out: closing and freeing it cost about as much as the rest of the way from
+    the wake to the return, and there nobody waits on them. Its cursor is stored before the
+    return all the same; what it holds until then is its descriptors (the chat file, the
+    cursor file; its watch's is kept for reuse either way).
     """
-    with Waiter(path, name, cursor=cursor, state=state) as w:
+    _close_finished()
+    w = Waiter(path, name, cursor=cursor, state=state)
+    try:
         return w.wait(timeout, keep_cursor=keep_cursor, show=show)
+    finally:
+        with _finished_lock:
+            _finished.append(w)
+
+
+_finished: list[Waiter] = []  # made by ``wait`` and done with, closed by the next call
+_finished_lock = threading.Lock()
+
+
+def _close_finished() -> None:
+    with _finished_lock:
+        done = _finished[:]
+        del _finished[:]
+    for w in done:
+        w.close()
+
+
+def _forget_finished() -> None:
+    """In a forked child the finished waiters are the parent's (closing one here would hand the
+    parent's inotify instance to this process for reuse): dropped, never closed."""
+    del _finished[:]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_finished)
