@@ -10,6 +10,7 @@ command -v git      >/dev/null 2>&1 || need+=(git)
 command -v wrk      >/dev/null 2>&1 || need+=(wrk)   # load generator for bench/b_40_web.py
 command -v jq       >/dev/null 2>&1 || need+=(jq)    # what a bash agent reads the discovery card with
 command -v curl     >/dev/null 2>&1 || need+=(curl)
+command -v strace   >/dev/null 2>&1 || need+=(strace)  # what a take does before it prints
 # the bridge's tests run real servers; Debian installs it in /usr/sbin
 command -v nats-server >/dev/null 2>&1 || [[ -x /usr/sbin/nats-server ]] || need+=(nats-server)
 ((${#need[@]})) || exit 0

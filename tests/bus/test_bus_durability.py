@@ -4,7 +4,8 @@ A killed writer's half line is never read as a line in LOG.md (not even once the
 line ends it), nor listed or ticked as a task; a command that fails on a full disk has written
 nothing, so a retry never duplicates. A producer killed in the middle of ``outbox put`` leaves
 nothing a taker sees, no number is used twice, and the temp it left is removed by the next put;
-a live put stalled past the stale age is never swept.
+a live put stalled past the stale age is never swept. A take is shown before it waits on the
+disk, and its claim made durable after.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -318,3 +321,36 @@ def test_a_put_on_a_full_disk_is_refused_naming_the_item(small_disk: Path, run_c
     assert r.returncode == 1 and r.stderr.startswith("mailslot: error:")
     assert "render.png" in r.stderr and "no space left" in r.stderr.lower()
     assert "Traceback" not in r.stderr
+
+
+def _syscalls(argv: list[str], out: Path) -> list[str]:
+    """``argv`` run under ``strace -f`` (file syscalls and writes): each call's name and its
+    first argument, in order; skips where strace cannot trace (fails on CI)."""
+    strace = shutil.which("strace")
+    probe = subprocess.run([strace or "strace", "-qq", "true"], capture_output=True)
+    if strace is None or probe.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail("strace is required on CI (scripts/sysdeps.sh installs it)")
+        pytest.skip("strace missing or not allowed to trace here")
+    calls = "trace=fsync,fdatasync,write,rename,renameat,renameat2,link,linkat"
+    r = subprocess.run([strace, "-f", "-qq", "-e", calls, "-o", str(out), *argv], timeout=120)
+    assert r.returncode == 0
+    found = re.findall(r"^\d+\s+(\w+)\((\d+|\"[^\"]*\")", out.read_text(), re.M)
+    return [f"{name}({arg})" for name, arg in found]
+
+
+def test_a_take_is_shown_before_its_claim_waits_on_the_disk(root: Path, tmp_path: Path) -> None:
+    """The claim (the move into taken/) is made, the item printed, and only then fsync'd: a
+    crash before that finds the item in outbox/ again (taken again, never lost)."""
+    src = tmp_path / "card.txt"
+    src.write_text("the card\n")
+    outbox.put(root, "lantern", src)
+    argv = [sys.executable, "-m", "mailslot", "--root", str(root), "--as", "beacon"]
+    calls = _syscalls([*argv, "outbox", "take", "--wait", "5"], tmp_path / "strace.txt")
+    claim = next(i for i, c in enumerate(calls) if c.startswith(("rename", "link")))
+    shown = next(i for i, c in enumerate(calls) if c.startswith("write(1)"))
+    assert claim < shown, calls
+    assert not [c for c in calls[claim:shown] if "sync" in c], calls[claim : shown + 1]
+    assert len([c for c in calls[shown:] if c.startswith("fsync")]) == 2, calls[shown:]
+    (taken,) = outbox.list_items(root, taken=True)
+    assert taken.taken_by == "beacon" and (root / taken.path).read_text() == "the card\n"

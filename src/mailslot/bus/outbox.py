@@ -22,6 +22,12 @@ Invariants:
 * A take is shown or undone: the move comes first (it is the claim), then the output; output
   that fails (a closed pipe, Ctrl-C) moves the item back. A taker killed between the move and
   its output leaves the item in ``outbox/taken/`` under its name (``outbox list --taken``).
+* The output does not wait on the disk: the claim (the move, and the taker's record) is made
+  without fsync, shown, and only then made durable (both folders of the move fsync'd). A crash
+  before that finds the item in ``outbox/`` or in ``outbox/taken/``, whole either way (its bytes
+  were fsync'd by ``put`` and a move never rewrites them): at worst it is taken again, never
+  lost. The taker's record is never fsync'd: a crash may lose it (the item then lists as taken
+  with no record), as it may a cursor.
 * Only the writer of ``outbox/taken/`` in ``DIVISION-OF-WORK.md`` may take; with nobody named,
   nobody takes (fail safe: the items stay visible).
 """
@@ -377,8 +383,8 @@ def _claim(layout: Layout, agent: str) -> _Claim | None:
         moved = False
         try:
             with held_signals():  # the move and its taken record, whole
-                try:
-                    safe_move(src, dest)  # the claim: exactly one racer's move finds the source
+                try:  # the claim: exactly one racer's move finds the source (durable: take)
+                    safe_move(src, dest, durable=False)
                 except FileNotFoundError:
                     continue
                 moved = True
@@ -390,6 +396,7 @@ def _claim(layout: Layout, agent: str) -> _Claim | None:
                 atomic_write(
                     layout.taken_records / f"{dest.name}.json",
                     json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
+                    durable=False,  # as the move: made durable after the output
                 )
                 with contextlib.suppress(FileNotFoundError):
                     (layout.records / f"{src.name}.json").unlink()
@@ -486,4 +493,6 @@ def take(
             with held_signals():
                 _release(layout, claim.src, claim.dest, claim.record)
             raise
+    for directory in (layout.taken, layout.outbox):
+        fsync_dir(directory)  # the claim, durable once shown (lost before: taken again)
     return claim.item

@@ -20,7 +20,9 @@ into ``done/`` and back, an outbox take and its undo, a peer message into ``proc
 * Exactly one of two racers moving the same source wins; the other gets ``FileNotFoundError``
   (the fallback's loser removes its second name again).
 * Durable: both parent directories are fsync'd before it returns, so a crash after the move
-  finds the name where the move put it.
+  finds the name where the move put it -- unless the caller asks for ``durable=False`` (a claim
+  whose loss only re-delivers, made durable after its output): the move is then as atomic, and
+  a crash before the caller's ``fsync_dir`` finds the name in one of its two places.
 * Killed at any instant (SIGKILL), it leaves the source or the destination whole: the rename is
   one step; the fallback's link leaves, at worst, the same file under both names (or under the
   destination and a private dot-name, ``.NAME.PID.RAND.moving``, that no reader takes).
@@ -154,8 +156,9 @@ def _check_then_rename(src: Path, src_fd: int, dst: Path, dst_fd: int) -> None:
     raise _exists(dst)
 
 
-def safe_move(src: Path, dst: Path) -> None:
-    """Move ``src`` to ``dst`` (see the module docstring), both directories fsync'd.
+def safe_move(src: Path, dst: Path, *, durable: bool = True) -> None:
+    """Move ``src`` to ``dst`` (see the module docstring), both directories fsync'd (with
+    ``durable=False``, neither: the caller fsyncs them when it needs to).
 
     Raises ``Conflict`` when ``dst`` exists, ``SymlinkRefused`` for a symlink as ``src`` or a
     parent, ``FileNotFoundError`` when ``src`` is gone (a racer moved it), ``OSError`` otherwise
@@ -175,6 +178,8 @@ def safe_move(src: Path, dst: Path) -> None:
                 _check_then_rename(src, src_fd, dst, dst_fd)
             else:
                 _link_then_unlink(src, src_fd, dst, dst_fd)
+        if not durable:
+            return
         os.fsync(dst_fd)
         if dst_fd != src_fd:
             os.fsync(src_fd)
