@@ -287,7 +287,7 @@ class Watcher:
         # topic directory -> the listing and ``_resets`` its unseen entries were found against,
         # and those entries (``Unseen``): found again only for a listing that changed
         self._unseen: dict[str, tuple[TopicDir, tuple[int, int], Unseen]] = {}
-        # archived topic directory -> its (inode, mtime, ctime) when listed (None: too recent
+        # archived topic -> its directory's (inode, mtime, ctime) when listed (None: too recent
         # to go by) and its listing; done/<topic> is not watched, so it is told by its own stat
         self._done: dict[str, tuple[tuple[int, int, int] | None, TopicDir]] = {}
         self._view: _View | None = None
@@ -441,12 +441,13 @@ class Watcher:
         seen-mark's log, or dropped here (a prune, an unreadable seen-mark)."""
         return self._log.resets, self._dropped
 
-    def _list_done(self, names: list[str]) -> list[TopicDir]:
+    def _list_done(self, names: list[str], *, every: bool = True) -> list[TopicDir]:
         """The archived topics ``names``, each listed again only when its directory's own
         ``stat`` (inode, mtime, ctime; relative to an open ``done/``) differs from its listing's
-        or was too recent to go by (``SETTLED_DIR_NS``)."""
+        or was too recent to go by (``SETTLED_DIR_NS``); without ``every``, only those listed
+        again (the others are as the last call returned them)."""
         done = f"{self.inbox}/{DONE}"
-        kept: dict[str, tuple[tuple[int, int, int] | None, TopicDir]] = {}
+        kept = self._done
         out = []
         fd = -1
         if names:
@@ -454,30 +455,33 @@ class Watcher:
                 fd = os.open(done, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError:
                 fd = -1
+        look = os.stat
         try:
             for t in names:
-                path = f"{done}/{t}"
                 sig: tuple[int, int, int] | None = None
                 if fd >= 0:
                     try:
-                        st = os.stat(t, dir_fd=fd, follow_symlinks=False)
+                        st = look(t, dir_fd=fd, follow_symlinks=False)
                         sig = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
                     except OSError:
                         sig = None
-                hit = self._done.get(path)
+                hit = kept.get(t)
                 if sig is not None and hit is not None and hit[0] == sig:
-                    listing = hit[1]
-                else:
-                    listed_ns = time.time_ns()
-                    listing = list_dir(path, t, True)
-                    if sig is not None and max(sig[1], sig[2]) > listed_ns - SETTLED_DIR_NS:
-                        sig = None  # changed as recently as a clock tick might hide: not kept
-                kept[path] = (sig, listing)
+                    if every:
+                        out.append(hit[1])
+                    continue
+                listed_ns = time.time_ns()
+                listing = list_dir(f"{done}/{t}", t, True)
+                if sig is not None and max(sig[1], sig[2]) > listed_ns - SETTLED_DIR_NS:
+                    sig = None  # changed as recently as a clock tick might hide: not kept
+                kept[t] = (sig, listing)
                 out.append(listing)
         finally:
             if fd >= 0:
                 os.close(fd)
-        self._done = kept
+        if every and len(kept) > len(names):
+            for gone in kept.keys() - set(names):
+                del kept[gone]
         return out
 
     def _dir_path(self, where: str) -> Path:
@@ -598,7 +602,7 @@ class Watcher:
             else:
                 view.flagged.pop(where, None)
         if self._names is not None and self._names[1]:
-            for d in self._list_done(self._names[1]):
+            for d in self._list_done(self._names[1], every=False):
                 if self._unseen_in(d, seen, resets):
                     view.waiting[d.dir] = None
                 else:
