@@ -1,7 +1,9 @@
 """Waiting, beside the peers doing the same work in the same run: one message becomes visible
 (written by another process), the waiter returns it.
 
-In-process: a process blocked in ``exchange.Watcher.watch`` and one in ``chat.Waiter.wait``
+In-process: a process blocked in ``exchange.Watcher.watch`` (and one more whose inbox holds
+``SEEN_ENTRIES`` entries already seen, held to the small inbox's figure: a wake must cost what
+changed, not the size of the inbox) and one in ``chat.Waiter.wait``
 (both kept across waits, with their defaults: the cursor is saved), one calling ``chat.wait``
 afresh for each message (a new watch each time: for reference), letterbox's ``Watcher``
 (watchdog's inotify thread feeding an asyncio queue) and the bare kernel wake (``core.wait.Watch``
@@ -38,6 +40,9 @@ WARMUP = 10
 CLI_ROUNDS = 13  # the first is a warm-up
 PEER_POLL = 5.0  # agent-chat wait's default --interval
 PEER_CLI_PHASES = 4
+# The large inbox: this many entries, all seen, in topics of SEEN_PER_TOPIC, half of them archived
+SEEN_ENTRIES = 10_000
+SEEN_PER_TOPIC = 50
 
 RAW = r"""
 import os, sys, time
@@ -99,9 +104,21 @@ def _entry(body: str) -> bytes:
     return f"---\nfrom: claude\nat: {at}\naction: required\n---\n{body}\n".encode()
 
 
-def _exchange(root: Path, state: Path) -> tuple[Path, Fire]:
-    """A two-sided exchange whose olu side has seen everything; fire renames an entry in."""
+def _exchange(root: Path, state: Path, seen: int = 0) -> tuple[Path, Fire]:
+    """A two-sided exchange whose olu side has seen everything (``seen`` entries besides the
+    opening one, in topics of ``SEEN_PER_TOPIC``, every other topic archived); fire renames an
+    entry in."""
     ex = create_exchange(root, ["claude", "olu"], git=False)
+    old = _entry("seen before")
+    for t in range(0, seen, SEEN_PER_TOPIC):
+        done = ex.inbox("olu") / "done" if t // SEEN_PER_TOPIC % 2 else ex.inbox("olu")
+        d = done / f"2026-11-28-seen-{t // SEEN_PER_TOPIC:05d}"
+        d.mkdir(parents=True)
+        for n in range(1, min(SEEN_PER_TOPIC, seen - t) + 1):
+            (d / f"{n:04d}-claude.md").write_bytes(old)
+        # written a day ago, as an inbox of that size was: a directory changed in the last
+        # seconds is listed again on every wake (its mtime may not show a change yet)
+        os.utime(d, (time.time() - 86_400,) * 2)
     topic = ex.inbox("olu") / "2026-11-29-bench"
     topic.mkdir()
     (topic / "0001-claude.md").write_bytes(_entry("opening"))
@@ -162,6 +179,7 @@ def in_process(tmp: Path) -> list[Result]:
     log.touch()
     n = str(ROUNDS)
     ex_root, ex_fire = _exchange(tmp / "ex", tmp / "state")
+    big_root, big_fire = _exchange(tmp / "ex-big", tmp / "state", SEEN_ENTRIES)
     chat_path, chat_fire = _chat(tmp, "wait")
     call_path, call_fire = _chat(tmp, "wait-call")
     waiters = {
@@ -171,6 +189,7 @@ def in_process(tmp: Path) -> list[Result]:
             env,
         ),
         "exchange": _Waiter([sys.executable, "-c", EXCHANGE, str(ex_root), n], ex_fire, env),
+        "exchange-big": _Waiter([sys.executable, "-c", EXCHANGE, str(big_root), n], big_fire, env),
         "chat": _Waiter([sys.executable, "-c", CHAT, str(chat_path), n], chat_fire, env),
         "chat-call": _Waiter([sys.executable, "-c", CHAT_CALL, str(call_path), n], call_fire, env),
     }
@@ -209,6 +228,14 @@ def in_process(tmp: Path) -> list[Result]:
             key="wait.exchange",
             vs=ahead,
             note=note,
+        ),
+        dist(
+            f"exchange Watcher.watch, {SEEN_ENTRIES:,} entries seen in the inbox",
+            waiters["exchange-big"].samples,
+            "ms",
+            key="wait.exchange.big",
+            vs=[Vs("wait.exchange", "small inbox", max_ratio=1.5)],
+            note=f"{SEEN_ENTRIES // SEEN_PER_TOPIC} topics, half archived; otherwise as above",
         ),
         dist(
             "chat Waiter.wait, visible -> returned (default, stored cursor)",
