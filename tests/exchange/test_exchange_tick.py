@@ -469,7 +469,16 @@ def _damage_kept_records(meta: Path) -> None:
 
 def _damage_monitor_records(meta: Path) -> None:
     monitor = json.loads((meta / "tick-monitor.json").read_text())
-    monitor["topics"] = {name: "garbage" for name in monitor["topics"]} | {"x": [{"a": [-1]}, 7]}
+    for found in monitor["dirs"].values():
+        found.update((name, "garbage") for name in list(found))
+    for stated in monitor["states"].values():
+        stated.update((name, [-1]) for name in list(stated))
+    for told in monitor["lines"].values():
+        told.update((name, 7) for name in list(told))
+    planted = "2026-11-01-planted"  # a topic nobody has, said to await both sides
+    monitor["dirs"]["claude"][planted] = 1
+    for told in monitor["lines"].values():
+        told[planted] = [[["entry", "0001-olu.md", "required", 1, None]], None]
     (meta / "tick-monitor.json").write_text(json.dumps(monitor))
 
 
@@ -480,7 +489,7 @@ def test_kept_records_of_the_wrong_shape_are_read_afresh_never_trusted(ex) -> No
     index = (root / "INDEX.md").read_text()
     waiting = run(root, "exchange", "monitor", "--json", agent="claude").stdout
     meta = root / ".mailslot"
-    assert json.loads((meta / "tick-monitor.json").read_text())["topics"]
+    assert any(json.loads((meta / "tick-monitor.json").read_text())["dirs"].values())
     _damage_kept_records(meta)
     assert run(root, "exchange", "monitor", "--json", agent="claude").stdout == waiting
     again = tick(root)
@@ -507,7 +516,7 @@ def test_monitor_records_of_the_wrong_shape_are_read_afresh_never_trusted(ex) ->
     tick(root)
     tick(root)  # every directory now settled in the tick's records
     meta = root / ".mailslot"
-    assert json.loads((meta / "tick-monitor.json").read_text())["topics"]
+    assert any(json.loads((meta / "tick-monitor.json").read_text())["dirs"].values())
     waiting = run(root, "exchange", "monitor", "--json", agent="claude").stdout
     assert "please" not in waiting and json.loads(waiting)["awaiting"], waiting
     _damage_monitor_records(meta)

@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 
+import pytest
 from exhelp import RENAMED_IN, hand_entry, hand_state, run, snapshot
 
 from mailslot.core.clock import format_time
@@ -200,9 +201,11 @@ def test_what_the_tick_kept_says_exactly_what_the_files_say(ex, monkeypatch) -> 
             assert kept == _without_the_ticks_records(ex, agent, scope, monkeypatch)
 
 
-def test_kept_lines_of_the_wrong_shape_are_read_afresh_for_their_side(ex, monkeypatch) -> None:
-    """The monitor looks at the lines it takes (its caller's): a record whose lines for that
-    side are damaged is read from the directories, whichever side's they are."""
+@pytest.mark.parametrize("damaged", ["lines", "states"])
+def test_kept_records_of_the_wrong_shape_are_read_afresh(ex, monkeypatch, damaged) -> None:
+    """The monitor looks at what it takes of the tick's records (its caller's lines, every
+    STATE.md's size and mtime): a topic whose record is damaged there is read from the
+    directories, whichever side's it is."""
     import json
 
     _every_case(ex)
@@ -210,21 +213,20 @@ def test_kept_lines_of_the_wrong_shape_are_read_afresh_for_their_side(ex, monkey
     tick(ex)
     path = ex.meta / "tick-monitor.json"
     data = json.loads(path.read_text())
-    damaged = 0
-    for _, lines in data["topics"].values():
-        for scopes in lines.values():
-            scopes[0] = [["entry", 7, None, "many", None]]  # a line no tick writes
-            damaged += 1
-    assert damaged
+    count = 0
+    for kept in data[damaged].values():
+        for name, record in kept.items():
+            if damaged == "lines":
+                record[0] = [["entry", 7, None, "many", None]]  # a line no tick writes
+            else:
+                kept[name] = [record[0]]  # a size with no mtime
+            count += 1
+    assert count
     path.write_text(json.dumps(data))
     for agent in ("olu", "claude"):
         for scope in ("any", "required"):
-            kept = monitor(ex, agent, action=scope).text()
-            assert kept == _without_the_ticks_records(ex, agent, scope, monkeypatch)
-    assert (
-        "mixed: 0001-claude.md (required) awaits you"
-        in monitor(ex, "olu", action="required").text()
-    )
+            kept_text = monitor(ex, agent, action=scope).text()
+            assert kept_text == _without_the_ticks_records(ex, agent, scope, monkeypatch)
 
 
 def test_a_quiet_exchange_is_answered_without_opening_an_entry(ex, monkeypatch) -> None:

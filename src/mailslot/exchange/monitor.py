@@ -63,7 +63,7 @@ from mailslot.exchange.listing import (
     topic_names,
     topic_pairs,
 )
-from mailslot.exchange.tickstate import load_monitor
+from mailslot.exchange.tickstate import MonitorKept, load_monitor
 
 __all__ = [
     "HEARTBEAT_STALE",
@@ -208,7 +208,7 @@ def monitor(
     with gc_paused():  # 20,000 listings and the tick's records, all freed inside
         fresh = beat is not None and beat[1] <= stale_after
         kept = load_monitor(ex.meta, side) if fresh else None
-        out = _awaiting(ex, side, other, action, kept["topics"] if kept is not None else None)
+        out = _awaiting(ex, side, other, action, kept)
         del kept  # else the first collection after the pause walks every record in it
     if beat is not None and beat[1] > stale_after:
         out.append(Awaiting("tick", None, since=format_time(beat[0])))
@@ -280,7 +280,7 @@ def kept_lines(ex: Exchange, name: str, pair: dict[str, TopicDir]) -> dict[str, 
 
 
 def _awaiting(
-    ex: Exchange, side: str, other: str, action: str, kept: dict[str, Any] | None
+    ex: Exchange, side: str, other: str, action: str, kept: MonitorKept | None
 ) -> list[Awaiting]:
     out: list[Awaiting] = []
     holds = load_holds(ex)
@@ -295,30 +295,29 @@ def _awaiting(
 
 
 def _unchanged_or_listed(
-    ex: Exchange, kept: dict[str, Any], side: str, action: str, holds: Any, out: list[Awaiting]
+    ex: Exchange, kept: MonitorKept, side: str, action: str, holds: Any, out: list[Awaiting]
 ) -> None:
-    """Every topic's lines into ``out``, by topic: from the tick's ``kept`` records
-    (``tickstate.MonitorKept`` by topic) where they vouch for it, else from its directories,
-    listed (as ``topic_pairs`` would)."""
+    """Every topic's lines into ``out``, by topic: from the tick's ``kept`` records where they
+    vouch for it, else from its directories, listed (as ``topic_pairs`` would)."""
     inboxes = {s: str(ex.inbox(s)) for s in ex.sides}
     mtimes = {s: dict(topic_mtimes(inbox)) for s, inbox in inboxes.items()}
+    changed = _changed(kept, mtimes, inboxes)
     done: dict[str, set[str]] | None = None  # the archived names, once a topic needs them
+    told = kept.lines.get(side, {})
     scope = 1 if action == "required" else 0
     a, b = ex.sides
     for name in sorted(mtimes[a].keys() | mtimes[b].keys()):
-        rec = kept.get(name)
-        if rec is not None and _unchanged(rec[0], name, mtimes, inboxes):
-            if len(rec[0]) != len(ex.sides):  # one side only: not if the other is in done/
-                if done is None:
-                    done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
-                if any(name in done[s] for s in ex.sides):
-                    rec = None
-            if rec is not None:
-                mine = rec[1].get(side)
-                lines = (mine[scope] if mine[scope] is not None else mine[0]) if mine else ()
-                for kind, entry, act, count, detail in lines:
-                    out.append(Awaiting(kind, name, entry, act, count, detail=detail))
-                continue
+        if name not in mtimes[a] or name not in mtimes[b]:  # one side: is the other in done/?
+            if done is None:
+                done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
+            if any(name in d for d in done.values()):
+                changed.add(name)  # half-archived: listed, as topic_pairs would
+        if name not in changed:
+            scopes = told.get(name)
+            lines = (scopes[scope] if scopes[scope] is not None else scopes[0]) if scopes else ()
+            for kind, entry, act, count, detail in lines:
+                out.append(Awaiting(kind, name, entry, act, count, detail=detail))
+            continue
         if done is None:
             done = {s: set(topic_names(ex.inbox(s) / DONE)) for s in ex.sides}
         pair = {}
@@ -330,39 +329,29 @@ def _unchanged_or_listed(
         out.extend(_topic(ex, name, pair, side, action, holds))
 
 
-def _unchanged(
-    dirs: dict[str, list[int]],
-    name: str,
-    mtimes: dict[str, dict[str, int]],
-    inboxes: dict[str, str],
-) -> bool:
-    """Whether topic ``name`` has a directory on the same sides as the tick found (``dirs``:
-    ``MonitorKept.dirs``; ``mtimes``: each inbox's topic directories now), each with the same
-    mtime and STATE.md (``_same``)."""
-    n = 0
+def _changed(
+    kept: MonitorKept, mtimes: dict[str, dict[str, int]], inboxes: dict[str, str]
+) -> set[str]:
+    """The topics the tick's ``kept`` records do not vouch for now (``mtimes``: each inbox's
+    topic directories now): a directory not kept, gone, or of another mtime, or a STATE.md
+    not as the tick found it (a new or removed one changes its directory's mtime)."""
+    changed: set[str] = set()
     for s, found in mtimes.items():
-        mtime = found.get(name)
-        if mtime is None:
-            continue
-        q = dirs.get(s)
-        if q is None or q[0] != mtime or not _same(q, f"{inboxes[s]}/{name}"):
-            return False
-        n += 1
-    return n == len(dirs)
-
-
-def _same(q: list[Any], path: str) -> bool:
-    """Whether the STATE.md of the directory at ``path`` is as the tick found it (``q``:
-    ``[directory mtime, STATE.md size or -1, STATE.md mtime]``)."""
-    if len(q) != 3:
-        return False
-    if q[1] < 0:
-        return True  # none then: creating one changes the directory's mtime
-    try:
-        st = os.stat(f"{path}/{STATE_NAME}", follow_symlinks=False)
-    except OSError:
-        return False
-    return bool(st.st_size == q[1] and st.st_mtime_ns == q[2])
+        was = kept.dirs.get(s, {})
+        changed.update([name for name, mtime in found.items() if was.get(name) != mtime])
+        changed.update(was.keys() - found.keys())
+        inbox = inboxes[s]
+        for name, (size, mtime) in kept.states.get(s, {}).items():
+            if name in changed:
+                continue
+            try:
+                st = os.stat(f"{inbox}/{name}/{STATE_NAME}", follow_symlinks=False)
+            except OSError:
+                changed.add(name)
+                continue
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                changed.add(name)  # rewritten in place
+    return changed
 
 
 def _unreadable(topic: str, path: str, error: str | None, ex: Exchange) -> Awaiting:

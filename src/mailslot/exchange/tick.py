@@ -772,23 +772,33 @@ class _Tick:
         copies = kept["copies"]
         return all(c.quick() == copies.get(ck) for ck, c in self.live.items())
 
-    def save_monitor(self, quick: dict[str, list[Any]], prev: dict[str, Any] | None) -> None:
+    def save_monitor(self, quick: dict[str, list[Any]], prev: MonitorKept | None) -> None:
         """``tick-monitor.json``: every kept topic's directories and the monitor's lines, worked
         out this run or, for a topic passed over, as the last run kept them (``prev``)."""
-        before = prev["topics"] if prev is not None else {}
-        topics = {}
+        sides = self.ex.sides
+        kept = MonitorKept({s: {} for s in sides}, {s: {} for s in sides}, {s: {} for s in sides})
         for name in self.known:
             outcome = self.outcomes.get(name)
-            lines = self.monitor[name] if name in self.monitor else before.get(name, [{}, None])[1]
-            if outcome is None or lines is None:
+            if outcome is None:
                 continue
-            sides = outcome[0].split("/")
-            qs = [quick.get(f"to-{s}/{name}") for s in sides]
-            if any(q is None for q in qs):
+            if name in self.monitor:
+                lines = self.monitor[name]
+            elif prev is not None and any(name in found for found in prev.dirs.values()):
+                told = {s: prev.lines.get(s, {}) for s in sides}
+                lines = {s: told[s][name] for s in sides if name in told[s]}
+            else:
+                lines = None  # not kept last run: worked out when it next changes
+            copies = outcome[0].split("/")  # the inbox sides with a copy
+            if lines is None or any(f"to-{s}/{name}" not in quick for s in copies):
                 continue
-            dirs = {s: q[:3] for s, q in zip(sides, qs, strict=True) if q is not None}
-            topics[name] = list(MonitorKept(dirs, lines))
-        tickstate.save_monitor(self.ex.meta, topics, prev)
+            for s in copies:
+                q = quick[f"to-{s}/{name}"]
+                kept.dirs[s][name] = q[0]
+                if q[1] >= 0:
+                    kept.states[s][name] = q[1:3]
+            for s, scopes in lines.items():
+                kept.lines[s][name] = scopes
+        tickstate.save_monitor(self.ex.meta, kept, prev)
 
 
 def tick(

@@ -16,9 +16,10 @@ entries told, whether notifications are pending, and the identity (inode, size, 
 leaves one that names another state: it is then ignored and the tick reads the whole state.
 
 ``tick-monitor.json`` is what ``monitor`` may take from the tick (it reads it, never writes it):
-per live topic whose answer hangs only on its files, each copy's directory mtime and STATE.md
-size and mtime when the tick looked, and the monitor's lines for each side then
-(``MonitorKept``). It goes with a ``tick-state.json`` the same way, and is rewritten with it.
+for the live topics whose answer hangs only on their files, by name (``MonitorKept``): per inbox
+side, each copy's directory mtime and each STATE.md's size and mtime when the tick looked, and per
+caller side the monitor's lines then. It goes with a ``tick-state.json`` the same way, and is
+rewritten with it.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ TICK_GIT = "tick-git.json"
 TICK_QUIET = "tick-quiet.json"
 TICK_MONITOR = "tick-monitor.json"
 VERSION = 3
-QUIET_VERSION = 5  # tick-quiet.json, a cache: one of another version is rebuilt
+MONITOR_VERSION = 4  # tick-monitor.json, a cache: one of another version is not read
+QUIET_VERSION = 6  # tick-quiet.json, a cache: one of another version is rebuilt (and with
+# it tick-monitor.json, which only a tick that reads the whole state writes)
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 # The most a kept file may hold: the state over 100,000 entries is tens of MiB.
 KEPT_MAX = 512 << 20
@@ -84,12 +87,16 @@ class Outcome(NamedTuple):
 
 
 class MonitorKept(NamedTuple):
-    """One topic in ``tick-monitor.json`` (a JSON list in this field order): per inbox side
-    with a copy, ``[directory mtime, STATE.md size (-1: none), STATE.md mtime]``; per caller
-    side, ``monitor.kept_lines``."""
+    """``tick-monitor.json``, by name: the topics the monitor may take from the tick, as maps
+    by side then topic. A topic is in ``dirs`` for each inbox side with a copy, in ``states``
+    for each such copy with a STATE.md, and in ``lines`` for each caller side with anything
+    awaiting it (``monitor.kept_lines``: ``[any, required]``, the second ``None`` when the
+    same)."""
 
-    dirs: dict[str, list[int]]
-    lines: dict[str, list[Any]]
+    dirs: dict[str, dict[str, int]]  # inbox side -> topic -> its directory's mtime
+    states: dict[str, dict[str, list[int]]]  # inbox side -> topic -> STATE.md [size, mtime]
+    lines: dict[str, dict[str, list[Any]]]  # caller side -> topic -> its lines, per scope
+    state: list[int] | None = None  # the identity of the tick-state.json it goes with
 
 
 def identity(path: Path) -> list[int] | None:
@@ -190,26 +197,38 @@ def _lines_ok(v: Any) -> bool:
     return all(_line_ok(line) for line in v)
 
 
-def _monitor_kept_ok(v: Any, side: str | None = None) -> bool:
-    """Whether ``v`` is a ``MonitorKept`` list in every field the monitor reads (the lines of
-    ``side`` only, when given: the caller's)."""
-    if type(v) is not list or len(v) != 2:
+def _scopes_ok(v: Any) -> bool:
+    """Whether ``v`` is one topic's lines for one side: ``[any, required or None]``."""
+    if type(v) is not list or len(v) != 2 or not _lines_ok(v[0]):
         return False
-    dirs, lines = v
-    if type(dirs) is not dict or type(lines) is not dict:
-        return False
-    for q in dirs.values():
-        if not (type(q) is list and len(q) == 3):
-            return False
-        if not (type(q[0]) is int and type(q[1]) is int and type(q[2]) is int):
-            return False
-    mine = lines.values() if side is None else [lines[side]] if side in lines else []
-    for scopes in mine:
-        if type(scopes) is not list or len(scopes) != 2 or not _lines_ok(scopes[0]):
-            return False
-        if scopes[1] is not None and not _lines_ok(scopes[1]):
-            return False
-    return True
+    return v[1] is None or _lines_ok(v[1])
+
+
+def _monitor_kept(data: dict[str, Any], side: str | None) -> MonitorKept | None:
+    """The ``MonitorKept`` in ``data`` (a ``tick-monitor.json``), without any topic whose
+    record is not what the tick wrote (a damaged or planted file): it is then in no map at
+    all, so the monitor reads its directories. With ``side``, only that side's lines are looked at
+    (the others are not for its caller to read); ``None`` if the file is not of this shape."""
+    maps: list[Any] = [data.get(k) for k in ("dirs", "states", "lines")]
+    dirs, states, lines = maps
+    if not all(type(m) is dict and all(type(v) is dict for v in m.values()) for m in maps):
+        return None
+    kept = MonitorKept(dirs, states, lines, data["state"])
+    bad: set[str] = set()
+    for found in kept.dirs.values():
+        bad.update(t for t, mtime in found.items() if type(mtime) is not int)
+    for inbox, stated in kept.states.items():
+        found = kept.dirs.get(inbox, {})
+        bad.update(t for t, q in stated.items() if not (_ints(q, 2) and t in found))
+    for caller, told in kept.lines.items():
+        if side is None or caller == side:
+            bad.update(t for t, scopes in told.items() if not _scopes_ok(scopes))
+    maps_by_side: list[dict[str, Any]] = [*kept.dirs.values(), *kept.states.values()]
+    maps_by_side += kept.lines.values()
+    for t in bad:
+        for records in maps_by_side:
+            records.pop(t, None)
+    return kept
 
 
 def _keep_valid(records: dict[str, Any], ok: Any, *, instead: Any = ...) -> None:
@@ -239,25 +258,21 @@ def load_quiet(meta: Path) -> dict[str, Any] | None:
     return data
 
 
-def load_monitor(meta: Path, side: str | None = None) -> dict[str, Any] | None:
-    """``tick-monitor.json`` (its ``topics``: ``MonitorKept`` lists by topic) if it goes with the
-    ``tick-state.json`` there now, else ``None``; a topic whose record is not what the tick
-    wrote is dropped, so the monitor reads its directories. With ``side``, only that side's
-    lines are looked at (the others are not for its caller to read)."""
-    data = _load_kept(meta, TICK_MONITOR, VERSION)
-    if data is None or not isinstance(data.get("topics"), dict):
-        return None
-    topics = data["topics"]
-    for key in [k for k, v in topics.items() if not _monitor_kept_ok(v, side)]:
-        del topics[key]
-    return data
+def load_monitor(meta: Path, side: str | None = None) -> MonitorKept | None:
+    """``tick-monitor.json`` (``MonitorKept``) if it goes with the ``tick-state.json`` there now,
+    else ``None``; a topic whose record is not what the tick wrote is left out of it, so the
+    monitor reads its directories. With ``side``, only that side's lines are looked at (the
+    others are not for its caller to read)."""
+    data = _load_kept(meta, TICK_MONITOR, MONITOR_VERSION)
+    return _monitor_kept(data, side) if data is not None else None
 
 
-def save_monitor(meta: Path, topics: dict[str, list[Any]], prev: dict[str, Any] | None) -> None:
-    """Write ``topics`` for the monitor, with the identity of the state it goes with, unless
-    the last run's file (``prev``, as ``load_monitor`` read it) already says exactly that."""
-    data = {"version": VERSION, "state": identity(meta / TICK_STATE), "topics": topics}
-    if data != prev:
+def save_monitor(meta: Path, kept: MonitorKept, prev: MonitorKept | None) -> None:
+    """Write ``kept`` for the monitor, with the identity of the state it goes with, unless the
+    last run's file (``prev``, as ``load_monitor`` read it) already says exactly that."""
+    kept = kept._replace(state=identity(meta / TICK_STATE))
+    if kept != prev:
+        data = {"version": MONITOR_VERSION, **kept._asdict()}
         atomic_write(meta / TICK_MONITOR, json.dumps(data, separators=(",", ":")), mode=0o600)
 
 
