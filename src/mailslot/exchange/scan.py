@@ -326,6 +326,7 @@ Listed = tuple[str, int, int, int, int]
 (HELD.md by its presence alone: ``_HELD``)."""
 
 _HELD: Listed = (HELD_NAME, 0, 0, 0, 0)
+_LEFTOVER_MARKS = ".#"  # how a leftover_name starts, unless it ends in "~"
 
 
 def quick_key(listed: list[Listed]) -> str:
@@ -347,7 +348,8 @@ def _listed_as(path: str, key: str) -> bool:
         with os.scandir(path) as it:
             for e in it:
                 name = e.name
-                if leftover_name(name):
+                # leftover_name, asked only of a name that may be one (of 20,000, mostly none)
+                if (name[0] in _LEFTOVER_MARKS or name[-1] == "~") and leftover_name(name):
                     continue
                 if name == HELD_NAME:
                     listed.append(_HELD)

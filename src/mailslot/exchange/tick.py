@@ -160,6 +160,7 @@ class _Tick:
         self.late: list[dict[str, Any]] = []  # the unseen debts of archived topics (Debt)
         self.still_archived: set[str] = set()  # archived ones back in part: not yet reopened
         self.deferred: list[str] = []  # root-relative files still being written: left for later
+        self.both = "/".join(sorted(ex.sides))  # Outcome.sides of a topic with a copy on each
 
     def load(self) -> None:
         """Read the whole state of the last run (once): what any topic that changed needs."""
@@ -179,6 +180,8 @@ class _Tick:
             return False
         if len(kept[1]) != len(self.ex.sides):  # a status per side, or worked out afresh
             return False
+        if len(scan.copies) + len(scan.stubs) == len(self.ex.sides):  # the common case
+            return bool(kept[0] == self.both)
         return bool(kept[0] == "/".join(scan.sides()))
 
     def pass_over(
