@@ -288,6 +288,38 @@ def test_a_repository_another_user_owns_is_refused_in_one_line_that_says_what_to
         run_git(other, "status")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run git in another user's repository")
+def test_git_run_as_root_leaves_the_repository_its_owners_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    """The timer's tick: root, under ``UMask=0007``, in an exchange another user owns (``0750``).
+    Everything git makes in ``.git`` is that user's, with no permission the exchange does not
+    grant, and every directory of it stays the owner's to write."""
+    repo = tmp_path / "theirs"
+    repo.mkdir(mode=0o750)
+    os.chmod(repo, 0o750)
+    subprocess.run(["chown", "65534:65534", str(repo)], check=True)
+    trust = [f"safe.directory={repo}", *_IDENTITY]
+    old = os.umask(0o007)
+    try:
+        run_git(repo, "init", "-q", config=trust)
+        for n in range(3):
+            (repo / f"000{n}-olu.md").write_text(f"entry {n}\n")
+            run_git(repo, "add", "-A", config=trust)
+            run_git(repo, "commit", "-q", "-m", f"tick {n}", config=trust)
+    finally:
+        os.umask(old)
+    strays = []
+    for directory, dirs, files in os.walk(repo / ".git"):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(directory, name))
+            if (st.st_uid, st.st_gid) != (65534, 65534) or st.st_mode & 0o027:
+                strays.append((name, st.st_uid, oct(st.st_mode)))
+    assert strays == []
+    # the owner can write every directory of it (its own git adds and renames there)
+    assert all(os.stat(d).st_mode & 0o700 == 0o700 for d, _, _ in os.walk(repo / ".git"))
+
+
 def test_a_git_that_overruns_is_stopped_with_its_children(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "repo")
     pidfile = tmp_path / "nap.pid"

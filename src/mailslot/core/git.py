@@ -20,6 +20,14 @@ naming one runs nothing), and a config that includes other files is refused. A u
 owners hook, which git runs mid-commit) keeps the user's config and the ``GIT_*`` variables git set
 for the hook (``GIT_INDEX_FILE`` says which index the commit is made from).
 
+What git makes in mailslot's own repository takes the repository's owner and mode, whoever
+runs it and under whatever umask: ``core.sharedRepository`` is set on the command line to the
+mode the repository's top directory gives its files (a ``0750`` exchange gets ``0640`` files
+and ``0750`` directories, a ``2770`` group exchange ``0660`` and ``2770``), and a git run as
+root in a repository another user owns (the timer's tick, under ``UMask=0007``) gives every
+file it made there back to that owner and group (``_give_back``): otherwise ``.git`` fills with
+root-owned objects that the owner's own git can no longer write.
+
 Recognising a stale index lock:
 
 A git command that is killed while it holds ``.git/index.lock`` (a tick killed inside ``git add``)
@@ -41,10 +49,12 @@ library linking libgit2); a tick runs as root and sees every process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
 import shlex
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,6 +88,10 @@ _NOTHING_RUNS = (
     "core.fsmonitor=false",
     "commit.gpgSign=false",
     "log.showSignature=false",
+    # an automatic gc runs inside the git that started it, not detached after it returned:
+    # what it packs is given back to the repository's owner with the rest (``_give_back``)
+    "gc.autoDetach=false",
+    "maintenance.autoDetach=false",
 )
 # The most of a repository's config read to find its filter drivers: mailslot writes a few
 # hundred bytes there, and a file past this is not one it made.
@@ -179,8 +193,12 @@ def run_git(
     overruns ``timeout`` or prints more than ``max_output`` bytes; a repository git refuses
     because another user owns it is named with its owner and the one command that trusts it.
     """
+    owner: os.stat_result | None = None
     if isolated:
         config = [*_NOTHING_RUNS, *_filters_off(repo), *config]
+        with contextlib.suppress(OSError):
+            owner = os.stat(repo)
+            config = [f"core.sharedRepository=0{owner.st_mode & 0o666:03o}", *config]
     what = f"git {args[0] if args else ''}"
 
     def attempt(trusted: Sequence[str]) -> CommandResult:
@@ -202,13 +220,18 @@ def run_git(
                 "git", f"{what} failed: {e.message}", path=repo, timed_out=e.timed_out
             ) from None
 
-    result = attempt(())
-    if isolated and result.returncode != 0 and _DUBIOUS.search(result.err):
-        # refused before doing anything: asked again with what the caller's own config trusts
-        # (asked for only here, since reading it is a git process of its own)
-        trusted = safe_directories()
-        if trusted:
-            result = attempt(trusted)
+    since = time.time_ns()
+    try:
+        result = attempt(())
+        if isolated and result.returncode != 0 and _DUBIOUS.search(result.err):
+            # refused before doing anything: asked again with what the caller's own config
+            # trusts (asked for only here, since reading it is a git process of its own)
+            trusted = safe_directories()
+            if trusted:
+                result = attempt(trusted)
+    finally:
+        if owner is not None and os.geteuid() == 0 and owner.st_uid != 0:
+            _give_back(repo / ".git", owner, since)
     if result.returncode != 0:
         refused = _dubious_ownership(result.err)
         if refused is not None:
@@ -217,6 +240,60 @@ def run_git(
         detail = lines[-1].strip() if lines else f"exit status {result.returncode}"
         raise CommandFailed("git", f"{what} failed: {detail}", path=repo, result=result)
     return result.out
+
+
+def _give_back(git_dir: Path, owner: os.stat_result, since_ns: int) -> None:
+    """Give what a git run as root made or touched in ``git_dir`` since ``since_ns`` (and any
+    directory in it) to the repository's ``owner`` (its top directory's ``stat``): its user and
+    group, and no permission that directory does not grant (what git wrote without
+    ``core.sharedRepository``, under root's umask). Only directories changed since then are
+    listed in full: a run adds a few objects, and ``.git`` holds thousands. Never through a
+    symlink."""
+    uid, gid, granted = owner.st_uid, owner.st_gid, owner.st_mode & 0o777
+    try:
+        top = os.lstat(git_dir)
+    except OSError:
+        return
+    if not stat.S_ISDIR(top.st_mode):
+        return
+    _own(str(git_dir), top, uid, gid, granted)
+    stack = [str(git_dir)]
+    while stack:
+        directory = stack.pop()
+        try:
+            changed = os.lstat(directory).st_mtime_ns >= since_ns
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for e in entries:
+            is_dir = e.is_dir(follow_symlinks=False)
+            if not (changed or is_dir):
+                continue
+            try:
+                _own(e.path, e.stat(follow_symlinks=False), uid, gid, granted)
+            except OSError:
+                continue  # gone meanwhile
+            if is_dir:
+                stack.append(e.path)
+
+
+def _own(path: str, st: os.stat_result, uid: int, gid: int, granted: int) -> None:
+    """``path`` (its ``lstat``: ``st``) to ``uid``:``gid`` with no permission bit beyond
+    ``granted``; a symlink is left as it is."""
+    if stat.S_ISLNK(st.st_mode):
+        return
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        os.lchown(path, uid, gid)
+    if st.st_mode & 0o777 & ~granted and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        # through a descriptor opened without following a symlink: a name the owner swaps for
+        # a link meanwhile is refused (ELOOP), never a path outside the repository changed
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            now = os.fstat(fd)
+            if now.st_ino == st.st_ino and now.st_dev == st.st_dev:
+                os.fchmod(fd, stat.S_IMODE(now.st_mode) & ~(0o777 & ~granted))
+        finally:
+            os.close(fd)
 
 
 # git's refusal of a repository another user owns (git 2.35.2+; LC_ALL=C keeps it in English).
