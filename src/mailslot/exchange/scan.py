@@ -41,7 +41,6 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any, NamedTuple
 
 from mailslot.core.clock import parse_time
@@ -60,6 +59,7 @@ from mailslot.exchange.listing import (
 )
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
+from mailslot.exchange.tree import stray_kind
 
 __all__ = [
     "CopyRecord",
@@ -290,10 +290,10 @@ def _scan_dir(
                     continue
                 st = e.stat(follow_symlinks=False)
                 listed.append((name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-                m = match(name)
-                if (m is None and name != STATE_NAME) or not S_ISREG(st.st_mode):
+                if stray_kind(name, st.st_mode) is not None:
                     copy.strays.append(name)  # reported, and the topic is not archived
-                    continue  # (tree.stray_kind says why)
+                    continue
+                m = match(name)
                 if defer and now_ns and _being_written(e.path, st, now_ns):
                     copy.deferred.append(name)
                     continue
