@@ -793,15 +793,18 @@ class _Intent(NamedTuple):
     record: bytes | None = None
 
     def encode(self) -> bytes:
-        tag = b"mailslot-intent" if self.record is None else b"mailslot-intent2"
-        body = tag + b" %016x %016x %016x %016x %08x" % (
-            self.dev,
-            self.ino,
-            self.start,
-            self.length,
-            self.crc,
-        )
-        return body + b" %08x\n" % zlib.crc32(body) + (self.record or b"")
+        return _encode_intent(*self)
+
+
+def _encode_intent(
+    dev: int, ino: int, start: int, length: int, crc: int, record: bytes | None
+) -> bytes:
+    """``_Intent.encode`` without the tuple (an append's hottest line)."""
+    if record is None:
+        body = b"mailslot-intent %016x %016x %016x %016x %08x" % (dev, ino, start, length, crc)
+        return body + b" %08x\n" % zlib.crc32(body)
+    body = b"mailslot-intent2 %016x %016x %016x %016x %08x" % (dev, ino, start, length, crc)
+    return body + b" %08x\n" % zlib.crc32(body) + record
 
 
 # An intent is dropped by overwriting its first byte with this mark; a sidecar that is empty or
@@ -1166,10 +1169,10 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
         os.close(out)
 
 
-# Kept sidecars this process has open, by name: ``(fd, dev, ino)``. An entry is taken out while
-# its append runs (so two threads never share one), checked against what the name holds now,
-# and put back after; at most ``_HELD_SIDECARS`` stay open.
-_held_sidecars: dict[str, tuple[int, int, int]] = {}
+# Kept sidecars this process has open, by the name of their file: ``(sidecar, fd, dev, ino)``.
+# An entry is taken out while its append runs (so two threads never share one), checked against
+# what the sidecar's name holds now, and put back after; at most ``_HELD_SIDECARS`` stay open.
+_held_sidecars: dict[str, tuple[str, int, int, int]] = {}
 _HELD_SIDECARS = 16
 
 
@@ -1184,7 +1187,9 @@ def _is_twin(st: os.stat_result, file_st: os.stat_result) -> bool:
     )
 
 
-def _reusable_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_result | None]:
+def _reusable_sidecar(
+    sidecar: str, file_st: os.stat_result, held: tuple[str, int, int, int] | None
+) -> tuple[int, os.stat_result | None]:
     """The sidecar open for writing, and its status, when it may take this append's intent in
     place; ``(-1, None)`` when it may not, ``(-2, None)`` when there is none.
 
@@ -1192,11 +1197,11 @@ def _reusable_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.st
     file's twin (``_is_twin``) -- so exactly whoever may write the file may write it, and
     whoever may read the file may read it. A sidecar that is anything else (a dead writer's
     intent, a torn one, one left by an older mailslot, one planted, one whose file was since
-    chmod'ed) goes through ``_repair`` and is made anew. One this process holds open is used
-    when the name still holds that very file (one ``lstat`` instead of an open and a close)."""
-    held = _held_sidecars.pop(sidecar, None)
+    chmod'ed) goes through ``_repair`` and is made anew. One this process holds open (``held``,
+    taken out of ``_held_sidecars``) is used when the name still holds that very file (one
+    ``lstat`` instead of an open and a close)."""
     if held is not None:
-        side, dev, ino = held
+        _, side, dev, ino = held
         try:
             st = os.lstat(sidecar)
         except OSError:
@@ -1223,16 +1228,16 @@ def _reusable_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.st
     return -1, None
 
 
-def _hold_sidecar(sidecar: str, side: int, st: os.stat_result) -> None:
-    """Keep the kept sidecar ``side`` (whose status is ``st``) open for this process's next
-    append to it."""
+def _hold_sidecar(name: str, sidecar: str, side: int, st: os.stat_result) -> None:
+    """Keep the kept sidecar ``side`` (named ``sidecar``, status ``st``) of the file ``name``
+    open for this process's next append to it."""
     if len(_held_sidecars) >= _HELD_SIDECARS:
         with contextlib.suppress(KeyError):
-            os.close(_held_sidecars.popitem()[1][0])
-    old = _held_sidecars.pop(sidecar, None)  # another thread's, put back meanwhile
+            os.close(_held_sidecars.popitem()[1][1])
+    old = _held_sidecars.pop(name, None)  # another thread's, put back meanwhile
     if old is not None:
-        os.close(old[0])
-    _held_sidecars[sidecar] = (side, st.st_dev, st.st_ino)
+        os.close(old[1])
+    _held_sidecars[name] = (sidecar, side, st.st_dev, st.st_ino)
 
 
 def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_result, bool]:
@@ -1335,8 +1340,10 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
         _require_regular(fd, path)  # before waiting: a FIFO's lock may be held forever
         fcntl.flock(fd, fcntl.LOCK_EX)
     st = _require_regular(fd, path)
-    sidecar = _intent_path(path)
-    side, side_st = _reusable_sidecar(sidecar, st)
+    name = os.fspath(path)
+    held = _held_sidecars.pop(name, None)
+    sidecar = held[0] if held is not None else _intent_path(path)
+    side, side_st = _reusable_sidecar(sidecar, st, held)
     kept, made = side >= 0, False
     if not kept:
         found = side == -1
@@ -1355,9 +1362,8 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
     try:
         start = st.st_size
         copy = raw if len(raw) <= INTENT_RECORD_MAX else None
-        intent = _Intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
         try:
-            encoded = intent.encode()
+            encoded = _encode_intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
             if os.pwrite(side, encoded, 0) < len(encoded):
                 _pwrite_all(side, encoded, 0)
         except BaseException:
@@ -1387,7 +1393,7 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
         return start
     finally:
         if kept and side_st is not None:
-            _hold_sidecar(sidecar, side, side_st)
+            _hold_sidecar(name, sidecar, side, side_st)
         else:
             os.close(side)
 
