@@ -250,15 +250,16 @@ class EntryPeek:
         return self._at
 
 
-def read_entry(path: Path, side: str, topic: str) -> Entry:
+def read_entry(path: Path, side: str, topic: str, *, arrived_ns: int | None = None) -> Entry:
     """The whole entry, as ``entries.parse_entry`` reads it, by the line scanner when it can.
 
     Same result as ``parse_entry`` (tested); the full parser runs whenever the header is anything
-    but plain ``key: value`` lines with a valid ``at`` and ``action``.
+    but plain ``key: value`` lines with a valid ``at`` and ``action``. ``arrived_ns``: the file's
+    ctime from an ``lstat`` the caller just made (else one is made here).
     """
     m = ENTRY_RE.match(path.name)
     try:
-        arrived = os.lstat(path).st_ctime_ns
+        arrived = os.lstat(path).st_ctime_ns if arrived_ns is None else arrived_ns
         raw = read_regular(path)
     except OSError:
         return parse_entry(path, side, topic)
