@@ -270,6 +270,7 @@ class Watcher:
         self._lock_path = Path(str(self.store.path_for(self.key)) + ".lock")
         self.warnings: list[str] = []
         self._log = self.store.seen_log(self.key)
+        self._log.hold = True  # taken again and again: the seen-mark stays open (``close``)
         self._kept: set[str] = set()  # what was taken while the seen-mark cannot be written
         self._dropped = 0  # how many times this watcher dropped keys from its seen-set
         self.seen = self._load_seen()
@@ -291,6 +292,9 @@ class Watcher:
         # to go by) and its listing; done/<topic> is not watched, so it is told by its own stat
         self._done: dict[str, tuple[tuple[int, int, int] | None, TopicDir]] = {}
         self._view: _View | None = None
+        # ``_listed()`` as the last take found it, kept while no event came on the inbox or
+        # done/ (a topic can leave both only by changing one of them): None, look again
+        self._listed_now: list[int] | None = None
         self._paths: dict[str, Path] = {}  # topic directory -> it as a Path (``_dir_path``)
         self._round_ns = 0  # time.time_ns() when the last round began: marked with what it found
         self._also: dict[str, str] = {}  # key -> its as-it-stands key, for entries written then
@@ -307,7 +311,9 @@ class Watcher:
         self._state_dir_made = False
 
     def close(self) -> None:
-        """Release the kernel watches (slow: inotify's close waits for an RCU grace period)."""
+        """Release the kernel watches (slow: inotify's close waits for an RCU grace period) and
+        the seen-mark held open."""
+        self._log.close()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -365,7 +371,9 @@ class Watcher:
         if hit is not None and hit[0] == sig:
             entry = hit[1]
         else:
-            entry = check_sender(self.ex, read_entry(path, self.ex.writer_of(self.side), topic))
+            writer = self.ex.writer_of(self.side)
+            entry = read_entry(path, writer, topic, arrived_ns=st.st_ctime_ns)
+            entry = check_sender(self.ex, entry)
             self._cache[where] = (sig, entry)
         if state == APPEARED:  # created or linked in, no more known: the events once more first
             self._recheck = True
@@ -638,6 +646,7 @@ class Watcher:
             self._rearm = True
             self._names = None
             self._view = None
+            self._listed_now = None
             look = None
         else:
             for p, names in changed.items():
@@ -659,6 +668,7 @@ class Watcher:
                     self._rearm = self._again = True
                     self._names = None
                     self._view = None
+                    self._listed_now = None
         if self._names is None and changed is not None:  # listed after both were armed
             self._names = (topic_names(self.inbox), topic_names(self.inbox / DONE))
         if self._look_all:
@@ -784,7 +794,11 @@ class Watcher:
         It runs when the inbox or ``done/`` changed since the last one (noted with the set), so
         a take costs the keys it adds, not the keys it holds; a hold's key goes with the next.
         """
-        listed = self._listed()
+        listed = self._listed_now
+        if listed is None:
+            listed = self._listed()
+            if self._watch is not None:  # its events on the inbox and done/ say when to redo it
+                self._listed_now = listed
         if self._log.meta.get("pruned_at") == listed:
             return False
         self._log.meta["pruned_at"] = listed
