@@ -381,3 +381,46 @@ def test_something_not_a_file_at_a_cursor_name_is_an_os_error_naming_it(kind: st
             save()
         assert e.value.filename == str(path) and ".tmp" not in str(e.value)
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temp left
+
+
+def _open_on(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    n = 0
+    for fd in os.listdir(fds):
+        try:
+            n += os.readlink(fds / fd) == str(path)
+        except OSError:
+            continue
+    return n
+
+
+def test_a_seen_log_held_open_follows_what_others_do_to_its_file(tmp_path: Path) -> None:
+    """A reader that takes again and again keeps its seen-mark open, yet sees what another
+    process appended, a rewrite under the same name and a removal, as one that opens it
+    each time does; ``close`` lets the file go."""
+    store = CursorStore("w", tmp_path)
+    path = store.path_for("olu")
+    mine, theirs = store.seen_log("olu"), store.seen_log("olu")
+    mine.hold = True
+    mine.load()
+    mine.add(["t/0001-a"])
+    mine.load()
+    mine.add(["t/0002-a"])
+    assert _open_on(path) == 1  # held between takes
+    theirs.load()
+    theirs.add(["t/0003-a"])  # appended by another process acting as the same reader
+    assert mine.load().keys == {"t/0001-a", "t/0002-a", "t/0003-a"}
+    mine.add(["t/0004-a"])
+    assert theirs.load().keys == {"t/0001-a", "t/0002-a", "t/0003-a", "t/0004-a"}
+    store.save_seen("olu", SeenSet({"u/0001-b"}))  # replaced under the same name
+    assert mine.load().keys == {"u/0001-b"}
+    mine.add(["u/0002-b"])
+    assert store.load_seen("olu").keys == {"u/0001-b", "u/0002-b"}
+    mine.load()
+    path.unlink()  # removed between a load and the add: the add goes to the name
+    mine.add(["u/0003-b"])
+    assert path.read_bytes().endswith(b'{"add": ["u/0003-b"]}\n')
+    mine.load()
+    mine.close()
+    assert _open_on(path) == 0

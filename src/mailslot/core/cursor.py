@@ -51,6 +51,7 @@ from mailslot.core.errors import FormatError, NoSpace
 from mailslot.core.fsio import (
     append_unsynced,
     atomic_write,
+    no_space,
     read_regular,
     sweep_temps,
     write_all,
@@ -287,6 +288,10 @@ class SeenLog:
     keys just taken; ``rewrite`` replaces the file with one line holding the set (after keys were
     dropped). Writers for one reader serialise themselves (the exchange watch holds a lock);
     a rewrite by another process is noticed by the file's identity and read whole.
+
+    With ``hold`` (a reader that takes again and again), the file stays open between calls
+    (``close`` lets it go): a ``load`` is then one ``lstat`` of its name while nobody else
+    wrote, and an ``add`` one ``write`` and one ``fstat``.
     """
 
     def __init__(self, path: Path, key: str) -> None:
@@ -301,17 +306,64 @@ class SeenLog:
         # How many times ``seen`` was read whole or emptied (keys may have gone from it): a
         # caller that keeps what it found unseen looks at everything again when this moves
         self.resets = 0
+        self.hold = False
+        self._fd = -1  # the file held open (``hold``), appending, and its inode
+        self._ino = -1
+
+    def close(self) -> None:
+        """Let the file held open go (the next ``load`` opens it again)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._ino = -1, -1
+
+    def _held_current(self) -> bool:
+        """Whether the file held open is still the one at the name and nothing but what was
+        read is in it; if more was appended, that is read (``FormatError`` if it does not)."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return False
+        at = self._at
+        if (
+            at is None
+            or st.st_ino != self._ino
+            or at[0] != st.st_ino
+            or not stat.S_ISREG(st.st_mode)
+            or not at[1] <= st.st_size <= CURSOR_MAX_BYTES
+        ):
+            return False
+        self._end = st.st_size
+        if st.st_size > at[1]:
+            try:
+                self._append(_pread(self._fd, st.st_size - at[1], at[1]), st)
+            except FormatError:
+                self._at = None
+                raise
+        return True
 
     def load(self) -> SeenSet:
         """The seen-set as the file says now; ``FormatError`` if it does not read."""
+        if self._fd >= 0:
+            if self._held_current():
+                return self.seen
+            self.close()
+        flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        held = self.hold
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                fd = os.open(self.path, flags | (os.O_RDWR | os.O_APPEND if held else 0))
+            except PermissionError:
+                if not held:
+                    raise
+                held = False
+                fd = os.open(self.path, flags)  # read-only: read it, never held
         except FileNotFoundError:
             self.resets += 1
             self.seen.keys.clear()
             self.meta = {}
             self._at, self._added, self._first = None, 0, 0
             return self.seen
+        read = False
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > CURSOR_MAX_BYTES:
@@ -325,11 +377,15 @@ class SeenLog:
                     self._append(_pread(fd, st.st_size - at[1], at[1]), st)
             else:
                 self._whole(_pread(fd, st.st_size, 0), st)
+            read = True
         except FormatError:
             self._at = None  # the next add rewrites the file whole, without the damage
             raise
         finally:
-            os.close(fd)
+            if held and read and self._at is not None:
+                self._fd, self._ino = fd, self._at[0]
+            else:
+                os.close(fd)
         return self.seen
 
     def _whole(self, raw: bytes, st: os.stat_result) -> None:
@@ -381,11 +437,13 @@ class SeenLog:
         line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
         if self._end > self._at[1]:  # end the line a crash cut short, so this one stands alone
             line = b"\n" + line
-        try:  # the directory is there: the set was read from it
-            size = append_unsynced(self.path, line)
-        except FileNotFoundError:  # removed since: made again
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            size = append_unsynced(self.path, line)
+        size = self._append_held(line) if self._fd >= 0 and self._ino == self._at[0] else -1
+        if size < 0:
+            try:  # the directory is there: the set was read from it
+                size = append_unsynced(self.path, line)
+            except FileNotFoundError:  # removed since: made again
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                size = append_unsynced(self.path, line)
         if size != self._end + len(line):  # someone else wrote too: read it all next time
             self._at = None
             return
@@ -393,8 +451,20 @@ class SeenLog:
         self._end = size
         self._added += len(keys)
 
+    def _append_held(self, line: bytes) -> int:
+        """``line`` appended through the file held open: the size after it, or -1 when that
+        file is no longer at its name (removed since: the line goes by the name instead)."""
+        with no_space(self.path):
+            write_all(self._fd, line)
+        st = os.fstat(self._fd)
+        if not st.st_nlink:
+            self.close()
+            return -1
+        return st.st_size
+
     def rewrite(self) -> None:
         """Replace the file with one line holding the set (atomically, without fsync)."""
+        self.close()  # a new file takes the name: the next load opens that one
         record: dict[str, Any] = {"key": self.key, "seen": sorted(self.seen.keys)}
         if self.meta:
             record["meta"] = self.meta
