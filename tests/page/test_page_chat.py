@@ -100,9 +100,9 @@ def _events(r: httpx.Response) -> Iterator[tuple[str, Any]]:
 
 
 def test_past_the_watch_limit_the_stream_polls_and_says_so(world: World) -> None:
-    """A real inotify watch limit (3, in a user namespace of its own): the chat file cannot be
+    """A real inotify watch limit (0, in a user namespace of its own): the chat file cannot be
     watched, and the stream says it polls before anything else, then still delivers."""
-    with serve_command(world, watch_limit=3) as (_, url):
+    with serve_command(world, watch_limit=0) as (_, url):
         start = read(world.chat).cursor
         with httpx.stream("GET", f"{_chat_url(url, world)}/events?since={start}", timeout=30) as r:
             events = _events(r)
@@ -115,7 +115,7 @@ def test_past_the_watch_limit_the_stream_polls_and_says_so(world: World) -> None
 
 @pytest.mark.browser
 def test_the_page_says_when_it_polls(browser: Any, world: World) -> None:
-    with serve_command(world, watch_limit=3) as (_, url):
+    with serve_command(world, watch_limit=0) as (_, url):
         page = browser.new_page()
         page.goto(_chat_url(url, world), wait_until="load")
         _until(page, "document.getElementById('live-status').textContent.includes('polled')")
