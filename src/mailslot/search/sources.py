@@ -20,11 +20,11 @@ Only whole entries are indexed, by the rule the exchange watcher delivers by
 held open for writing, or changed too recently to tell) is held back -- left out if new, kept
 as last indexed if not -- and its topic is listed again on every refresh until it is whole;
 ``Refreshed.held`` names it and ``Refreshed.again`` says when to look (a follower wakes then).
-One still open past ``OPEN_SETTLE`` is indexed as it stands and its topic stays listed each
-time, so a later change to it is indexed again. A file unchanged for ``OPEN_SETTLE`` is taken
-as whole without asking (as the exchange's scan does). A refresh told which topics had events
-lists each of them, whatever its directory signature: an entry written in place changes no
-directory.
+A file unchanged for ``OPEN_SETTLE`` is taken as whole without asking (as the exchange's scan
+does): a writer that paused that long mid-entry is indexed part-way, and its later change is
+indexed when the topic is next listed. A refresh told which topics had events lists each of
+them, whatever its directory signature: an entry written in place changes no directory, so a
+follower (told by its events) indexes such a change at once.
 
 Bounded: entries and peer messages are read by their channels' bounded readers (regular files,
 never through a symlink, refused past their size limit); a chat or LOG.md is read at most
@@ -287,8 +287,8 @@ class _Run:
                     if unchanged and topics is None:
                         continue  # (a topic named by its events is listed: see the docstring)
                     directory = ex.root / rel
-                    names, held, unsure = self._whole_entries(directory, rel)
-                    if held or unsure:  # listed again next time, until every entry is whole
+                    names, held = self._whole_entries(directory, rel)
+                    if held:  # listed again next time, until every entry is whole
                         sig = f"{sig.rsplit('|', 1)[0]}{_RACY}"
                     writer = ex.writer_of(side)
                     read = functools.partial(_entry_doc, ex, directory, writer, topic, rel)
@@ -299,15 +299,14 @@ class _Run:
                         os.close(fd)
         self._forget_unseen("ex:", seen, stored)  # with ``topics``, only theirs are stored
 
-    def _whole_entries(self, directory: Path, rel: str) -> tuple[dict[str, str], list[str], bool]:
+    def _whole_entries(self, directory: Path, rel: str) -> tuple[dict[str, str], list[str]]:
         """The entries of a topic directory that may be read as whole (name -> file
-        signature), the names held back as still being written, and whether one was taken as
-        whole only by ``OPEN_SETTLE`` (still open: it may change again)."""
+        signature), and the names held back as still being written (``core.wait.settled``,
+        asked only of files changed within ``OPEN_SETTLE``: older ones are whole by its rule)."""
         from mailslot.exchange.entries import entry_names
 
         names: dict[str, str] = {}
         held: list[str] = []
-        unsure = False
         now = self.now_ns / 1e9
         recent = self.now_ns - int(OPEN_SETTLE * 1e9)
         for _, _, name in entry_names(directory):
@@ -322,9 +321,8 @@ class _Run:
                     if verdict.again is not None:
                         self.again = min(self.again or verdict.again, verdict.again)
                     continue
-                unsure = unsure or verdict.note is not None
             names[name] = f"{fst.st_ino}:{fst.st_size}:{fst.st_mtime_ns}"
-        return names, held, unsure
+        return names, held
 
     # -- peer inbox --------------------------------------------------------------------------------
     def peer(self) -> None:
