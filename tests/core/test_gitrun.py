@@ -320,6 +320,17 @@ def test_git_run_as_root_leaves_the_repository_its_owners_whatever_the_umask(
     assert all(os.stat(d).st_mode & 0o700 == 0o700 for d, _, _ in os.walk(repo / ".git"))
 
 
+def test_a_repository_whose_top_its_owner_cannot_write_still_runs_git(tmp_path: Path) -> None:
+    """The mode git gives what it makes follows the top directory's, but git refuses one its
+    owner cannot write: a read-only top (an exchange frozen by ``chmod a-w``) still reads."""
+    repo = _repo(tmp_path / "frozen")
+    os.chmod(repo, 0o555)
+    try:
+        assert run_git(repo, "status", "--porcelain") == ""
+    finally:
+        os.chmod(repo, 0o755)
+
+
 def test_a_git_that_overruns_is_stopped_with_its_children(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "repo")
     pidfile = tmp_path / "nap.pid"

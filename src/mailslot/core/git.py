@@ -198,7 +198,8 @@ def run_git(
         config = [*_NOTHING_RUNS, *_filters_off(repo), *config]
         with contextlib.suppress(OSError):
             owner = os.stat(repo)
-            config = [f"core.sharedRepository=0{owner.st_mode & 0o666:03o}", *config]
+            shared = owner.st_mode & 0o666 | 0o600  # git refuses a mode its owner cannot write
+            config = [f"core.sharedRepository=0{shared:03o}", *config]
     what = f"git {args[0] if args else ''}"
 
     def attempt(trusted: Sequence[str]) -> CommandResult:
