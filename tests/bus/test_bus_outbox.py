@@ -13,7 +13,14 @@ import pytest
 from bus_helpers import finish, release, spawn
 
 from mailslot.bus import outbox
-from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound, WaitTimeout
+from mailslot.core.errors import (
+    Conflict,
+    InvalidValue,
+    LimitExceeded,
+    MailslotError,
+    NotFound,
+    WaitTimeout,
+)
 
 
 def deliverable(tmp_path: Path, name: str = "og-card.png", data: bytes = b"PNG...") -> Path:
@@ -60,6 +67,8 @@ def test_put_refusals_write_nothing(root: Path, tmp_path: Path, monkeypatch) -> 
         outbox.put(root, "lantern", tmp_path)
     with pytest.raises(LimitExceeded, match="lines"):
         outbox.put(root, "lantern", src, note="two\nlines")
+    with pytest.raises(InvalidValue, match=r"note holds a control character \(NUL\)"):
+        outbox.put(root, "lantern", src, note="a NUL\x00here")
     with pytest.raises(Conflict, match="lantern can never take"):
         outbox.put(root, "lantern", src, recipient="lantern")
     monkeypatch.setattr(outbox, "ITEM_MAX_BYTES", 3)

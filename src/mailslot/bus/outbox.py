@@ -53,7 +53,6 @@ from mailslot.core.errors import (
     CannotOpen,
     Conflict,
     Gone,
-    InvalidValue,
     LimitExceeded,
     MailslotError,
     NotFound,
@@ -71,7 +70,7 @@ from mailslot.core.fsio import (
     sweep_temps,
 )
 from mailslot.core.handover import held_signals
-from mailslot.core.limits import check_chars, check_one_line
+from mailslot.core.limits import check_chars, check_controls, check_one_line
 from mailslot.core.move import safe_move
 from mailslot.core.names import validate_agent
 from mailslot.core.wait import wait_until
@@ -147,8 +146,7 @@ def _safe_name(source: str) -> str:
 def _check_note(note: str) -> None:
     check_one_line("note", note)
     check_chars("note", note, 1, NOTE_MAX)
-    if any(ch != "\t" and unicodedata.category(ch) == "Cc" for ch in note):
-        raise InvalidValue("note holds a control character; a note is plain text")
+    check_controls("note", note, "\t")
 
 
 def _record(path: Path) -> dict[str, Any] | None:
