@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mailslot.core.errors import NoSpace
+from mailslot.core.errors import NoSpace, SymlinkRefused
 from mailslot.core.fsio import (
     INTENT_RECORD_MAX,
     file_lock,
@@ -521,18 +521,45 @@ def test_a_sidecar_left_for_a_replaced_file_cuts_nothing(tmp_path: Path, killed_
     assert log.read_bytes() == kept + b"next\n" and torn_of(log) is None
 
 
-def test_a_symlink_to_the_file_finds_the_same_sidecar(tmp_path: Path, killed_in_write) -> None:
+def test_a_reader_through_a_symlink_finds_the_files_own_sidecar(
+    tmp_path: Path, killed_in_write
+) -> None:
     log = tmp_path / "LOG.md"
     link = tmp_path / "mine.md"
     link.symlink_to("LOG.md")
     locked_append(log, "first\n")
-    killed_in_write(str(link), RECORD, at_bytes=4096, code=APPEND)
-    assert read_from(log) == b"first\n" and read_from(link) == b"first\n"
-    locked_append(log, "second\n")
-    assert log.read_text() == "first\nsecond\n"
+    killed_in_write(str(log), RECORD, at_bytes=4096, code=APPEND)
+    with file_lock(log, shared=True):  # another reader is in: nobody may repair meanwhile
+        assert read_from(link) == b"first\n"
+    assert read_from(link) == b"first\n"  # a reader that may write the file repairs it
+    assert log.read_text() == "first\n"
     torn = torn_of(link)
     assert torn is not None and torn == torn_of(log) and torn.path == tmp_path / "LOG.md.torn"
     assert RECORD[:2500] in torn.path.read_text() and _sidecars(tmp_path) == []
+
+
+@pytest.mark.parametrize("target", ["outside", "outside, not there yet", "beside it"])
+def test_an_append_through_a_symlink_is_refused_and_writes_nothing(
+    tmp_path: Path, target: str
+) -> None:
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    victim = {"beside it": tree / "real.md", "outside": outside / ".bashrc"}.get(target)
+    if victim is not None:
+        victim.write_text("keep me\n")
+    inbox = tree / "inbox.md"  # planted in a shared tree, or committed to one and checked out
+    inbox.symlink_to(victim or outside / "made-by-the-append")
+    with pytest.raises(SymlinkRefused, match=r"inbox\.md is a symlink; nothing is appended") as e:
+        locked_append(inbox, "C01 hello\n")
+    assert e.value.path == inbox
+    assert os.listdir(outside) == ([victim.name] if target == "outside" else [])
+    if victim is not None:
+        assert victim.read_text() == "keep me\n"
+    in_tree = ["inbox.md", "real.md"] if target == "beside it" else ["inbox.md"]
+    assert sorted(os.listdir(tree)) == in_tree  # no sidecar, no .torn: nothing done there
+    settle_appends(inbox)  # nothing was appended through it: nothing to settle, nothing done
+    assert inbox.is_symlink() and sorted(os.listdir(tree)) == in_tree
 
 
 def test_a_whole_record_whose_intent_cannot_be_dropped_is_appended_once(

@@ -54,8 +54,10 @@ Invariants, after cpython's ``mailbox.Maildir`` plus the directory fsync it skip
   replaced by a rename, or a sidecar carried along by a copy, is not the file it spoke of) and
   its owner could have written the file itself: in a shared directory anyone may create a
   dot-file, so a sidecar planted by a user without write access must never cut a committed
-  record. Every spelling of the file (a symlink to it) resolves to its real name, so all find
-  one sidecar. The sidecar takes the file's permission bits, so everyone who may read the file
+  record. An append (or a repair by ``settle_appends``) refuses a symlink in the file's place:
+  a channel's files are written where they are, never through a link that may lead out of its
+  tree. A reader may read through one: it resolves to the real name, so it finds the sidecar
+  there. The sidecar takes the file's permission bits, so everyone who may read the file
   may read it.
   What this cannot protect: a writer that bypasses mailslot (a shell's ``flock f >> file``)
   records no intent, so its own torn write stays undetectable; an older mailslot, which takes a
@@ -95,6 +97,7 @@ from mailslot.core.errors import (
     LockBusy,
     NoSpace,
     NotFound,
+    SymlinkRefused,
 )
 from mailslot.core.lockwait import wait_for
 
@@ -1294,12 +1297,18 @@ def settle_appends(path: Path) -> None:
 
     For code about to rewrite ``path`` whole (a checklist edit): the fragment must go before its
     bytes are carried into a new file, where the intent's offset would no longer mean anything.
-    Takes the exclusive ``flock``; a missing file is left to the caller.
+    Takes the exclusive ``flock``; a missing file, or a symlink in its place (never appended
+    through, so nothing to settle), is left to the caller.
     """
+    path = Path(path)
     try:
-        fd, path = _open_real(Path(path), os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return
+        raise
     try:
         _require_regular(fd, path)
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -1308,7 +1317,7 @@ def settle_appends(path: Path) -> None:
         os.close(fd)
 
 
-_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
@@ -1318,10 +1327,21 @@ def locked_append(path: Path, data: str | bytes, *, fsync: bool = False) -> int:
     leaves nothing a reader delivers and the next append cuts the fragment out into
     ``<name>.torn``. If the write or the fsync fails the file is cut back to its old length:
     ``NoSpace`` (a full disk) or another ``OSError`` means nothing was appended. ``FormatError``
-    if ``path`` is not a regular file.
+    if ``path`` is not a regular file; ``SymlinkRefused`` (naming it) if it is a symlink: a
+    channel's files are written where they are, never through a link that may lead anywhere
+    (one planted in a shared directory, or committed to a tree someone checks out).
     """
     raw = _as_bytes(data)
-    fd, path = _open_real(path if isinstance(path, Path) else Path(path), _APPEND_FLAGS)
+    if not isinstance(path, Path):
+        path = Path(path)
+    try:
+        fd = os.open(path, _APPEND_FLAGS, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP and os.path.islink(path):
+            raise SymlinkRefused(
+                f"{path} is a symlink; nothing is appended through it", path=path
+            ) from None
+        raise
     try:
         return _append_whole(path, fd, raw, fsync)
     except OSError as e:
