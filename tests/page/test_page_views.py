@@ -4,6 +4,7 @@ overview, the time picture, the table's filters and pages."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 import re
 import signal
@@ -175,3 +176,21 @@ def test_events_lost_to_a_full_kernel_queue_read_the_whole_exchange_again(world:
         while f"olu: reply {r.path.name}" not in httpx.get(f"{url}/x/exchange").text:
             assert time.monotonic() < deadline, "the entry written after the overflow never showed"
             time.sleep(0.05)
+
+
+def test_an_exchange_past_the_watch_limit_is_polled_and_the_page_says_so(world: World) -> None:
+    """A real inotify watch limit of 0 (a user namespace of its own): no directory can be
+    watched, the view still follows the files, and the page says why it is polled."""
+    from mailslot.exchange.entries import send
+    from mailslot.web.page.routes import EXCHANGE_POLLED
+
+    with serve_command(world, watch_limit=0) as (_, url):
+        first = httpx.get(f"{url}/x/exchange").text
+        assert html.escape(EXCHANGE_POLLED) in first
+        r = send(load_exchange(world.exchange), "claude", "polled-topic", "fyi", "still shown")
+        deadline = time.monotonic() + 20
+        while r.topic not in httpx.get(f"{url}/x/exchange").text:
+            assert time.monotonic() < deadline, "a change to a polled exchange never showed"
+            time.sleep(0.05)
+    with serve_command(world) as (_, url):
+        assert 'id="polled"' not in httpx.get(f"{url}/x/exchange").text

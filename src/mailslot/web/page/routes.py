@@ -45,6 +45,12 @@ POLLING_WHY = (
     "the server cannot watch this chat (its inotify watch limit, fs.inotify.max_user_watches, "
     "is reached): polling it instead"
 )
+# What the exchange page says while some of its directories are polled, not watched.
+EXCHANGE_POLLED = (
+    "polled: the server cannot watch every directory of this exchange (its inotify watch "
+    "limit, fs.inotify.max_user_watches, is reached); changes show when the page is loaded "
+    "again, each read whole"
+)
 # Hits one search shows: a page of results, the best first.
 SEARCH_HITS = 50
 
@@ -259,6 +265,7 @@ class Handlers:
             page = 1
         view = await in_thread(self.cache.exchange, ex)
         as_of = await in_thread(self.cache.as_of, ex)
+        polled = await in_thread(self.cache.polled, ex)
         # numbers and dates drawn by the page itself (timepic): nothing from a file
         picture = Markup(await in_thread(self.cache.picture, ex))  # noqa: S704
         rows = filter_rows(view, which, side)
@@ -282,6 +289,8 @@ class Handlers:
             can_write=my_side is not None,
             picture=picture,
             as_of=as_of,
+            polled=polled,
+            polled_why=EXCHANGE_POLLED,
         )
 
     async def topic(self, request: Request) -> Response:

@@ -522,6 +522,12 @@ class ViewCache:
         """When the shown view of ``ex`` was read, while a newer one is being built; else None."""
         return self._of(ex).current()[1]
 
+    def polled(self, ex: Exchange) -> bool:
+        """Whether some directory of ``ex`` is polled, not watched (past the inotify watch
+        limit): its changes show on the next request, each read whole, and the page says so."""
+        watch = self._of(ex).watch
+        return watch is not None and bool(watch.polling)
+
     def picture(self, ex: Exchange) -> str:
         """The exchange's time picture as SVG (``timepic``), drawn with its view."""
         kept = self._of(ex)
