@@ -8,7 +8,7 @@ import pytest
 from bus_helpers import finish, release, spawn
 
 from mailslot.bus import tasks
-from mailslot.core.errors import Conflict, LimitExceeded, MailslotError, NotFound
+from mailslot.core.errors import Conflict, InvalidValue, LimitExceeded, MailslotError, NotFound
 
 
 def test_add_creates_a_readable_checklist(root: Path) -> None:
@@ -67,7 +67,10 @@ def test_ambiguous_prefix(root: Path, monkeypatch) -> None:
         tasks.done(root, "abcd")
 
 
-@pytest.mark.parametrize(("text", "error"), [("a\nb", LimitExceeded), (" ", MailslotError)])
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [("a\nb", LimitExceeded), (" ", MailslotError), ("a NUL\x00", InvalidValue)],
+)
 def test_bad_text_refused(root: Path, text: str, error: type[Exception]) -> None:
     with pytest.raises(error):
         tasks.add(root, text, "lantern")

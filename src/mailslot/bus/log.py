@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -54,7 +53,7 @@ from mailslot.core.fsio import (
     stage_write,
     torn_of,
 )
-from mailslot.core.limits import check_chars, check_one_line
+from mailslot.core.limits import check_chars, check_controls, check_one_line
 from mailslot.core.names import validate_agent
 
 __all__ = ["LOG_TEXT_MAX", "WAKING_GAP", "Entry", "Tail", "append", "parse_line", "read", "tail"]
@@ -191,11 +190,7 @@ def _check_text(text: str) -> None:
     if not text.strip():
         raise InvalidValue("log text is empty")
     check_chars("log text", text, 1, LOG_TEXT_MAX)
-    for ch in text:
-        if ch != "\t" and unicodedata.category(ch) == "Cc":
-            raise InvalidValue(
-                f"log text holds control character U+{ord(ch):04X}; a log line is plain text"
-            )
+    check_controls("log text", text, "\t")
 
 
 _REBUILT = "delete it and mailslot rebuilds it from LOG.md"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from mailslot.bus.layout import Layout
 from mailslot.bus.roster import require_known
 from mailslot.core.errors import AlreadyWritten, Conflict, InvalidName, InvalidValue, NotFound
 from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_from
-from mailslot.core.limits import check_chars, check_one_line
+from mailslot.core.limits import check_chars, check_controls, check_one_line
 from mailslot.core.names import AGENT_RE
 from mailslot.core.rewrite import rewrite
 
@@ -130,8 +129,7 @@ def _check_text(text: str) -> None:
     if not text.strip():
         raise InvalidValue("task text is empty")
     check_chars("task text", text, 1, TASK_TEXT_MAX)
-    if any(ch != "\t" and unicodedata.category(ch) == "Cc" for ch in text):
-        raise InvalidValue("task text holds a control character; a task is plain text")
+    check_controls("task text", text, "\t")
 
 
 def add(root: Path, text: str, owner: str | None = None) -> Task:
