@@ -9,7 +9,9 @@ nothing.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import signal
 import subprocess
 import zlib
@@ -291,15 +293,15 @@ def test_a_sidecar_an_older_mailslot_left_is_honoured(tmp_path: Path, copy: bool
     assert _sidecars(tmp_path) == [] and names_left(tmp_path) == ["LOG.md", "LOG.md.torn"]
 
 
-def _as_user(uid: int, gid: int, cwd: Path, work: object) -> int:
-    """Run ``work()`` in a forked child as ``uid``/``gid`` (in group ``gid`` alone), in ``cwd``;
-    its exit code (0 when ``work`` returned, -9 when it was SIGKILLed)."""
+def _as_user(uid: int, gid: int, cwd: Path, work: object, *, groups: tuple[int, ...] = ()) -> int:
+    """Run ``work()`` in a forked child as ``uid``/``gid`` (in group ``gid`` and ``groups``
+    alone), in ``cwd``; its exit code (0 when ``work`` returned, -9 when it was SIGKILLed)."""
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             os.chdir(cwd)  # the test's parent directories are root's alone
-            os.setgroups([gid])
+            os.setgroups([gid, *groups])
             os.setgid(gid)
             os.setuid(uid)
             work()  # type: ignore[operator]
@@ -627,6 +629,50 @@ def test_whoever_may_read_the_file_may_read_its_sidecar(
             os._exit(0)
     os.close(w)
     os.waitpid(pid, 0)
+    with os.fdopen(r, "rb") as got:
+        assert got.read() == b"first\n"  # not the torn record's half
+
+
+def _member_of_a_group_not_its_own() -> tuple[int, int, int] | None:
+    """``(uid, its primary gid, gid)`` of a user listed as a member of group ``gid`` (so a
+    sidecar it writes is believed) whose primary group is another; ``None`` if there is none."""
+    for group in grp.getgrall():
+        for name in group.gr_mem:
+            try:
+                user = pwd.getpwnam(name)
+            except KeyError:
+                continue
+            if user.pw_uid != 0 and user.pw_gid != group.gr_gid:
+                return user.pw_uid, user.pw_gid, group.gr_gid
+    return None
+
+
+def test_a_group_member_who_appends_leaves_a_sidecar_the_group_may_read(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("appending and reading as other users needs root")
+    member = _member_of_a_group_not_its_own()
+    if member is None:
+        pytest.skip("no user here is a listed member of a group other than its own")
+    uid, own_gid, gid = member
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    log = shared / "LOG.md"
+    log.write_text("first\n")
+    os.chown(log, 0, gid)
+    log.chmod(0o660)  # its group may write and read it; nobody else may do either
+
+    def killed() -> None:  # its new files take its own group
+        _killed_in_record(Path("LOG.md"), RECORD)
+
+    assert _as_user(uid, own_gid, shared, killed, groups=(gid,)) == -9
+    r, w = os.pipe()
+
+    def read() -> None:  # another member of the group, in no group of the writer's own
+        os.write(w, read_from(Path("LOG.md")))
+
+    assert _as_user(65534, gid, shared, read) == 0
+    os.close(w)
     with os.fdopen(r, "rb") as got:
         assert got.read() == b"first\n"  # not the torn record's half
 

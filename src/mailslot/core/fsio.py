@@ -1244,12 +1244,12 @@ def _hold_sidecar(name: str, sidecar: str, side: int, st: os.stat_result) -> Non
 
 
 def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_result, bool]:
-    """Create ``sidecar`` empty, readable by exactly whoever may read the file (its mode: a
-    reader who cannot read the sidecar could not tell a torn record from a whole one, whatever
-    this writer's umask); return ``(fd, status, kept)``. ``kept``: it is the file's twin (made by
-    the file's owner, in the file's group), so it stays between appends, cleared; any other
-    writer's sidecar is removed after its append, so nobody is left a sidecar they may not
-    write."""
+    """Create ``sidecar`` empty, readable by exactly whoever may read the file (its mode and
+    group, whoever writes it: a reader who cannot read the sidecar could not tell a torn record
+    from a whole one, whatever this writer's umask and group); return ``(fd, status, kept)``.
+    ``kept``: it is the file's twin (made by the file's owner, in the file's group), so it stays
+    between appends, cleared; any other writer's sidecar is removed after its append, so nobody
+    is left a sidecar they may not write."""
     side = os.open(
         sidecar,
         os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
@@ -1259,7 +1259,7 @@ def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_re
         os.fchmod(side, stat.S_IMODE(file_st.st_mode) & 0o666)
         kept = os.geteuid() == file_st.st_uid
         st = os.fstat(side)
-        if kept and st.st_gid != file_st.st_gid:
+        if st.st_gid != file_st.st_gid:  # any writer: a reader in the file's group must read it
             try:
                 os.fchown(side, -1, file_st.st_gid)
             except PermissionError:
