@@ -839,5 +839,8 @@ def tick(
                 "notify_error": result.notify_error,
                 "pid": os.getpid(),
             }
-            atomic_write(ex.meta / HEARTBEAT, json.dumps(beat) + "\n", mode=0o644)
+            # Not fsync'd: a crash can only bring back the last beat, which reads as older (the
+            # safe side for a liveness signal: readers take its mtime), never a lost message.
+            beat_text = json.dumps(beat) + "\n"
+            atomic_write(ex.meta / HEARTBEAT, beat_text, mode=0o644, durable=False)
     return result
