@@ -453,8 +453,8 @@ def test_lost_events_make_a_long_lived_watcher_look_at_everything_again(ex) -> N
 
 def test_an_entry_written_into_an_archived_topic_is_delivered_by_its_own_directory(ex) -> None:
     """done/<topic> is not watched and writing into it leaves done/'s own mtime as it was: a
-    long-lived watcher tells it changed by the topic directory's own stat, at the next wake,
-    however old the listing it kept (and however recent the change before it)."""
+    long-lived watcher tells it changed by the topic directory's own stat before it blocks
+    again, however old the listing it kept (and however recent the change before it)."""
     old = send(ex, "claude", "archived", "fyi", "read, then archived").topic
     live = send(ex, "claude", "live", "fyi", "live").topic
     done = ex.inbox("olu") / "done"

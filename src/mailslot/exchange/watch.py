@@ -18,13 +18,15 @@ over it): each mark notes that time (``marked_ns``).
 
 A long-lived watcher keeps what its last look found (``_View``): each live topic's listing, and
 per topic the entries it had not seen. A wake whose events all carry names inside listed live
-topics looks again only at those names, at each archived topic directory's own ``stat`` (``done/
-<topic>`` is not watched, and writing into it leaves ``done/``'s mtime as it was: an entry put
-there is found at the next wake, as before), and at the topics with entries still unseen, so a
-wake costs the names that changed and the number of archived topics, not the entries in the
-inbox. Everything is looked at again at the first round, after lost events (a full kernel
-queue), an event on the inbox, ``done/`` or a topic directory itself, and whenever keys may have
-gone from the seen-set (another process rewrote it, it was removed, a prune dropped keys).
+topics looks again only at those names and at the topics with entries still unseen, so a wake
+costs the names that changed, not the entries in the inbox. An archived topic is told changed by
+its directory's own ``stat`` (``done/<topic>`` is not watched, and writing into it leaves
+``done/``'s mtime as it was), by each round that found nothing to show, before it blocks: an
+entry put there is found at the wake after it, or at once by the next wait after a round that
+returned something (a round with something to show returns it without that look). Everything
+is looked at again at the first round, after lost events (a full kernel queue), an event on the
+inbox, ``done/`` or a topic directory itself, and whenever keys may have gone from the seen-set
+(another process rewrote it, it was removed, a prune dropped keys).
 
 The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
 own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
@@ -595,9 +597,9 @@ class Watcher:
         seen: SeenSet,
     ) -> tuple[list[InboxItem], list[TopicDir], list[TopicDir]]:
         """``_look_everywhere`` brought up to date from the events: the live topics in
-        ``touched`` (listings updated from their events' names) and each archived topic whose
-        own ``stat`` changed are looked at again, the rest as they were. The live topics
-        returned are the touched ones (all that can hold a seen entry written since)."""
+        ``touched`` (listings updated from their events' names) are looked at again, the rest
+        as they were (the archived topics by ``_look_archived``). The live topics returned are
+        the touched ones (all that can hold a seen entry written since)."""
         resets = view.resets
         for where, (before, d, names) in touched.items():
             found = self._unseen_after(before, d, names, seen, resets)
@@ -609,12 +611,6 @@ class Watcher:
                 view.flagged[where] = None
             else:
                 view.flagged.pop(where, None)
-        if self._names is not None and self._names[1]:
-            for d in self._list_done(self._names[1], every=False):
-                if self._unseen_in(d, seen, resets):
-                    view.waiting[d.dir] = None
-                else:
-                    view.waiting.pop(d.dir, None)
         lists = []
         for where in list(view.waiting):
             hit = self._unseen.get(where)
@@ -628,6 +624,53 @@ class Watcher:
         flagged = [self._listings[w][1] for w in view.flagged if w in self._listings]
         return _first_of_each(lists), [t[1] for t in touched.values()], flagged
 
+    def _look_archived(self, view: _View, seen: SeenSet) -> list[InboxItem]:
+        """The entries not in ``seen`` of each archived topic whose own ``stat`` changed since
+        it was listed (no event tells: ``done/<topic>`` is not watched), listed again."""
+        lists = []
+        if self._names is not None and self._names[1]:
+            for d in self._list_done(self._names[1], every=False):
+                found = self._unseen_in(d, seen, view.resets)
+                if found:
+                    view.waiting[d.dir] = None
+                    lists.append(found)
+                else:
+                    view.waiting.pop(d.dir, None)
+        return _first_of_each(lists)
+
+    def _deliverable(
+        self, found: list[tuple[InboxItem, str | None]], seen: SeenSet, out: list[Delivered]
+    ) -> None:
+        """Each entry of ``found`` (with why it is shown again, if it is) that is whole and in
+        scope, appended to ``out`` as delivered, keyed as it stands when it may not be whole,
+        does not read or was shown before (unless ``seen`` has that key)."""
+        for item, note in found:
+            found_entry = self._entry(item.path, item.topic)
+            if found_entry is None:
+                continue
+            entry, st, partial = found_entry
+            if note is not None:
+                partial = note if partial is None else f"{note}; {partial}"
+            elif partial is None and entry.error is None and st.st_mtime_ns >= self._round_ns:
+                # written while this round looked: the next one must not take it as changed
+                self._also[item.key] = f"{item.key}@{st.st_size}.{st.st_mtime_ns}"
+            if self.action == "required" and entry.action not in ("required", None):
+                continue  # fyi; an unreadable action stays visible
+            key = item.key
+            if partial is not None or entry.error is not None or note is not None:
+                # marked as it stands: a later change to it is delivered again
+                key = f"{key}@{st.st_size}.{st.st_mtime_ns}"
+                if key in seen.keys:
+                    continue
+            if partial is not None:
+                warning = partial if entry.warning is None else f"{entry.warning}; {partial}"
+                entry = replace(entry, warning=warning)
+            out.append(
+                Delivered(
+                    "entry", key, item.topic, item.path, item.archived, entry, partial=partial
+                )
+            )
+
     def pending(self, seen: SeenSet | None = None) -> list[Delivered]:
         """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
         seen = seen if seen is not None else self.seen
@@ -635,7 +678,7 @@ class Watcher:
         self._recheck = False
         self._round_ns = time.time_ns()
         self._also = {}
-        out = []
+        out: list[Delivered] = []
         changed = self._watch.take_changes() if self._watch is not None else None
         look: dict[str, set[str]] | None = {}  # seen entries to look at again (None: all)
         # listed live topics updated from their events' names: (the listing before, after, names)
@@ -676,37 +719,19 @@ class Watcher:
         view = self._view
         if seen is not self.seen or view is None or view.resets != self._resets():
             items, live, flagged = self._look_everywhere(seen)
+            view = None
         else:
             items, live, flagged = self._look_again(view, touched, seen)
-        for item, note in [
-            *((i, None) for i in items),
-            *self._shown_then_changed(live, seen, look),
-        ]:
-            found = self._entry(item.path, item.topic)
-            if found is None:
-                continue
-            entry, st, partial = found
-            if note is not None:
-                partial = note if partial is None else f"{note}; {partial}"
-            elif partial is None and entry.error is None and st.st_mtime_ns >= self._round_ns:
-                # written while this round looked: the next one must not take it as changed
-                self._also[item.key] = f"{item.key}@{st.st_size}.{st.st_mtime_ns}"
-            if self.action == "required" and entry.action not in ("required", None):
-                continue  # fyi; an unreadable action stays visible
-            key = item.key
-            if partial is not None or entry.error is not None or note is not None:
-                # marked as it stands: a later change to it is delivered again
-                key = f"{key}@{st.st_size}.{st.st_mtime_ns}"
-                if key in seen.keys:
-                    continue
-            if partial is not None:
-                warning = partial if entry.warning is None else f"{entry.warning}; {partial}"
-                entry = replace(entry, warning=warning)
-            out.append(
-                Delivered(
-                    "entry", key, item.topic, item.path, item.archived, entry, partial=partial
-                )
-            )
+        self._deliverable(
+            [*((i, None) for i in items), *self._shown_then_changed(live, seen, look)], seen, out
+        )
+        if view is not None and not out:
+            # nothing to show yet, so this round may block next: first the archived topics,
+            # which no event announces (a round that found something returns it at once, and
+            # the next, before it blocks, looks at them); a key found live is not taken twice
+            shown = {i.key for i in items}
+            later = [i for i in self._look_archived(view, seen) if i.key not in shown]
+            self._deliverable([(i, None) for i in later], seen, out)
         for d in flagged:
             for name in d.strays:  # shown once, marked: never silently invisible
                 key = f"{d.topic}/{name}:stray"
