@@ -184,9 +184,7 @@ class _Tick:
             return bool(kept[0] == self.both)
         return bool(kept[0] == "/".join(scan.sides()))
 
-    def pass_over(
-        self, scan: TopicScan, rows: list[str], debts: list[Debt | tuple[str, list[Any]]]
-    ) -> None:
+    def pass_over(self, scan: TopicScan, rows: list[str], debts: list[Debt]) -> None:
         """A topic that keeps its last outcome: its statuses, row and debts as they were."""
         name = scan.name
         kept = self.quiet_prev["known"][name]  # type: ignore[index]
@@ -197,13 +195,10 @@ class _Tick:
         self.outcomes[name] = kept
         self.passed.append(name)
         rows.append(kept[2])
-        for d in kept[3]:
-            debts.append((name, d))
-            side, reason, entry, detail = d  # Debt.to_json, without making the Debt
-            told = {"topic": name, "side": side, "reason": reason, "entry": entry}
-            if detail is not None:
-                told["detail"] = detail
-            self.r.debts.append(told)
+        for side, reason, entry, detail in kept[3]:
+            debt = Debt(name, side, reason, entry, detail)
+            debts.append(debt)
+            self.r.debts.append(debt.to_json())
 
     def keep(self, scan: TopicScan, decision: Decision, view: TopicView, row: str) -> None:
         """Keep this topic's outcome for the next run when it holds for as long as no copy
@@ -402,7 +397,7 @@ class _Tick:
         r.cleaned += clean_leftovers(ex)  # killed writers' temps, empty topic folders
         topics, archived = self.scan()
         rows: list[str] = []
-        debts: list[Debt | tuple[str, list[Any]]] = []  # Debt, or a kept one (pass_over)
+        debts: list[Debt] = []
         now_ns = time.time_ns()
         passed = 0
         for name in sorted(topics):
@@ -618,9 +613,7 @@ class _Tick:
         r.debts.extend(d.to_json() for d in view.debts)
         return view
 
-    def write_index(
-        self, rows: list[str], debts: list[Debt | tuple[str, list[Any]]], same: bool
-    ) -> None:
+    def write_index(self, rows: list[str], debts: list[Debt], same: bool) -> None:
         """INDEX.md from ``rows`` and ``debts``, written only if it reads otherwise. ``same``:
         every topic and debt is as the last run had them, so an INDEX.md that is still the
         file it left (``tickstate.identity``) is not even rendered."""
@@ -629,8 +622,7 @@ class _Tick:
         if same and kept is not None and kept == tickstate.identity(path):
             self.index_id = kept
             return
-        whole = [d if isinstance(d, Debt) else Debt(d[0], *d[1]) for d in debts]
-        text = render_index_rows(self.ex, rows, whole)
+        text = render_index_rows(self.ex, rows, debts)
         try:
             if path.read_text() == text:
                 self.index_id = tickstate.identity(path)
