@@ -281,13 +281,16 @@ def list_dir(path: Path | str, topic: str, archived: bool) -> TopicDir:
     )
 
 
-def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
+def relisted(
+    d: TopicDir, names: Iterable[str], stats: dict[str, os.stat_result] | None = None
+) -> TopicDir:
     """``d`` with ``names`` looked at again (one ``lstat`` each, told by ``tell_names``): what
     ``list_dir`` would now say, when only ``names`` changed since ``d`` was listed (a watcher
     knows which from its file events). Anything but a missing name that does not ``lstat``
-    lists the directory again in full."""
+    lists the directory again in full. ``stats``, when given, gets each ``lstat`` by path (a
+    caller about to read those files need not make it again)."""
     names = tuple(names)
-    placed = _entries_placed(d, names)
+    placed = _entries_placed(d, names, stats)
     if placed is not None:
         return placed
     entries = {e[2]: e for e in d.entries}
@@ -325,7 +328,9 @@ def relisted(d: TopicDir, names: Iterable[str]) -> TopicDir:
     )
 
 
-def _entries_placed(d: TopicDir, names: tuple[str, ...]) -> TopicDir | None:
+def _entries_placed(
+    d: TopicDir, names: tuple[str, ...], stats: dict[str, os.stat_result] | None = None
+) -> TopicDir | None:
     """``relisted`` when every name is an entry's or a dot-name (the common wake: an entry
     renamed in from its temp), each placed in or taken out of the sorted entries by ``bisect``
     rather than the whole topic rebuilt; ``None`` for any other name, or one that does not
@@ -338,12 +343,15 @@ def _entries_placed(d: TopicDir, names: tuple[str, ...]) -> TopicDir | None:
         m = ENTRY_RE.match(name)
         if m is None:
             return None
+        path = d.file(name)
         try:
-            st: os.stat_result | None = os.lstat(d.file(name))
+            st: os.stat_result | None = os.lstat(path)
         except FileNotFoundError:
             st = None
         except OSError:
             return None
+        if st is not None and stats is not None:
+            stats[path] = st
         e = (int(m.group(1)), m.group(2), name)
         i = bisect.bisect_left(entries, e)
         there = i < len(entries) and entries[i] == e

@@ -300,6 +300,7 @@ class Watcher:
         self._paths: dict[str, Path] = {}  # topic directory -> it as a Path (``_dir_path``)
         self._round_ns = 0  # time.time_ns() when the last round began: marked with what it found
         self._also: dict[str, str] = {}  # key -> its as-it-stands key, for entries written then
+        self._looked: dict[str, os.stat_result] = {}  # this round's lstat of a file, by path
         self._watch: Watch | None = None
         # Whether the next round arms every path again: after an event on anything but a listed
         # topic (the inbox, done/, a topic directory itself), or when events are not known
@@ -356,8 +357,9 @@ class Watcher:
         read as whole (``core.wait.settled``); ``None`` while its writer is still at it (and
         ``defer_until`` says when to look again) or when it is gone."""
         where = str(path)
+        st = self._looked.pop(where, None)  # made moments ago by this round's relisting
         try:
-            st = os.lstat(where)
+            st = os.lstat(where) if st is None else st
         except FileNotFoundError:
             return None
         now = time.time()
@@ -678,6 +680,7 @@ class Watcher:
         self._recheck = False
         self._round_ns = time.time_ns()
         self._also = {}
+        self._looked = {}
         out: list[Delivered] = []
         changed = self._watch.take_changes() if self._watch is not None else None
         look: dict[str, set[str]] | None = {}  # seen entries to look at again (None: all)
@@ -703,7 +706,7 @@ class Watcher:
                 hit = self._listings.get(where)
                 if hit is not None and names is not None:
                     # only these names in a listed topic changed: look at them, not at all of it
-                    listing = relisted(hit[1], names)
+                    listing = relisted(hit[1], names, self._looked)
                     self._listings[where] = (hit[0], listing)
                     touched[where] = (hit[1], listing, names)
                 else:  # the inbox, done/, a topic directory itself: list and arm anew
