@@ -116,9 +116,6 @@ def _exchange(root: Path, state: Path, seen: int = 0) -> tuple[Path, Fire]:
         d.mkdir(parents=True)
         for n in range(1, min(SEEN_PER_TOPIC, seen - t) + 1):
             (d / f"{n:04d}-claude.md").write_bytes(old)
-        # written a day ago, as an inbox of that size was: a directory changed in the last
-        # seconds is listed again on every wake (its mtime may not show a change yet)
-        os.utime(d, (time.time() - 86_400,) * 2)
     topic = ex.inbox("olu") / "2026-11-29-bench"
     topic.mkdir()
     (topic / "0001-claude.md").write_bytes(_entry("opening"))
