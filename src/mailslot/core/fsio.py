@@ -1207,16 +1207,15 @@ def _reusable_sidecar(
         _, side, dev, ino = held
         try:
             st = os.lstat(sidecar)
+            if (
+                st.st_ino == ino
+                and st.st_dev == dev
+                and _is_twin(st, file_st)
+                and os.pread(side, 1, 0) in _NO_INTENT
+            ):
+                return side, st
         except OSError:
-            st = None
-        if (
-            st is not None
-            and st.st_ino == ino
-            and st.st_dev == dev
-            and _is_twin(st, file_st)
-            and os.pread(side, 1, 0) in _NO_INTENT
-        ):
-            return side, st
+            pass
         os.close(side)
     try:
         side = os.open(sidecar, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -1224,9 +1223,12 @@ def _reusable_sidecar(
         return -2, None
     except OSError:
         return -1, None
-    st = os.fstat(side)
-    if _is_twin(st, file_st) and os.pread(side, 1, 0) in _NO_INTENT:
-        return side, st
+    try:
+        st = os.fstat(side)
+        if _is_twin(st, file_st) and os.pread(side, 1, 0) in _NO_INTENT:
+            return side, st
+    except OSError:
+        pass  # unreadable: settled and made anew (``_repair`` says what it cannot do)
     os.close(side)
     return -1, None
 
