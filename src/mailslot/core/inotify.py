@@ -75,11 +75,11 @@ def _raise_errno(what: str) -> None:
 
 
 class INotify:
-    """An inotify instance (close-on-exec). ``OSError`` if the kernel refuses one."""
+    """An inotify instance (close-on-exec, non-blocking). ``OSError`` if the kernel refuses one."""
 
     def __init__(self) -> None:
         c = _c()
-        fd = c.inotify_init1(os.O_CLOEXEC)
+        fd = c.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
         if fd < 0:
             _raise_errno("inotify_init1")
         self.fd: int = fd
@@ -105,9 +105,12 @@ class INotify:
 
     def read(self, timeout: int | None = None) -> list[Event]:
         """The events queued now; with ``timeout`` (ms; ``None``: forever) waits for the first
-        when none is queued (0: never blocks)."""
-        if timeout is not None and not select.select([self.fd], [], [], timeout / 1000)[0]:
-            return []
+        when none is queued (0: never blocks: one ``read``, which finds nothing queued at once).
+        """
+        if timeout != 0:
+            wait = None if timeout is None else timeout / 1000
+            if not select.select([self.fd], [], [], wait)[0]:
+                return []
         try:
             data = os.read(self.fd, _READ_SIZE)
         except BlockingIOError:

@@ -217,7 +217,7 @@ class _Inotify(_Backend):
                 self._ino.rm_watch(wd)
         self._wd.clear()
         self._live.clear()
-        while self._poller.poll(0) and self._ino.read(timeout=0):
+        while self._ino.read(timeout=0):  # one read each: the descriptor never blocks
             pass
         self._changed = {}
 
@@ -262,8 +262,7 @@ class _Inotify(_Backend):
         names[name] = Change(path, name, bool(mask & self._isdir), state)
 
     def take_changed(self) -> Changes | None:
-        if self._poller.poll(0):  # events queued since the last wait count too
-            self._drain()
+        self._drain()  # events queued since the last wait count too (none: one read)
         changed, self._changed = self._changed, {}
         return changed
 
