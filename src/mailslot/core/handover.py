@@ -33,8 +33,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mailslot.core.errors import Incomplete
@@ -56,6 +55,7 @@ _HELD = tuple(
 # The C module's own ``signal``: ``signal.signal`` wraps it to convert numbers and handlers to
 # and from enums, four Python calls a hold that doubled its cost (60 us measured) on every take.
 _set_handler: Callable[[int, Any], Any] = _signal.signal
+_sigmask: Callable[[int, Any], set[int]] = _signal.pthread_sigmask
 
 T = TypeVar("T")
 
@@ -76,27 +76,47 @@ def _deliver(signum: int, handler: Any) -> None:
     # SIG_IGN: ignored, as it would have been
 
 
-@contextmanager
-def held_signals() -> Iterator[list[int]]:
-    """Within: SIGINT and SIGTERM are noted (the list yielded), not acted on; on leaving, the
-    handlers are restored and the first one noted is acted on. Holds nothing outside the main
-    thread (the list stays empty)."""
-    caught: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield caught
-        return
+class held_signals:
+    """Within: SIGINT and SIGTERM are held, not acted on; on leaving, the first one held is acted
+    on as the handler in place would. Holds nothing outside the main thread.
 
-    def note(signum: int, frame: Any) -> None:
-        caught.append(signum)
+    A process with no other thread blocks both in its signal mask (two system calls: a pending
+    one is delivered as the mask is restored, its handler run then). With other threads, which
+    the kernel may hand a signal to, a handler that notes it is put in place instead (the list
+    yielded) and the handlers are restored on leaving (four).
+    """
 
-    before = {s: _set_handler(s, note) for s in _HELD}
-    try:
-        yield caught
-    finally:
+    __slots__ = ("_before", "_mask", "caught")
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self._mask: set[int] | None = None
+        self._before: dict[int, Any] = {}
+
+    def __enter__(self) -> list[int]:
+        if threading.current_thread() is not threading.main_thread():
+            return self.caught
+        if threading.active_count() == 1:
+            self._mask = _sigmask(_signal.SIG_BLOCK, _HELD)
+        else:
+            note = self.caught.append
+            self._before = {s: _set_handler(s, lambda signum, _frame: note(signum)) for s in _HELD}
+        return self.caught
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mask is not None:
+            _sigmask(_signal.SIG_SETMASK, self._mask)  # a pending one is delivered: its handler
+            return
+        before, caught = self._before, self.caught
         for s, handler in before.items():
             _set_handler(s, handler if handler is not None else signal.SIG_DFL)
         if caught:
             _deliver(caught[0], before[caught[0]])
+
+
+def _held_pending(caught: list[int]) -> bool:
+    """Whether a signal is held: noted by the handler, or pending in the mask."""
+    return bool(caught) or any(s in _HELD for s in _signal.sigpending())
 
 
 def _test_pause(caught: list[int]) -> None:
@@ -105,7 +125,7 @@ def _test_pause(caught: list[int]) -> None:
         return
     os.write(2, PAUSE_LINE)  # the test strikes once it reads this
     end = time.monotonic() + float(raw)
-    while not caught and time.monotonic() < end:
+    while not _held_pending(caught) and time.monotonic() < end:
         time.sleep(0.01)
 
 
