@@ -212,16 +212,20 @@ def read_regular(path: Path | str, limit: int) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         chunks = []
         left = limit + 1
         while left > 0:
-            chunk = os.read(fd, min(left, 65536))
+            want = min(left, 65536)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             left -= len(chunk)
+            if len(chunk) < want and limit + 1 - left >= st.st_size:
+                break  # short of what was asked, at the size fstat gave: the end, no read to see
         data = b"".join(chunks)
     finally:
         os.close(fd)
