@@ -212,7 +212,7 @@ class SideCopy:
         return (self.top_ctime, top.number, top.name) if top is not None else None
 
 
-@dataclass
+@dataclass(slots=True)
 class TopicScan:
     """A live (or half-archived) topic: its copies per inbox side."""
 

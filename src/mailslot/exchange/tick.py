@@ -176,8 +176,10 @@ class _Tick:
         """Whether the topic keeps the last run's outcome: every copy unchanged (``scan``), on
         the same sides, and an outcome kept."""
         kept = self.kept_known.get(scan.name)
-        if kept is None or len(kept) != OUTCOME_FIELDS or not scan.unchanged():
+        if kept is None or len(kept) != OUTCOME_FIELDS:
             return False
+        if (scan.copies or scan.conflict is not None) and not scan.unchanged():
+            return False  # (none listed, the common case: every copy passed over unchanged)
         if len(kept[1]) != len(self.ex.sides):  # a status per side, or worked out afresh
             return False
         if len(scan.copies) + len(scan.stubs) == len(self.ex.sides):  # the common case
