@@ -434,7 +434,7 @@ class SeenLog:
         record: dict[str, Any] = {"add": keys}
         if meta:
             record["meta"] = meta
-        line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+        line = _encode(record).encode() + b"\n"
         if self._end > self._at[1]:  # end the line a crash cut short, so this one stands alone
             line = b"\n" + line
         size = self._append_held(line) if self._fd >= 0 and self._ino == self._at[0] else -1
@@ -476,6 +476,10 @@ class SeenLog:
         self._at = os.stat(self.path).st_ino, len(line)
         self._end = len(line)
         self._first, self._added = len(self.seen.keys), 0
+
+
+# ``json.dumps(..., ensure_ascii=False)`` made once: ``dumps`` builds an encoder per call
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @lru_cache(maxsize=64)  # one form per reader and set of fields, made before its first wake

@@ -266,6 +266,7 @@ class Watcher:
         self.agent = agent
         self.side = ex.side_of(agent)
         self.inbox = ex.inbox(self.side)
+        self._writer = ex.writer_of(self.side)  # the side whose entries land in the inbox
         self.action = action
         self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
         self.key = cursor_key(ex, agent)
@@ -375,8 +376,7 @@ class Watcher:
         if hit is not None and hit[0] == sig:
             entry = hit[1]
         else:
-            writer = self.ex.writer_of(self.side)
-            entry = read_entry(path, writer, topic, arrived_ns=st.st_ctime_ns)
+            entry = read_entry(path, self._writer, topic, arrived_ns=st.st_ctime_ns)
             entry = check_sender(self.ex, entry)
             self._cache[where] = (sig, entry)
         if state == APPEARED:  # created or linked in, no more known: the events once more first
@@ -866,7 +866,6 @@ class Watcher:
             self.seen = current
             if not fresh:
                 return fresh
-            result = WatchResult(self.agent, self.side, fresh, False, list(self.warnings))
 
             keys = [d.key for d in fresh] + [
                 self._also[d.key] for d in fresh if d.key in self._also
@@ -894,7 +893,11 @@ class Watcher:
                     self._kept.update(keys)
                     current.keys.update(self._kept)
 
-            show_then_record((lambda: show(result)) if show is not None else None, mark)
+            shown = None
+            if show is not None:
+                result = WatchResult(self.agent, self.side, fresh, False, list(self.warnings))
+                shown = lambda: show(result)  # noqa: E731
+            show_then_record(shown, mark)
         for d in fresh:  # taken: read again only if it changes (its size or mtime then differ)
             where = str(d.path)
             self._states.pop(where, None)
