@@ -23,6 +23,8 @@ from chat_helpers import bash_write, bash_write_started
 
 from mailslot import chat
 from mailslot.chat import room
+from mailslot.chat.format import render_message
+from mailslot.core.clock import now
 from mailslot.core.errors import MailslotError, WaitTimeout
 from shared_helpers import names_left
 
@@ -175,6 +177,38 @@ def test_a_waiter_holding_its_place_never_returns_a_block_torn_by_a_kill(
         chat.say(chat_file, "after the crash", "alice")  # breaks the dead writer's lock
         got = w.wait(5).messages
     assert [(m.sender, m.body) for m in got] == [("alice", "after the crash")]
+
+
+def test_a_waiter_follows_the_intent_sidecar_at_its_name_not_the_one_it_read_before(
+    chat_file: Path, killed_in_write
+) -> None:
+    """A Waiter keeps the intent sidecar it read open between waits: when another file takes
+    the sidecar's name (the old one moved aside, still whole and clear), a dead writer's intent
+    in the new one still holds the torn block back -- here one cut just after a line, which
+    reads as a whole block."""
+    bodies = ("a" * n + "\n" + "plan\n" * 8000 for n in range(1, 12))
+    body = next(b for b in bodies if _half_ends_a_line(b))
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "before the crash", "alice")
+    sidecar = chat_file.parent / f".{chat_file.name}.intent"
+    with chat.Waiter(chat_file, "bob") as w:
+        assert [m.body for m in w.wait(5).messages] == ["before the crash"]
+        os.rename(sidecar, chat_file.parent / "moved-aside")
+        killed_in_write("chat", "say", str(chat_file), body, "--as", "alice", at_bytes=16384)
+        assert chat_file.read_bytes().endswith(b"plan\n")  # torn where a block may end
+        assert sidecar.exists()  # the dead writer's own, holding its intent
+        with pytest.raises(WaitTimeout):
+            w.wait(0.2)
+        chat.say(chat_file, "after the crash", "alice")
+        got = w.wait(5).messages
+    assert [(m.sender, m.body) for m in got] == [("alice", "after the crash")]
+
+
+def _half_ends_a_line(body: str) -> bool:
+    """Whether the first half of ``body``'s block (what a writer killed in its write leaves)
+    ends just after a newline."""
+    block = render_message("alice", now(), body).encode()
+    return block[len(block) // 2 - 1 : len(block) // 2] == b"\n"
 
 
 def test_a_fresh_reader_killed_while_it_waits_leaves_no_cursor_behind(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -1473,15 +1473,20 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
 
 
 def _read_visible(
-    fd: int, real: Path, path: Path, offset: int, limit: int, *, sidecar: str | None = None
+    fd: int,
+    real: Path,
+    path: Path,
+    offset: int,
+    limit: int,
+    *,
+    no_intent: Callable[[], bool] | None = None,
 ) -> bytes:
-    """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock; with its
-    intent's ``sidecar`` named, an absent one is found without an exception raised and caught."""
+    """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock; with
+    ``no_intent`` (whether the intent sidecar is absent, empty or cleared: then nothing is torn;
+    ``False``: it must be read whole), such a sidecar is found without reading it whole."""
     size = os.fstat(fd).st_size
-    if sidecar is not None and _holds_no_intent(sidecar):
-        end = size  # under the lock no live writer fills it: none means nothing torn
-    else:
-        end = _visible_end(real, fd, size)
+    # Under the lock no live writer fills the sidecar: none there means nothing torn.
+    end = size if no_intent is not None and no_intent() else _visible_end(real, fd, size)
     if end < size and _repair_aside(real, fd):
         end = _visible_end(real, fd, os.fstat(fd).st_size)
     if end - offset > limit:
@@ -1497,23 +1502,6 @@ def _read_visible(
     return b"".join(chunks)
 
 
-def _holds_no_intent(sidecar: str) -> bool:
-    """Whether ``sidecar`` is absent, empty or cleared (its first byte, whoever wrote it): then
-    nothing is torn. ``False`` means it must be read whole."""
-    try:
-        fd = os.open(sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    try:
-        return os.pread(fd, 1, 0) in _NO_INTENT
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
 class HeldReader:
     """``read_from`` for one reader that reads the same file again and again (a waiter): the
     file stays open between reads, so a read costs the lock, a ``fstat``, a look for a dead
@@ -1523,6 +1511,10 @@ class HeldReader:
     ``read(offset, ino)`` reads the file whose inode the caller just found at the name: when the
     held file is another one (replaced since), the name is opened again. ``NotFound`` when the
     name is gone, ``FormatError`` for something that is not a regular file; ``close`` when done.
+
+    The intent sidecar is held open too: under the lock, an ``lstat`` of its name that finds the
+    held one there, and a ``pread`` of its first byte, say whether it holds an intent (no open
+    and close per read); another file at its name is opened instead.
     """
 
     def __init__(self, path: Path) -> None:
@@ -1531,6 +1523,8 @@ class HeldReader:
         self._ino = -1
         self._real = self.path
         self._sidecar = ""
+        self._side = -1  # the sidecar held open, and its (device, inode)
+        self._side_id = (-1, -1)
 
     def read(self, offset: int, ino: int, *, limit: int = READ_FROM_MAX) -> bytes:
         """The bytes from ``offset`` to the visible end of the file with inode ``ino``."""
@@ -1550,9 +1544,46 @@ class HeldReader:
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
-            return _read_visible(fd, self._real, self.path, offset, limit, sidecar=self._sidecar)
+            return _read_visible(
+                fd, self._real, self.path, offset, limit, no_intent=self._holds_no_intent
+            )
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _holds_no_intent(self) -> bool:
+        """Whether the sidecar is absent, empty or cleared (its first byte, whoever wrote it),
+        read through the held copy while its name still holds that very file; ``False``: it
+        must be read whole. Called under the lock."""
+        try:
+            st = os.lstat(self._sidecar)
+        except FileNotFoundError:
+            self._drop_sidecar()
+            return True
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) != self._side_id:
+            self._drop_sidecar()
+            if not stat.S_ISREG(st.st_mode):
+                return False  # read whole by ``_visible_end``, which refuses it
+            try:
+                side = os.open(
+                    self._sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                )
+            except FileNotFoundError:
+                return True
+            except OSError:
+                return False
+            opened = os.fstat(side)
+            self._side, self._side_id = side, (opened.st_dev, opened.st_ino)
+        try:
+            return os.pread(self._side, 1, 0) in _NO_INTENT
+        except OSError:
+            return False
+
+    def _drop_sidecar(self) -> None:
+        if self._side >= 0:
+            os.close(self._side)
+        self._side, self._side_id = -1, (-1, -1)
 
     @property
     def ino(self) -> int:
@@ -1560,10 +1591,11 @@ class HeldReader:
         return self._ino
 
     def close(self) -> None:
-        """Release the held file."""
+        """Release the held file (and its sidecar)."""
         if self._fd >= 0:
             os.close(self._fd)
         self._fd, self._ino = -1, -1
+        self._drop_sidecar()
 
 
 def written_ns(st: os.stat_result) -> int:
