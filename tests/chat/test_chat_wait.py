@@ -110,6 +110,26 @@ def test_a_wait_after_the_chat_file_was_replaced_wakes_for_a_write_to_the_new_on
     assert [m.body for m in box["result"].messages] == ["after the save"], box
 
 
+def test_an_editors_save_that_renames_the_file_away_first_does_not_end_a_wait(
+    chat_file: Path,
+) -> None:
+    """A save that keeps a backup moves the file away, then creates the new one: for that moment
+    the name holds nothing, and a wait woken by the move must not take it for a removal."""
+    chat.join(chat_file, "bob")
+    chat.say(chat_file, "one", "alice")
+    assert [m.body for m in chat.wait(chat_file, "bob", timeout=5).messages] == ["one"]
+    t, box = in_thread(chat.wait, chat_file, "bob", timeout=60)
+    t.join(0.3)  # blocked in its wait
+    data = chat_file.read_bytes()
+    chat_file.rename(chat_file.with_name(chat_file.name + "~"))  # wakes the wait
+    t.join(0.1)  # the editor writing: no file at the name yet
+    chat_file.write_bytes(data)
+    bash_write(chat_file, "zara", "after the save")
+    t.join(20)
+    assert not t.is_alive() and "error" not in box, box
+    assert [m.body for m in box["result"].messages] == ["after the save"], box
+
+
 def _held(path: Path) -> int:
     """How many of this process's descriptors hold ``path``."""
     fds = Path("/proc/self/fd")

@@ -24,8 +24,10 @@ Invariants and why:
   fresh one (everything is delivered again); a cursor that cannot be stored is a warning too: the
   messages were shown, the next wait shows them again. A damaged cursor file is refused, naming
   it (``FormatError``): removing it is the user's decision.
-* A removed chat file ends a wait with ``Gone`` (exit 4); so does waiting on an ended chat. A path
-  this state dir never saw as a chat is ``NotFound`` (exit 1).
+* A removed chat file ends a wait with ``Gone`` (exit 4) once its name has held nothing for
+  ``REAPPEAR_SECONDS`` (an editor's save moves the file away before it creates the new one);
+  so does waiting on an ended chat. A path this state dir never saw as a chat is ``NotFound``
+  (exit 1).
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ __all__ = ["TAIL_BYTES", "Waiter", "wait"]
 # rewritten in place (same inode, no shorter) differs there unless the rewrite kept them.
 TAIL_BYTES = 64
 _GONE = "the chat file was removed: the conversation is over"
+# How long a chat file's name may be missing before a wait says the chat is gone: an editor's
+# save that keeps a backup renames the file away and only then creates the new one.
+REAPPEAR_SECONDS = 0.25
 
 
 class _Place(NamedTuple):
@@ -187,11 +192,24 @@ class Waiter:
         self._tail, self._before = head, None
         return data[back:]
 
+    def _stat(self) -> os.stat_result:
+        """The chat file's status; ``Gone`` once its name has been missing for
+        ``REAPPEAR_SECONDS`` (not at once: an editor's save has no file at the name for a
+        moment)."""
+        deadline = None
+        while True:
+            try:
+                return os.stat(self._spath)
+            except FileNotFoundError:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + REAPPEAR_SECONDS
+                elif now >= deadline:
+                    raise Gone(_GONE, path=self.path) from None
+                time.sleep(0.005)
+
     def _check(self) -> list[ChatMessage] | None:
-        try:
-            st = os.stat(self._spath)
-        except FileNotFoundError:
-            raise Gone(_GONE, path=self.path) from None
+        st = self._stat()
         if st.st_ino != self._armed:
             self._watch.add(self.path)  # armed on this file before it is read
             self._armed = st.st_ino
