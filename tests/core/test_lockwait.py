@@ -221,6 +221,36 @@ def test_only_a_record_proving_its_owner_dead_here_breaks_a_lock(tmp_path: Path)
     assert lock.is_dir()
 
 
+def test_a_lock_mailslot_made_but_left_without_a_record_is_broken_once_it_has_sat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    from mailslot.core import lockwait
+
+    monkeypatch.setattr(lockwait, "ABANDONED_S", 0.3)
+    lock = tmp_path / "chat.md.lock"
+    with mkdir_lock(lock, 5):
+        assert lock.stat().st_mode & stat.S_ISVTX  # how a lock mailslot made is told apart
+    # What a taker killed between its mkdir and its record leaves: a sticky directory, empty or
+    # holding the owner file it had only created.
+    for empty_owner in (False, True):
+        os.mkdir(lock, 0o1777)
+        if empty_owner:
+            (lock / "owner").touch()
+        with pytest.raises(LockBusy), mkdir_lock(lock, 0.1):
+            pass  # just made: its taker may be about to write its record
+        time.sleep(0.4)
+        with mkdir_lock(lock, 5):
+            assert (lock / "owner").read_text().split()[0] == str(os.getpid())
+        assert not lock.exists()
+    lock.mkdir()  # a bash writer's lock, just as old: never broken
+    time.sleep(0.4)
+    with pytest.raises(LockBusy, match="rmdir"), mkdir_lock(lock, 0.2):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.md.lock"]  # nothing aside
+
+
 def test_waiters_racing_to_break_a_dead_owners_lock_still_exclude_each_other(
     tmp_path: Path,
 ) -> None:

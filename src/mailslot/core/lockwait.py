@@ -13,14 +13,16 @@ written right after the ``mkdir`` and before any work under the lock. A waiter b
 only when that record proves its owner dead on this very host: the pid is gone, or it is another
 process now (its start time differs), or the machine rebooted since (the boot id differs).
 
-A lock without a record is never broken, by design. It is a bash writer's (``mkdir`` writes
-nothing inside), and nothing on disk says whether that writer still runs: a person typing into
+A lock without a record is never broken when a bash writer made it (``mkdir`` writes nothing
+inside), since nothing on disk says whether that writer still runs: a person typing into
 ``cat >> chat`` holds it for minutes, so no age proves it dead, and breaking a live one lets two
-writers interleave in one file. (It may also be a mailslot taker's killed in the instant between
-its ``mkdir`` and its record, or one whose record could not be written on a full disk; making
-the record appear with the lock, by a rename into place, was measured at about a quarter more
-CPU per take on every chat message, for that instant.) The waiter fails loudly instead, naming
-the ``rmdir`` that frees it: the error is visible and cheap (fail safe). Nor is a lock from
+writers interleave in one file. The waiter fails loudly instead, naming the ``rmdir`` that frees
+it (fail safe). A lock mailslot makes carries the sticky bit, which bash's ``mkdir`` never sets,
+and its record is written microseconds after the ``mkdir``; so a sticky lock still without a
+whole record ``ABANDONED_S`` after it last changed is a mailslot taker's that died between the
+two (or whose record a full disk refused; it held the lock for milliseconds), and is broken like
+a dead owner's. Only a taker frozen (``SIGSTOP``) for that long between its ``mkdir`` and its
+record could lose its lock that way. Nor is a lock from
 another host broken. ``flock`` locks (``fsio.file_lock``) need no such rule: the kernel frees
 them when their holder exits, however it ends, so they are never stale, and the file left
 behind holds nothing. Breaking is one ``rename`` of the lock
@@ -58,6 +60,11 @@ OWNER = "owner"
 OWNER_MAX_BYTES = 512
 # A held lock's record is judged at most this often (a waiter may spin every millisecond).
 JUDGE_EVERY_S = 0.05
+# A lock mailslot made (sticky) that holds no whole record this long after it last changed was
+# left by a taker that died between its ``mkdir`` and its record.
+ABANDONED_S = 10.0
+# The mode a mailslot taker makes its lock with (the umask still applies to the permissions).
+_MAILSLOT_LOCK_MODE = 0o1777
 
 T = TypeVar("T")
 
@@ -162,7 +169,7 @@ def mkdir_lock(
         nonlocal tries, judged
         tries += 1
         try:
-            os.mkdir(lock)
+            os.mkdir(lock, _MAILSLOT_LOCK_MODE)
         except FileExistsError:
             # From the second try on: the first miss runs ``on_first_miss`` (a repair) first.
             if tries < 2 or time.monotonic() - judged < JUDGE_EVERY_S:
@@ -171,7 +178,7 @@ def mkdir_lock(
             if not _break_if_dead(lock):
                 return False
             try:
-                os.mkdir(lock)
+                os.mkdir(lock, _MAILSLOT_LOCK_MODE)
             except FileExistsError:
                 return False
         _write_owner(lock, record)
@@ -273,7 +280,9 @@ def _break_if_dead(lock: Path) -> bool:
     waiter whose rename moved a lock taken since (another record, or none yet) puts it back.
     """
     record = _read_owner(lock)
-    if record is None or not _dead(record):
+    if record is None:
+        return _break_if_abandoned(lock)
+    if not _dead(record):
         return False
     aside = _aside(lock, "stale")
     try:
@@ -292,6 +301,42 @@ def _break_if_dead(lock: Path) -> bool:
             "moved a live lock %s aside to %s and could not put it back", lock, aside
         )
     return False
+
+
+def _break_if_abandoned(lock: Path) -> bool:
+    """Move ``lock`` aside if mailslot made it (sticky) and it has held no whole record for
+    ``ABANDONED_S``; whether it did. What was moved is checked to be that very directory, not
+    changed since (its inode and mtime), with still no record; anything else is put back."""
+    try:
+        st = os.lstat(lock)
+    except OSError:
+        return False
+    if not _abandoned(st):
+        return False
+    aside = _aside(lock, "stale")
+    try:
+        os.rename(lock, aside)
+    except OSError:
+        return False  # another waiter moved it first
+    try:
+        moved = os.lstat(aside)
+    except OSError:
+        return False
+    same = (moved.st_ino, moved.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    if same and _read_owner(aside) is None:
+        _remove_aside(aside)
+        return True
+    with contextlib.suppress(OSError):  # a lock taken since: its holder gets it back
+        os.rename(aside, lock)
+    return False
+
+
+def _abandoned(st: os.stat_result) -> bool:
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and bool(st.st_mode & stat.S_ISVTX)
+        and time.time() - st.st_ctime > ABANDONED_S
+    )
 
 
 def _release(lock: Path) -> None:
