@@ -329,6 +329,24 @@ def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkey
     assert out["debts"] == []
 
 
+def test_ticks_in_a_row_give_every_directory_its_full_listing_within_the_rotation(ex) -> None:
+    from mailslot.exchange import scan
+
+    root = ex.root
+    p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", body="x" * 5000)
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z", "required")
+    _age_tree(root)
+    tick(root)
+    p.write_text("---\nfrom: olu\nat: 2098-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
+    _age_tree(root)
+    found = []
+    # All within a few seconds, as on a timer whose period the rotation's span divides: the
+    # turn moves with each run, not with the clock.
+    for _ in range(2 * scan.ROTATION):
+        found += [w["path"] for w in tick(root)["rewritten"]]
+    assert found == [f"to-claude/{T}/0001-olu.md"]
+
+
 def _quiet_tree(root: Path) -> None:
     """Three topics, none of which hangs on the guard: one owes a reply, one a close, one
     nothing; every directory settled."""

@@ -27,9 +27,11 @@ A topic directory whose mtime is unchanged since a *settled* earlier scan (its m
 than ``RACY_NS`` old, so no same-timestamp write can hide behind it) has the same names: creating,
 renaming in or deleting a file changes the directory's mtime. Only the files that are legitimately
 rewritten in place -- STATE.md -- and the newest entry (the guard's input) are re-stat'd then.
-Every directory is still listed and stat'd in full once per ``ROTATION`` slots, so an entry
-rewritten in place (a reused number's overwrite) is reported within minutes; git history keeps
-it anyway.
+Every directory is still listed and stat'd in full once per ``ROTATION`` runs of the tick, so an
+entry rewritten in place (a reused number's overwrite) is reported within that many ticks (ten
+minutes on the two-minute timer); git history keeps it anyway. The turn is counted by runs (the
+tick keeps it), not read off the clock: on a timer whose period is a multiple of the rotation's
+span, a clock-based turn would come round to the same directories every time.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ Sig = tuple[int, int]
 
 # A directory modified this close to a scan may hide a write made in the same (coarse) timestamp.
 RACY_NS = 2_000_000_000
-# Every directory is fully re-listed once per ROTATION slots of SLOT_NS: with a tick every two
-# minutes, each topic is fully re-stat'd every ten.
+# Every directory is fully re-listed once per ROTATION runs of the tick: with a tick every two
+# minutes, each topic is fully re-stat'd every ten. A caller that keeps no count of its runs
+# takes its turn from the clock, in slots of SLOT_NS.
 ROTATION = 5
 SLOT_NS = 120 * 1_000_000_000
 
@@ -361,9 +364,20 @@ def _listed_as(path: str, key: str) -> bool:
     return quick_key(listed) == key
 
 
-def _rotation_turn(name: str, now_ns: int) -> bool:
-    """Whether it is directory ``name``'s slot for a full listing."""
-    return zlib.crc32(name.encode()) % ROTATION == (now_ns // SLOT_NS) % ROTATION
+def clock_turn(now_ns: int) -> int:
+    """The rotation's turn by the clock, for a caller that does not count its runs."""
+    return (now_ns // SLOT_NS) % ROTATION
+
+
+def next_turn(last: int | None, now_ns: int) -> int:
+    """The rotation's turn for a run after one that took ``last`` (``None``: unknown, so the
+    clock's)."""
+    return clock_turn(now_ns) if last is None else (last + 1) % ROTATION
+
+
+def _rotation_turn(name: str, turn: int) -> bool:
+    """Whether it is directory ``name``'s turn for a full listing."""
+    return zlib.crc32(name.encode()) % ROTATION == turn
 
 
 class Stub(NamedTuple):
@@ -439,10 +453,13 @@ def _trusted(
     rec: list[Any] | None,
     now_ns: int,
     any_mtime: bool = False,
+    turn: int = -1,
 ) -> SideCopy | None:
     """The copy rebuilt from its record (a ``CopyRecord`` as JSON left it) when nothing can have
     changed, else ``None``. ``any_mtime``: the caller has checked the directory against a newer
-    ``QuickRecord`` already (the record's own mtime may be older: a quiet tick keeps no record)."""
+    ``QuickRecord`` already (the record's own mtime may be older: a quiet tick keeps no record).
+    ``turn``: the rotation's turn this run, when a directory in it is listed in full (-1: none).
+    """
     if rec is None or len(rec) != len(CopyRecord._fields):
         return None
     # CopyRecord's fields, unpacked (a NamedTuple per copy costs the tick milliseconds)
@@ -451,7 +468,7 @@ def _trusted(
         return None
     if required is not None and len(required) != len(Required._fields):
         return None  # a record from before arrivals were kept: list the directory
-    if _rotation_turn(name, now_ns):
+    if _rotation_turn(name, turn):
         return None  # this directory's turn for a full listing
     newest = None
     if top:
@@ -493,10 +510,11 @@ def _scan_inbox(
     links: list[str],
     quick: dict[str, list[Any]] | None,
     topics: dict[str, TopicScan],
+    turn: int,
 ) -> None:
     """Each topic directory of ``to-<side>/`` into ``topics``: a ``Stub``, or a copy."""
     inbox = str(ex.inbox(side))
-    turn, crc = (now_ns // SLOT_NS) % ROTATION, zlib.crc32  # _rotation_turn, inlined
+    crc = zlib.crc32  # _rotation_turn, inlined
     for name, mtime in topic_mtimes(inbox, links):
         scan = topics.get(name)
         if scan is None:
@@ -504,7 +522,7 @@ def _scan_inbox(
         path = f"{inbox}/{name}"
         key = f"to-{side}/{name}"
         if quick is None:
-            copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns)
+            copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns, turn=turn)
             scan.copies[side] = copy or _scan_dir(path, key, side, False, now_ns, mtime)
             continue
         q = quick.get(key)
@@ -540,6 +558,7 @@ def scan_tree(
     records: dict[str, list[Any]] | None = None,
     links: list[str] | None = None,
     quick: dict[str, list[Any]] | None = None,
+    turn: int | None = None,
 ) -> tuple[dict[str, TopicScan], set[str]]:
     """``(live topics, archived topic names)``; a half-archived topic is live, both copies in.
 
@@ -548,15 +567,17 @@ def scan_tree(
     ``quick`` (the last run's ``QuickRecord`` per copy) those are used instead: a copy they
     vouch for is a ``stub`` (see the module docstring), any other is listed. Symlinks where an
     inbox, ``done/`` or a topic directory belongs are never followed: they are skipped and
-    appended to ``links``.
+    appended to ``links``. ``turn`` is the rotation's turn this run (``clock_turn`` without it):
+    the directories in it are listed in full, or checked name by name against their record.
     """
     now_ns = time.time_ns()
+    turn = clock_turn(now_ns) if turn is None else turn
     topics: dict[str, TopicScan] = {}
     done: dict[str, set[str]] = {}
     links = links if links is not None else []
     for side in ex.sides:
         done[side] = set(topic_names(ex.inbox(side) / DONE, links))
-        _scan_inbox(ex, side, records or {}, now_ns, links, quick, topics)
+        _scan_inbox(ex, side, records or {}, now_ns, links, quick, topics, turn)
     for side in ex.sides:  # the topics with a copy in done/ too: few, found by set
         for name in sorted(done[side].intersection(topics)):
             scan = topics[name]

@@ -70,6 +70,7 @@ from mailslot.exchange.scan import (
     current_sig,
     keep_deferred,
     materialize,
+    next_turn,
     parse_sig,
     scan_tree,
 )
@@ -446,7 +447,12 @@ class _Tick:
         error and freezes every move this run."""
         links: list[str] = []
         quick = self.quiet_prev["copies"] if self.quiet_prev is not None else None
-        topics, archived = scan_tree(self.ex, self.prev_copies, links, quick)
+        turn = next_turn(tickstate.load_turn(self.ex.meta), time.time_ns())
+        topics, archived = scan_tree(self.ex, self.prev_copies, links, quick, turn)
+        try:
+            tickstate.save_turn(self.ex.meta, turn)
+        except (MailslotError, OSError) as e:
+            self.r.errors.append(f"cannot save the rotation's turn: {e}")
         for link in sorted(set(links)):
             rel = os.path.relpath(link, self.ex.root)
             self.r.symlinks.append(rel)

@@ -34,6 +34,7 @@ __all__ = [
     "TICK_GIT",
     "TICK_QUIET",
     "TICK_STATE",
+    "TICK_TURN",
     "GitCheck",
     "MonitorKept",
     "Outcome",
@@ -42,16 +43,22 @@ __all__ = [
     "load_monitor",
     "load_quiet",
     "load_state",
+    "load_turn",
     "save",
     "save_git",
     "save_monitor",
     "save_quiet",
+    "save_turn",
 ]
 
 TICK_STATE = "tick-state.json"
 TICK_GIT = "tick-git.json"
 TICK_QUIET = "tick-quiet.json"
 TICK_MONITOR = "tick-monitor.json"
+# The last run's turn of the rotation (``scan.ROTATION``), one integer: counted by runs, not by
+# the clock, so ticks on any timer period give every directory its full listing in turn.
+TICK_TURN = "tick-turn"
+_TURN_MAX = 64
 VERSION = 3
 MONITOR_VERSION = 4  # tick-monitor.json, a cache: one of another version is not read
 QUIET_VERSION = 6  # tick-quiet.json, a cache: one of another version is rebuilt (and with
@@ -288,6 +295,20 @@ def save_git(meta: Path, git: GitCheck, git_prev: GitCheck | None) -> None:
     """Write ``git`` unless it is what the last run left."""
     if git != git_prev:
         atomic_write(meta / TICK_GIT, json.dumps(git.to_json()) + "\n", mode=0o600)
+
+
+def load_turn(meta: Path) -> int | None:
+    """The last run's rotation turn, or ``None`` if there is none or it cannot be read."""
+    try:
+        turn = int(read_regular(meta / TICK_TURN, _TURN_MAX))
+    except (ValueError, OSError):
+        return None
+    return turn if turn >= 0 else None
+
+
+def save_turn(meta: Path, turn: int) -> None:
+    """Keep this run's rotation turn (not fsync'd: a crash only repeats a turn)."""
+    atomic_write(meta / TICK_TURN, f"{turn}\n", mode=0o600, durable=False)
 
 
 def load_state(meta: Path, warnings: list[str]) -> dict[str, Any]:
