@@ -274,25 +274,54 @@ def _remove_aside(aside: Path) -> None:
 
 
 def _break_if_dead(lock: Path) -> bool:
-    """Move ``lock`` aside if its owner record proves the owner dead; whether it did.
-
-    Several waiters may judge the same dead lock: the ``rename`` moves it for one of them; a
-    waiter whose rename moved a lock taken since (another record, or none yet) puts it back.
-    """
+    """Move ``lock`` aside if its owner record proves the owner dead (or, with no record, if
+    ``_abandoned``); whether it did."""
     record = _read_owner(lock)
     if record is None:
         return _break_if_abandoned(lock)
     if not _dead(record):
         return False
+    return _break(lock, lambda aside: _read_owner(aside) == record)
+
+
+def _break_if_abandoned(lock: Path) -> bool:
+    """Move ``lock`` aside if mailslot made it (sticky) and it has held no whole record for
+    ``ABANDONED_S``; whether it did. What was moved must be that very directory, not changed
+    since (its inode and mtime), with still no record."""
+    try:
+        st = os.lstat(lock)
+    except OSError:
+        return False
+    if not _abandoned(st):
+        return False
+
+    def unchanged(aside: Path) -> bool:
+        try:
+            moved = os.lstat(aside)
+        except OSError:
+            return False
+        same = (moved.st_ino, moved.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+        return same and _read_owner(aside) is None
+
+    return _break(lock, unchanged)
+
+
+def _break(lock: Path, still_judged: Callable[[Path], bool]) -> bool:
+    """Move ``lock`` aside and remove it if what was moved is still the lock that was judged
+    (``still_judged(aside)``); whether it did.
+
+    Several waiters may judge the same stale lock: the ``rename`` moves it for one of them; a
+    waiter whose rename moved a lock taken since (another record, or none yet) puts it back.
+    """
     aside = _aside(lock, "stale")
     try:
         os.rename(lock, aside)
     except OSError:
         return False  # another waiter moved it first
-    if _read_owner(aside) == record:
+    if still_judged(aside):
         _remove_aside(aside)
         return True
-    try:  # a live lock, taken after the dead one was moved: its holder gets it back
+    try:  # a live lock, taken after the stale one was moved: its holder gets it back
         os.rename(aside, lock)
     except OSError:
         import logging
@@ -300,34 +329,6 @@ def _break_if_dead(lock: Path) -> bool:
         logging.getLogger(__name__).warning(
             "moved a live lock %s aside to %s and could not put it back", lock, aside
         )
-    return False
-
-
-def _break_if_abandoned(lock: Path) -> bool:
-    """Move ``lock`` aside if mailslot made it (sticky) and it has held no whole record for
-    ``ABANDONED_S``; whether it did. What was moved is checked to be that very directory, not
-    changed since (its inode and mtime), with still no record; anything else is put back."""
-    try:
-        st = os.lstat(lock)
-    except OSError:
-        return False
-    if not _abandoned(st):
-        return False
-    aside = _aside(lock, "stale")
-    try:
-        os.rename(lock, aside)
-    except OSError:
-        return False  # another waiter moved it first
-    try:
-        moved = os.lstat(aside)
-    except OSError:
-        return False
-    same = (moved.st_ino, moved.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
-    if same and _read_owner(aside) is None:
-        _remove_aside(aside)
-        return True
-    with contextlib.suppress(OSError):  # a lock taken since: its holder gets it back
-        os.rename(aside, lock)
     return False
 
 
