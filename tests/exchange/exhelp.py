@@ -290,3 +290,11 @@ def open_writer(path: Path, first: str) -> subprocess.Popen[str]:
     )
     assert p.stdout is not None and p.stdout.readline() == "written\n"
     return p
+
+
+def finish_writer(p: subprocess.Popen[str], rest: str, timeout: float = 30) -> None:
+    """Have the ``open_writer`` ``p`` append ``rest`` and close its file; it must exit cleanly."""
+    assert p.stdin is not None
+    p.stdin.write(rest)
+    p.stdin.close()
+    assert p.wait(timeout) == 0

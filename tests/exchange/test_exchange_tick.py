@@ -306,17 +306,23 @@ def test_a_new_entry_in_a_settled_directory_is_seen(ex, monkeypatch) -> None:
     assert topics[0]["counts"]["olu"] == 2
 
 
-def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkeypatch) -> None:
-    from mailslot.exchange import scan
-
-    _full_listing_never(monkeypatch)
-    root = ex.root
+def _rewrite_an_old_entry_in_place(root: Path) -> None:
+    """Two entries in topic T, ticked with every directory settled; then the first rewritten
+    in place (``0001-olu.md``, smaller, the same name) and the tree settled again."""
     p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", body="x" * 5000)
     hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z", "required")
     _age_tree(root)
     tick(root)
     p.write_text("---\nfrom: olu\nat: 2098-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
     _age_tree(root)
+
+
+def test_an_old_entry_rewritten_in_place_is_found_by_the_full_listing(ex, monkeypatch) -> None:
+    from mailslot.exchange import scan
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    _rewrite_an_old_entry_in_place(root)
     assert tick(root)["rewritten"] == []  # not this directory's turn yet
     monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
     out = tick(root)
@@ -333,12 +339,7 @@ def test_ticks_in_a_row_give_every_directory_its_full_listing_within_the_rotatio
     from mailslot.exchange import scan
 
     root = ex.root
-    p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", body="x" * 5000)
-    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z", "required")
-    _age_tree(root)
-    tick(root)
-    p.write_text("---\nfrom: olu\nat: 2098-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
-    _age_tree(root)
+    _rewrite_an_old_entry_in_place(root)
     found = []
     # All within a few seconds, as on a timer whose period the rotation's span divides: the
     # turn moves with each run, not with the clock.

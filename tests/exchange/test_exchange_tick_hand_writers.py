@@ -7,23 +7,15 @@ Each writer is a real process holding the file open part-way (``_writer``), as a
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from exhelp import HAND_HEAD, now_stamp, open_writer, tick
+from exhelp import HAND_HEAD, finish_writer, now_stamp, open_writer, tick
 
 from mailslot.core.git import run_git
 from mailslot.exchange.doctor import doctor
 from mailslot.exchange.entries import send
 from mailslot.exchange.state import set_state
-
-
-def _finish(p: subprocess.Popen[str], rest: str) -> None:
-    assert p.stdin is not None
-    p.stdin.write(rest)
-    p.stdin.close()
-    assert p.wait(10) == 0
 
 
 def _tracked(root: Path) -> set[str]:
@@ -64,7 +56,7 @@ def test_an_entry_being_written_in_place_waits_for_the_tick_after_it_is_whole(ex
         assert rel not in r["new_entries"] and not r["rewritten"]
         assert rel not in _tracked(ex.root)  # not committed half-written
     finally:
-        _finish(p, "end\n")
+        finish_writer(p, "end\n", timeout=10)
     _settle(how)
     r = tick(ex.root)
     assert r["new_entries"] == [rel] and not r["rewritten"]
@@ -88,7 +80,7 @@ def test_a_state_being_rewritten_in_place_reads_as_it_was_until_whole(ex, how) -
         assert not r["state_changes"] and not r["archived"]
         assert "status: in-progress" in run_git(ex.root, "show", f"HEAD:{rel}")
     finally:
-        _finish(p, f"one\nupdated_at: {now_stamp()}\nupdated_by: olu\n")
+        finish_writer(p, f"one\nupdated_at: {now_stamp()}\nupdated_by: olu\n", timeout=10)
     _settle(how)
     r = tick(ex.root)
     assert r["state_changes"] == [
@@ -112,7 +104,7 @@ def test_a_topic_with_an_entry_being_written_is_not_archived_until_it_is_whole(e
         reasons = [w["reason"] for w in r["waiting"] if w["topic"] == topic]
         assert any("0002-olu.md is still being written" in w for w in reasons), r["waiting"]
     finally:
-        _finish(p, "done\n")
+        finish_writer(p, "done\n", timeout=10)
     r = tick(ex.root)
     assert r["new_entries"] == [f"to-claude/{topic}/0002-olu.md"]
 

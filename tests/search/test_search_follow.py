@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from exhelp import HAND_HEAD, now_stamp, open_writer
+from exhelp import HAND_HEAD, finish_writer, now_stamp, open_writer
 from search_helpers import Roots, hand_entry
 
 from mailslot import chat
@@ -78,10 +78,7 @@ def test_an_entry_written_in_place_is_indexed_when_its_writer_closes_it(
             time.sleep(0.01)
         assert not search(roots.all, "numbat", fresh=False)
         assert following[-1].held == (str(entry.relative_to(roots.ex.root)),)
-        assert writer.stdin is not None
-        writer.stdin.write("the second half: quoll\n")
-        writer.stdin.close()
-        assert writer.wait(30) == 0
+        finish_writer(writer, "the second half: quoll\n")
     finally:
         writer.kill()
     assert _indexed(roots, "quoll")

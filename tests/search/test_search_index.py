@@ -6,7 +6,7 @@ import os
 import stat
 
 import pytest
-from exhelp import HAND_HEAD, now_stamp, open_writer
+from exhelp import HAND_HEAD, finish_writer, now_stamp, open_writer
 from search_helpers import Roots, hand_entry, links
 
 from mailslot import chat
@@ -231,10 +231,7 @@ def test_an_entry_written_in_place_is_indexed_only_once_whole(roots: Roots, monk
             assert not links([roots.ex.root], "numbat", fresh=False)
             assert r.held == (f"to-claude/{topic.name}/0009-olu.md",), r
             assert r.again is not None and r.added == 0
-        assert writer.stdin is not None
-        writer.stdin.write("the second half: quoll\n")
-        writer.stdin.close()
-        assert writer.wait(30) == 0
+        finish_writer(writer, "the second half: quoll\n")
     finally:
         writer.kill()
     r = refresh(roots.ex.root)
