@@ -13,6 +13,19 @@ import pytest
 from cli_helpers import DEADLINE, in_kernel_wait, spawn, until
 
 
+def _asleep_in_its_wait(proc: subprocess.Popen[bytes]) -> bool:
+    """The command is inside its blocking wait: it holds an inotify descriptor and sleeps in
+    ``poll``. The descriptor alone is not enough: ``relay ask`` arms its watch before it sends,
+    so a removal started then races the send, which creates the lock file and the inbox's intent
+    sidecar again in the directory being removed ("Directory not empty")."""
+    if not in_kernel_wait(proc):
+        return False
+    try:
+        return "poll" in Path(f"/proc/{proc.pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
 def _exchange(tmp: Path) -> tuple[Path, list[str]]:
     root = tmp / "ex"
     subprocess.run(
@@ -77,7 +90,7 @@ def test_removing_the_directory_ends_a_blocked_wait_with_exit_4(tmp_path, comman
     root, args = SETUPS[command](tmp_path)
     proc = spawn(*args, env={"XDG_STATE_HOME": str(tmp_path / "state")})
     try:
-        until(lambda: in_kernel_wait(proc), proc)
+        until(lambda: _asleep_in_its_wait(proc), proc)
         shutil.rmtree(root)
         _, err = proc.communicate(timeout=DEADLINE)
     finally:
