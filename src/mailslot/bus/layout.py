@@ -11,11 +11,20 @@ A bus is one directory that agents running as the same user share::
     ROOT/DIVISION-OF-WORK.md    the charter: path -> sole writer
     ROOT/README.md              a short note for agents (read the LOG tail first)
     ROOT/.mailslot/             mailslot's own small state: locks, waking counters
+    ROOT/.gitignore             written by ``init`` when missing: the writers' sidecars and temps
 
 Every name under the root is computed here and nowhere else, so no other module builds a path
 from user input: agent names pass ``validate_agent`` before they become part of a file name.
 A directory is a bus when it holds ``LOG.md`` or ``DIVISION-OF-WORK.md``: commands refuse to
 scatter files into a directory that is not one (a forgotten ``--root`` must not litter ``$HOME``).
+
+A bus is often kept in git. What a writer leaves beside the files it writes is not content:
+``core.fsio`` keeps an appender's intent in ``.<name>.intent`` between appends (LOG.md, TASKS.md,
+task files), puts a repair's plan in ``.<name>.repair`` and writes dot-named ``.<name>.*.tmp``
+temps (a killed writer can leave one). ``init`` lists those forms in the root's ``.gitignore``
+when the root has none; one that exists is the user's and is kept untouched. No listing reads
+them either: the log is LOG.md, tasks come from ``TASKS.md`` and ``tasks-<name>.md`` only, and
+the outbox skips every dot-named file.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from mailslot.core.errors import Conflict, NotFound
 from mailslot.core.fsio import atomic_create
 from mailslot.core.names import validate_agent
 
-__all__ = ["CHARTER", "LOG", "README", "TASKS", "Layout", "init"]
+__all__ = ["CHARTER", "GITIGNORE", "GITIGNORE_TEXT", "LOG", "README", "TASKS", "Layout", "init"]
 
 LOG = "LOG.md"
 TASKS = "TASKS.md"
@@ -35,6 +44,16 @@ CHARTER = "DIVISION-OF-WORK.md"
 README = "README.md"
 OUTBOX = "outbox"
 TAKEN = "outbox/taken"
+GITIGNORE = ".gitignore"
+# Every dot-named file of these forms is a writer's (core.fsio's sidecars and temps), at any depth
+# (an outbox put's temp sits in outbox/): never bus content, since no listing shows a dot name.
+GITIGNORE_TEXT = """\
+# written by `mailslot bus init`: what mailslot's writers keep or leave beside the files they
+# write (an appender's intent, a repair's plan, a killed writer's temp) is not content
+.*.intent
+.*.repair
+.*.tmp
+"""
 
 
 @dataclass(frozen=True)
@@ -200,6 +219,7 @@ def init(directory: Path, *, consumer: str | None = None) -> dict[str, list[str]
         layout.log: "# Log\n\n",
         layout.tasks: "# Tasks\n\n",
         layout.readme: _README,
+        layout.root / GITIGNORE: GITIGNORE_TEXT,
     }
     for path, text in files.items():
         try:
