@@ -23,11 +23,13 @@ Invariants:
   that fails (a closed pipe, Ctrl-C) moves the item back. A taker killed between the move and
   its output leaves the item in ``outbox/taken/`` under its name (``outbox list --taken``).
 * The output does not wait on the disk: the claim (the move, and the taker's record) is made
-  without fsync, shown, and only then made durable (both folders of the move fsync'd). A crash
-  before that finds the item in ``outbox/`` or in ``outbox/taken/``, whole either way (its bytes
-  were fsync'd by ``put`` and a move never rewrites them): at worst it is taken again, never
-  lost. The taker's record is never fsync'd: a crash may lose it (the item then lists as taken
-  with no record), as it may a cursor.
+  without fsync, shown, and only then made durable (the taker's record fsync'd, then the folders
+  of the record and of the move) before ``take`` returns. A crash before that finds the item in
+  ``outbox/`` or in ``outbox/taken/``, whole either way (its bytes were fsync'd by ``put`` and a
+  move never rewrites them): at worst it is taken again, never lost.
+* An item never loses its record to a take: the taker's record carries the put's (who, for
+  whom, the note, the sha256), and the put's record is removed only once the taker's is durable.
+  A crash (or a kill) before that leaves the put's record whole in ``outbox/records/``.
 * Only the writer of ``outbox/taken/`` in ``DIVISION-OF-WORK.md`` may take; with nobody named,
   nobody takes (fail safe: the items stay visible).
 """
@@ -49,6 +51,7 @@ from typing import Any, BinaryIO
 from mailslot.bus import owners
 from mailslot.bus.layout import CHARTER, TAKEN, Layout
 from mailslot.core.clock import format_time
+from mailslot.core.durable import sync_file
 from mailslot.core.errors import (
     CannotOpen,
     Conflict,
@@ -396,8 +399,6 @@ def _claim(layout: Layout, agent: str) -> _Claim | None:
                     json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
                     durable=False,  # as the move: made durable after the output
                 )
-                with contextlib.suppress(FileNotFoundError):
-                    (layout.records / f"{src.name}.json").unlink()
             item = _item(layout, dest, taken_record if record is not None else None)
             item.taken_by, item.taken_at = agent, taken_record["taken_at"]
             if record is not None and record.get("sha256"):
@@ -491,6 +492,17 @@ def take(
             with held_signals():
                 _release(layout, claim.src, claim.dest, claim.record)
             raise
-    for directory in (layout.taken, layout.outbox):
-        fsync_dir(directory)  # the claim, durable once shown (lost before: taken again)
+    _make_durable(layout, claim)
     return claim.item
+
+
+def _make_durable(layout: Layout, claim: _Claim) -> None:
+    """The claim, durable once shown: the taker's record (its bytes, then its name), the move's
+    two folders, and only then the put's record removed. Until the taker's record is on disk the
+    put's stays, so a crash at any point leaves the item's record whole in one of the two records
+    folders; a put's record left beside a taken item is never read (only items are taken)."""
+    sync_file(layout.taken_records / f"{claim.dest.name}.json")
+    for directory in (layout.taken_records, layout.taken, layout.outbox):
+        fsync_dir(directory)  # lost before this: the item is taken again, never lost
+    with contextlib.suppress(FileNotFoundError):
+        (layout.records / f"{claim.src.name}.json").unlink()
