@@ -39,9 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import shlex
-import socket
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -103,6 +100,8 @@ def wait_for(
 
 def _stuck(lock: Path, timeout: float) -> str:
     """Why ``lock`` could not be taken in ``timeout`` seconds, and the command that clears it."""
+    import shlex  # only a lock that will not come free is worth its import
+
     quoted = shlex.quote(str(lock))
     try:
         mode = os.lstat(lock).st_mode
@@ -212,10 +211,15 @@ def _start_time(pid: int) -> str | None:
     return fields[19].decode("ascii", "replace") if len(fields) > 19 else "?"
 
 
+def _host() -> str:
+    """This machine's name as the record holds it (``gethostname``, read from ``uname``: the
+    socket module, and what it loads, is not needed for it)."""
+    return os.uname().nodename.replace(" ", "_") or "-"
+
+
 def _own_record() -> str:
     pid = os.getpid()
-    host = socket.gethostname().replace(" ", "_") or "-"
-    return f"{pid} {_start_time(pid) or '?'} {_boot_id()} {host} {secrets.token_hex(8)}\n"
+    return f"{pid} {_start_time(pid) or '?'} {_boot_id()} {_host()} {os.urandom(8).hex()}\n"
 
 
 def _write_owner(lock: Path, record: str) -> None:
@@ -254,7 +258,7 @@ def _dead(record: list[str]) -> bool:
     """Whether the owner ``record`` names is known dead: on this host, after a reboot, or its
     pid gone or now another process. A record from another host is never judged dead."""
     pid, started, boot, host, _ = record
-    if host != (socket.gethostname().replace(" ", "_") or "-"):
+    if host != _host():
         return False
     if boot != _boot_id():
         return True
@@ -263,7 +267,7 @@ def _dead(record: list[str]) -> bool:
 
 
 def _aside(lock: Path, why: str) -> Path:
-    return lock.with_name(f"{lock.name}.{why}-{os.getpid()}-{secrets.token_hex(4)}")
+    return lock.with_name(f"{lock.name}.{why}-{os.getpid()}-{os.urandom(4).hex()}")
 
 
 def _remove_aside(aside: Path) -> None:
