@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import logging
 import os
 import select
 import signal
@@ -47,7 +46,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from mailslot.core.ending import slow_close
 from mailslot.core.errors import WaitTimeout
@@ -71,7 +70,15 @@ __all__ = [
     "wait_until",
 ]
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    import logging
+
+
+def _log() -> logging.Logger:
+    import logging  # here: every blocking command imports this module, and logging is heavy
+
+    return logging.getLogger(__name__)
+
 
 # Fallback polling period: a tenth of a blink, cheap for a handful of stats.
 POLL_INTERVAL = 0.05
@@ -197,7 +204,7 @@ class _Inotify(_Backend):
         try:
             wd = self._ino.add_watch(str(path), self._mask)
         except OSError as e:
-            log.debug("inotify cannot watch %s: %s", path, e)
+            _log().debug("inotify cannot watch %s: %s", path, e)
             return False
         self._wd[wd] = path
         self._live[path] = wd
@@ -389,7 +396,7 @@ def _kernel_backend(reuse: bool = False) -> _Backend | None:
         try:
             return _Inotify()
         except (ImportError, OSError) as e:
-            log.warning("inotify unavailable (%s); falling back to polling", e)
+            _log().warning("inotify unavailable (%s); falling back to polling", e)
             return None
     if sys.platform != "linux" and hasattr(select, "kqueue"):
         return _Kqueue()
