@@ -7,7 +7,6 @@ the mailbox itself, so the table is evidence: every figure names the lines it ca
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +108,8 @@ def stats(root: Any) -> Stats:
             samples["recovered" if recovered else "held"].append(t2 - t0)
         if t1 is not None and t2 is not None and not recovered:
             samples["reply_transport"].append(t2 - t1)
+    import statistics  # here: `relay ask` loads this package, and statistics loads decimal
+
     for key, label in STAGES:
         xs = samples[key]
         out.stages.append(
