@@ -527,9 +527,12 @@ def post(relay: Relay, author: str, line: str) -> TurnLine:
         return _append(relay, author, line, conv)
 
 
-def _append(relay: Relay, author: str, line: str, conv: Conversation | None) -> TurnLine:
+def _append(
+    relay: Relay, author: str, line: str, conv: Conversation | None, *, durable: bool = True
+) -> TurnLine:
     """Check ``line`` (format, inbox, caps; the rules against ``conv`` when given) and append
-    it; the only inbox writer. Callers hold relay.lock when they pass ``conv``."""
+    it; the only inbox writer. Callers hold relay.lock when they pass ``conv``. A ``durable``
+    line is fsync'd before this returns; a delivery record need not be (see ``_await``)."""
     check_controls("line", line, "\t\n\r")  # a line break: parse_line's refusal says more
     parsed = parse_line(line)
     if parsed.author != author:
@@ -551,7 +554,8 @@ def _append(relay: Relay, author: str, line: str, conv: Conversation | None) -> 
         if (size := inbox.stat().st_size) + len(line.encode()) + 1 > INBOX_MAX_BYTES:
             raise LimitExceeded(f"{inbox.name} after this line", INBOX_MAX_BYTES, size, "bytes")
     locked_append(inbox, line + "\n")
-    sync_appended(inbox, "line")  # visible at once, durable before returning
+    if durable:
+        sync_appended(inbox, "line")  # visible at once, durable before returning
     return parsed
 
 
@@ -697,11 +701,13 @@ def _await(
 
     def record() -> None:
         ack = format_line(_hhmm(), name, f"ack={want}", stamps, flags=flags)
+        # Neither the record nor the cursor is fsync'd: the reply is out already, and the
+        # caller waits for the exit. A crash may lose them; `recover` then re-delivers (the
+        # safe direction), or the turn just lacks its T2 in `relay stats`.
         if relay.role(name) == "worker":
-            _append(relay, name, ack, None)  # the delivery record goes to the manager
+            _append(relay, name, ack, None, durable=False)  # the record goes to the manager
         else:
             _note_line(relay, name, ack)  # never a metadata line in the worker's inbox
-        # Not fsync'd: if this is lost in a crash, `recover` re-delivers (the safe direction).
         _store(state).save(
             _key(relay, name), {"offset": found.offset, "pending": None}, durable=False
         )
