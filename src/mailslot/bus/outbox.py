@@ -37,7 +37,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -266,6 +265,8 @@ def _put(
     )
     if error is not None:  # refuse before a long copy; the real name is checked again below
         raise error
+    import hashlib  # here: a take loads OpenSSL only for an item whose record holds a sha256
+
     digest = hashlib.sha256()
     size = [0]
     chunks = _copy(stream, digest, size)
@@ -355,6 +356,8 @@ def list_items(root: Path, *, taken: bool = False) -> list[Item]:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):

@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shlex
 import stat
 import sys
 from dataclasses import dataclass
@@ -61,7 +60,6 @@ from mailslot.core.errors import (
     Unresolved,
 )
 from mailslot.core.fsio import atomic_write, read_from
-from mailslot.core.git import run_git
 from mailslot.core.names import validate_agent
 
 __all__ = [
@@ -594,10 +592,14 @@ def denied_error(verdicts: list[Verdict], verb: str = "write") -> Conflict | Non
 
 def _git(repo: Path, *args: str) -> str:
     # The user's checkout, run inside its commit: the user's config and git's GIT_INDEX_FILE hold.
+    from mailslot.core.git import run_git  # here: `outbox take` checks the charter, never git
+
     return run_git(repo, *args, timeout=GIT_TIMEOUT, isolated=False)
 
 
 def _hook_text(root: Path) -> str:
+    import shlex
+
     command = shlex.join(
         [sys.executable, "-m", "mailslot", "owners", "pre-commit", "--root", str(root)]
     )

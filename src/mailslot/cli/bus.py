@@ -12,11 +12,6 @@ from typing import Any
 
 import click
 
-from mailslot.bus import layout
-from mailslot.bus import log as buslog
-from mailslot.bus import outbox as busoutbox
-from mailslot.bus import owners as busowners
-from mailslot.bus import tasks as bustasks
 from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
 from mailslot.core.display import shown_line
 
@@ -41,6 +36,8 @@ def bus_init(env: Env, directory: str, consumer: str | None, as_json: bool) -> N
       mailslot bus init shared/ --consumer beacon
       export MAILSLOT_ROOT=$PWD/shared
     """
+    from mailslot.bus import layout
+
     result = layout.init(Path(directory), consumer=consumer)
     emit(
         result,
@@ -100,6 +97,8 @@ def log_append(
     Example:
       mailslot log append --as lantern "delivered the OG card to outbox/, needs Beacon"
     """
+    from mailslot.bus import log as buslog
+
     entry = buslog.append(
         env.need_root(),
         env.need_agent(),
@@ -127,6 +126,8 @@ def log_tail(env: Env, count: int | None, since_mine: bool, as_json: bool) -> No
       mailslot log tail --since-mine --as beacon
       mailslot log tail -n 5 --json
     """
+    from mailslot.bus import log as buslog
+
     if count is None and not since_mine:
         count = buslog.TAIL_DEFAULT
     result = buslog.tail(
@@ -168,6 +169,8 @@ def outbox_put(
       mailslot outbox put --as lantern og-card.png --for beacon --note "OG card, 1200x630"
       render-card | mailslot outbox put --as lantern - --name og-card.png
     """
+    from mailslot.bus import outbox as busoutbox
+
     stdin = sys.stdin.buffer if str(file) == "-" else None
     item = busoutbox.put(
         env.need_root(),
@@ -209,6 +212,8 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
     Example:
       mailslot outbox list --json
     """
+    from mailslot.bus import outbox as busoutbox
+
     items = [i.to_json() for i in busoutbox.list_items(env.need_root(), taken=taken)]
     empty = "nothing taken yet (outbox/taken/ is empty)" if taken else "outbox/ is empty"
     _emit_rows("items", items, as_json, _item_line, empty)
@@ -233,6 +238,8 @@ def outbox_take(env: Env, wait: float, as_json: bool) -> None:
     Example:
       path=$(mailslot outbox take --as beacon) && echo "integrate $path"
     """
+    from mailslot.bus import outbox as busoutbox
+
     exit_promptly()
 
     def show(item: Any) -> None:  # the claim is undone if this fails
@@ -270,6 +277,8 @@ def tasks_add(env: Env, text: str, owner: str | None, as_json: bool) -> None:
     Example:
       mailslot tasks add --for lantern "review the guide draft in outbox/"
     """
+    from mailslot.bus import tasks as bustasks
+
     task = bustasks.add(env.need_root(), text, owner)
     emit(task.to_json(), as_json, _task_line)
 
@@ -286,6 +295,8 @@ def tasks_list(env: Env, owner: str | None, only_open: bool, as_json: bool) -> N
     Example:
       mailslot tasks list --for lantern --open
     """
+    from mailslot.bus import tasks as bustasks
+
     found = [t.to_json() for t in bustasks.list_tasks(env.need_root(), owner)]
     if only_open:
         found = [t for t in found if not t["done"]]
@@ -304,6 +315,8 @@ def tasks_done(env: Env, task_id: str, as_json: bool) -> None:
     Example:
       mailslot tasks done 3f9a2c1b
     """
+    from mailslot.bus import tasks as bustasks
+
     task = bustasks.done(env.need_root(), task_id)
     emit(task.to_json(), as_json, _task_line)
 
@@ -327,6 +340,8 @@ def owners_check(env: Env, paths: tuple[str, ...], as_json: bool) -> None:
     Example:
       mailslot owners check --as lantern src/app.py docs/guide.md
     """
+    from mailslot.bus import owners as busowners
+
     verdicts = busowners.check(env.need_root(), env.need_agent(), list(paths))
     emit(
         {"agent": env.need_agent(), "paths": [v.to_json() for v in verdicts]},
@@ -352,6 +367,8 @@ def owners_show(env: Env, as_json: bool) -> None:
     Example:
       mailslot owners show --json
     """
+    from mailslot.bus import owners as busowners
+
     emit(
         busowners.show(env.need_root()),
         as_json,
@@ -376,6 +393,8 @@ def owners_hook(env: Env, repo: str, force: bool) -> None:
     Example:
       mailslot owners hook --as lantern --repo ~/site
     """
+    from mailslot.bus import owners as busowners
+
     hook = busowners.install_hook(env.need_root(), Path(repo), agent=env.agent, force=force)
     emit(str(hook), False)
 
@@ -384,4 +403,6 @@ def owners_hook(env: Env, repo: str, force: bool) -> None:
 @pass_env
 def owners_pre_commit(env: Env) -> None:
     """Run by the hook: check the staged paths of the checkout in the current directory."""
+    from mailslot.bus import owners as busowners
+
     busowners.check_staged(env.need_root(), Path.cwd())
