@@ -1,9 +1,11 @@
 """What a command loads: each command imports only the modules it uses.
 
 Agents call ``mailslot --help`` and one-shot sends many times a day, so start-up is paid on every
-call. ``--help`` loads no channel, no YAML and none of the core disk modules; a send or a chat
-message loads no web or MCP module and not the kernel-event waiter. Each command runs in a fresh
-interpreter through the real entry point, and the module names are read at its exit.
+call; an agent blocked on a waiting command waits for its exit, and the kernel's teardown of the
+process grows with what it loaded. ``--help`` loads no channel, no YAML and none of the core disk
+modules; a send or a chat message loads no web or MCP module and not the kernel-event waiter; a
+blocking command loads no socket, crypto, logging or process module. Each command runs in a
+fresh interpreter through the real entry point, and the module names are read at its exit.
 """
 
 from __future__ import annotations
@@ -12,10 +14,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-from mailslot import chat
+import pytest
+
+from mailslot import chat, relay
+from mailslot.bus import layout as bus_layout
 from mailslot.exchange.create import create_exchange
+from mailslot.exchange.entries import send
+from mailslot.exchange.layout import load_exchange
 
 # Runs the CLI's main, then writes the names in sys.modules (as JSON) to the file in argv[1].
 _WRAPPER = """
@@ -95,3 +104,72 @@ def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert not _under(loaded, "mailslot.exchange", "mailslot.cli.web", "mailslot.cli.mcp")
     assert not _under(loaded, "mailslot.core.wait")
     assert "logging" not in loaded
+
+
+# What a blocking command must not load: each maps a shared library or builds tables the wait
+# and its state write never use, and the caller waits while the kernel tears them down at exit.
+HEAVY = ("socket", "secrets", "hashlib", "_hashlib", "logging", "subprocess", "decimal")
+
+
+def _deliver_then_modules(tmp_path: Path, args: list[str], deliver: Any) -> set[str]:
+    """Run ``mailslot *args`` (a blocking command) through the real entry point, call
+    ``deliver()`` once it is running, and return the modules loaded when it ended (exit 0)."""
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "MAILSLOT_STATE_DIR": str(tmp_path / "state")}
+    cmd = [sys.executable, "-c", _WRAPPER, str(out), *args]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as p:
+        deliver()
+        stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 0, stderr.decode()
+    assert stdout  # it delivered what came
+    return set(json.loads(out.read_text()))
+
+
+def _exchange_watch(tmp_path: Path) -> tuple[list[str], Any]:
+    ex = create_exchange(tmp_path / "ex", ["claude", "olu"], git=False)
+    send(load_exchange(ex.root), "claude", "plan", "fyi", "the plan")
+    args = ["--root", str(ex.root), "--as", "olu", "exchange", "watch", "--timeout", "30"]
+    return args, lambda: None
+
+
+def _chat_wait(tmp_path: Path) -> tuple[list[str], Any]:
+    path = chat.new_chat("wait", tmp_path, "alice", state=tmp_path / "state").path
+    chat.join(path, "bob", state=tmp_path / "state")
+    chat.say(path, "are you there?", "alice", state=tmp_path / "state")
+    return ["chat", "wait", str(path), "--as", "bob", "--timeout", "30"], lambda: None
+
+
+def _relay_ask(tmp_path: Path) -> tuple[list[str], Any]:
+    mb = relay.init(tmp_path / "mb", "w1", "manager").root
+
+    def answer() -> None:  # once the turn is open, as the manager would
+        deadline = time.monotonic() + 30
+        while "id=C01" not in (mb / "to-manager.md").read_text():
+            assert time.monotonic() < deadline, "relay ask never opened its turn"
+            time.sleep(0.01)
+        relay.reply(mb, "manager", "C01", "Friday.")
+
+    return ["--root", str(mb), "--as", "w1", "relay", "ask", "--timeout", "30", "When?"], answer
+
+
+def _outbox_take(tmp_path: Path) -> tuple[list[str], Any]:
+    root = tmp_path / "bus"
+    bus_layout.init(root, consumer="beacon")
+    (root / "outbox" / "card.txt").write_text("dropped by hand\n")
+    return ["--root", str(root), "--as", "beacon", "outbox", "take", "--wait", "30"], lambda: None
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [_exchange_watch, _chat_wait, _relay_ask, _outbox_take],
+    ids=["exchange watch", "chat wait", "relay ask", "outbox take --wait"],
+)
+def test_a_blocking_command_loads_no_socket_crypto_logging_or_process_module(
+    tmp_path: Path, setup: Any
+) -> None:
+    args, deliver = setup(tmp_path)
+    loaded = _deliver_then_modules(tmp_path, args, deliver)
+    assert "mailslot.core.wait" in loaded  # it did arm a wait
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    assert not _under(loaded, "mailslot.core.git", "statistics")
+    assert not _under(loaded, *WEB_AND_MCP, "mailslot.web", "mailslot.mcpserver", "yaml")
