@@ -8,11 +8,14 @@ changed, not the size of the inbox) and one in ``chat.Waiter.wait``
 afresh for each message (a new watch each time: for reference), letterbox's ``Watcher``
 (watchdog's inotify thread feeding an asyncio queue) and the bare kernel wake (``core.wait.Watch``
 on a file) run side by side and are served round-robin, so a busy machine slows them all alike.
-Commands: ``mailslot exchange watch`` and ``mailslot chat wait`` started, left to block, then the
-message lands; timed to the first line of output and to the process's exit, beside ``agent-chat
-wait`` (a sleep-poll every 5 s by default, so its few samples are spread evenly over that period).
-Times run from just before the syscall that makes the message visible (a rename, or the append)
-to the waiter's own ``CLOCK_MONOTONIC`` reading, which processes share.
+Commands: ``mailslot exchange watch``, ``mailslot chat wait``, ``mailslot relay ask`` (the
+manager's reply appended by hand) and ``mailslot outbox take --wait`` (an item renamed in, its
+bytes fsync'd first as ``outbox put`` does) started, left to block, then the message lands; timed
+to the first line of output and to the process's exit (a blocking ``waitpid``: the kernel's own
+report, no polling interval added), beside ``agent-chat wait`` (a sleep-poll every 5 s by
+default, so its few samples are spread evenly over that period). Times run from just before the
+syscall that makes the message visible (a rename, or the append) to the waiter's own
+``CLOCK_MONOTONIC`` reading, which processes share.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,15 +33,18 @@ from typing import IO
 from common import PEER_DRIVER, Result, Vs, dist, mailslot_exe, peers, wait_blocked
 
 from mailslot import chat
+from mailslot.bus import layout
 from mailslot.chat.format import render_message
 from mailslot.core.clock import now
 from mailslot.core.cursor import CursorStore
 from mailslot.exchange.create import create_exchange
 from mailslot.exchange.watch import WATCH_NAMESPACE, mark_all_seen
+from mailslot.relay import format_line
+from mailslot.relay import init as relay_init
 
 ROUNDS = 200
 WARMUP = 10
-CLI_ROUNDS = 13  # the first is a warm-up
+CLI_ROUNDS = 31  # the first is a warm-up
 PEER_POLL = 5.0  # agent-chat wait's default --interval
 PEER_CLI_PHASES = 4
 # The large inbox: this many entries, all seen, in topics of SEEN_PER_TOPIC, half of them archived
@@ -142,6 +149,42 @@ def _chat(tmp: Path, name: str) -> tuple[Path, Fire]:
         return _hand_append(path, render_message("alice", now(), f"message {i}").encode())
 
     return path, fire
+
+
+def _relay(root: Path) -> tuple[Path, Fire]:
+    """A relay mailbox for w1 and manager; fire appends the manager's reply to w1's open turn
+    by hand (one line, as ``relay post`` checks it)."""
+    relay_init(root, "w1", "manager")
+    asks, inbox = root / "to-manager.md", root / "to-w1.md"
+
+    def fire(i: int, _: list[str]) -> int:
+        asked = asks.read_text().splitlines()[-1]  # the open turn: "... id=C<N> T0=..."
+        number = asked.split(" id=C", 1)[1].split()[0]
+        line = format_line("10:00", "manager", f"id=R{number}", {"T1": 1}, say=f"reply {i}")
+        return _hand_append(inbox, f"{line}\n".encode())
+
+    return root, fire
+
+
+def _outbox(root: Path) -> tuple[Path, Fire]:
+    """A bus whose consumer is beacon; fire renames an item into outbox/, its bytes fsync'd
+    first, as ``outbox put`` publishes one."""
+    layout.init(root, consumer="beacon")
+    outbox = root / "outbox"
+    count = iter(range(1, 10_000))
+
+    def fire(i: int, _: list[str]) -> int:
+        n = next(count)
+        tmp = outbox / f".incoming-{n}"
+        with tmp.open("wb") as f:
+            f.write(f"deliverable {i}\n".encode())
+            f.flush()
+            os.fsync(f.fileno())
+        visible = time.monotonic_ns()
+        os.rename(tmp, outbox / f"{n:06d}-card.txt")
+        return visible
+
+    return root, fire
 
 
 def _rename(_: int, words: list[str]) -> int:
@@ -297,10 +340,24 @@ def _command(
     p.stdout.readline()
     first = time.monotonic_ns()
     p.stdout.read()
-    rc = p.wait(timeout=60)
+    # A blocking waitpid returns as the kernel reports the exit; ``wait(timeout=...)`` polls
+    # with sleeps of 0.5 ms and more, which would be timed as exit. The timer only ends a hang.
+    stuck = threading.Timer(60, p.kill)
+    stuck.start()
+    rc = p.wait()
     gone = time.monotonic_ns()
+    stuck.cancel()
     assert rc == 0, (cmd, rc)
     return (first - visible) / 1e6, (gone - visible) / 1e6
+
+
+# The blocking commands timed end to end: key -> what the rows call it.
+COMMANDS = {
+    "watch": "mailslot exchange watch",
+    "wait": "mailslot chat wait",
+    "ask": "mailslot relay ask",
+    "take": "mailslot outbox take --wait",
+}
 
 
 def commands(tmp: Path) -> list[Result]:
@@ -310,11 +367,27 @@ def commands(tmp: Path) -> list[Result]:
     exe = mailslot_exe()
     ex_root, ex_fire = _exchange(tmp / "cli-ex", state)
     chat_path, chat_fire = _chat(tmp, "cli-wait")
-    watch = [exe, "--root", str(ex_root), "--as", "olu", "exchange", "watch", "--timeout", "30"]
-    wait = [exe, "chat", "wait", str(chat_path), "--as", "bob", "--timeout", "30"]
-    got: dict[str, tuple[list[float], list[float]]] = {
-        k: ([], []) for k in ("watch", "wait", "peer")
+    relay_root, relay_fire = _relay(tmp / "cli-relay")
+    bus_root, bus_fire = _outbox(tmp / "cli-bus")
+    runs: dict[str, tuple[list[str], Fire]] = {
+        "watch": (
+            [exe, "--root", str(ex_root), "--as", "olu", "exchange", "watch", "--timeout", "30"],
+            ex_fire,
+        ),
+        "wait": (
+            [exe, "chat", "wait", str(chat_path), "--as", "bob", "--timeout", "30"],
+            chat_fire,
+        ),
+        "ask": (
+            [exe, "--root", str(relay_root), "--as", "w1", "relay", "ask", "--timeout", "30", "q"],
+            relay_fire,
+        ),
+        "take": (
+            [exe, "--root", str(bus_root), "--as", "beacon", "outbox", "take", "--wait", "30"],
+            bus_fire,
+        ),
     }
+    got: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in (*COMMANDS, "peer")}
     pe = peers()
     peer_cmd: list[str] = []
     if pe.bin is not None:
@@ -340,40 +413,39 @@ def commands(tmp: Path) -> list[Result]:
 
     phases = iter(range(PEER_CLI_PHASES))
     for i in range(CLI_ROUNDS):
-        for key, cmd, fire in (
-            ("watch", watch, lambda i=i: ex_fire(i, [])),
-            ("wait", wait, lambda i=i: chat_fire(i, [])),
-        ):
-            first, gone = _command(cmd, env, fire)
+        for key, (cmd, fire) in runs.items():
+            first, gone = _command(cmd, env, lambda i=i, fire=fire: fire(i, []))  # type: ignore[misc]
             if i:
                 got[key][0].append(first)
                 got[key][1].append(gone)
-        if peer_cmd and i % 3 == 1 and (k := next(phases, None)) is not None:
+        if peer_cmd and i % 7 == 1 and (k := next(phases, None)) is not None:
             first, gone = _command(peer_cmd, env, peer_fire, k / PEER_CLI_PHASES * PEER_POLL)
             got["peer"][0].append(first)
             got["peer"][1].append(gone)
     rows = []
-    for key, what in (("watch", "mailslot exchange watch"), ("wait", "mailslot chat wait")):
-        first, gone = got[key]
+    for key, what in COMMANDS.items():
+        shown, exits = got[key]
+        peer_vs = [Vs(f"cmd.peer.{p}", "agent-chat wait") for p in ("first", "exit")]
         rows.append(
             dist(
                 f"{what} command: visible -> first output",
-                first,
+                shown,
                 "ms",
                 key=f"cmd.{key}.first",
-                vs=[Vs("cmd.peer.first", "agent-chat wait")],
+                vs=peer_vs[:1] if key in ("watch", "wait") else [],
                 note="started, left to block (wchan), then the message lands",
             )
         )
         rows.append(
             dist(
                 f"{what} command: visible -> process exit",
-                gone,
+                exits,
                 "ms",
                 key=f"cmd.{key}.exit",
                 target="p50 <= 3 ms",
-                ok=bool(gone) and sorted(gone)[len(gone) // 2] <= 3.0,
-                vs=[Vs("cmd.peer.exit", "agent-chat wait")],
+                ok=bool(exits) and sorted(exits)[len(exits) // 2] <= 3.0,
+                vs=peer_vs[1:] if key in ("watch", "wait") else [],
+                note="output flushed, state written, then the exit the caller waits for",
             )
         )
     for part, label in (("first", "first output"), ("exit", "process exit")):
