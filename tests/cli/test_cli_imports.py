@@ -94,6 +94,7 @@ def test_exchange_send_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert not _under(loaded, "mailslot.cli.exchange_health", "mailslot.exchange.state")
     assert not _under(loaded, "mailslot.exchange.index")
     assert "logging" not in loaded  # a tenth of a send's start-up: only a rare warning needs it
+    assert not loaded & {"socket", "secrets", "_hashlib"}  # the lock's record needs none of them
 
 
 def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
@@ -104,6 +105,7 @@ def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert not _under(loaded, "mailslot.exchange", "mailslot.cli.web", "mailslot.cli.mcp")
     assert not _under(loaded, "mailslot.core.wait")
     assert "logging" not in loaded
+    assert not loaded & {"socket", "secrets", "_hashlib"}
 
 
 # What a blocking command must not load: each maps a shared library or builds tables the wait
