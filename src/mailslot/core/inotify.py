@@ -18,7 +18,12 @@ from typing import Any, NamedTuple
 __all__ = ["Event", "INotify", "flags"]
 
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (of the NUL-padded name that follows)
+_HEADER_SIZE = _HEADER.size
 _READ_SIZE = 64 << 10  # events queued at once: about a thousand, read in one call
+# A read that came this close to filling the buffer may have left events queued: the kernel
+# hands out whole events only, each at most a header and a name of NAME_MAX + 1 bytes, padded
+_FULL_MARGIN = _HEADER.size + 256 + 16
+_DOT = ord(".")
 _libc: Any = None
 
 
@@ -83,6 +88,7 @@ class INotify:
         if fd < 0:
             _raise_errno("inotify_init1")
         self.fd: int = fd
+        self.more = False  # whether the last ``read`` filled its buffer (more may be queued)
 
     def fileno(self) -> int:
         """The descriptor (readable when events wait)."""
@@ -103,14 +109,18 @@ class INotify:
         if _c().inotify_rm_watch(self.fd, wd) < 0:
             _raise_errno(f"inotify_rm_watch {wd}")
 
-    def read(self, timeout: int | None = None) -> list[Event]:
+    def read(self, timeout: int | None = None, *, dot_names: bool = True) -> list[Event]:
         """The events queued now; with ``timeout`` (ms; ``None``: forever) waits for the first
         when none is queued (0: never blocks: one ``read``, which finds nothing queued at once).
+        Without ``dot_names``, events on a name that starts with a dot (an in-flight temp) are
+        passed over before anything is made of them. ``more`` then says whether that read may
+        have left events queued (it filled the buffer).
         """
         if timeout != 0:
             wait = None if timeout is None else timeout / 1000
             if not select.select([self.fd], [], [], wait)[0]:
                 return []
+        self.more = False
         try:
             data = os.read(self.fd, _READ_SIZE)
         except BlockingIOError:
@@ -119,12 +129,18 @@ class INotify:
             if e.errno == errno.EINTR:
                 return []
             raise
+        end = len(data)
+        self.more = end > _READ_SIZE - _FULL_MARGIN
         out = []
         at = 0
-        while at + _HEADER.size <= len(data):
-            wd, mask, cookie, size = _HEADER.unpack_from(data, at)
-            at += _HEADER.size
-            name = os.fsdecode(data[at : at + size].rstrip(b"\0"))
+        unpack = _HEADER.unpack_from
+        while at + _HEADER_SIZE <= end:
+            wd, mask, cookie, size = unpack(data, at)
+            at += _HEADER_SIZE
+            if size and not dot_names and data[at] == _DOT:
+                at += size
+                continue
+            name = os.fsdecode(data[at : at + size].rstrip(b"\0")) if size else ""
             at += size
             out.append(Event(wd, mask, cookie, name))
         return out

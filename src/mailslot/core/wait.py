@@ -169,6 +169,9 @@ class _Inotify(_Backend):
         from mailslot.core.inotify import INotify, flags
 
         self._ino = INotify()
+        self.dot_names = True  # whether events on dot-names are kept (``Watch(dot_names=...)``)
+        # whether ``wait`` just took every event queued: the next take need not read again
+        self._taken = False
         self._mask = (
             flags.CREATE
             | flags.MOVED_TO
@@ -227,16 +230,18 @@ class _Inotify(_Backend):
         while self._ino.read(timeout=0):  # one read each: the descriptor never blocks
             pass
         self._changed = {}
+        self._taken = False
 
     def wait(self, timeout: float | None) -> bool:
         ms = None if timeout is None else max(0, int(timeout * 1000))
         if not self._poller.poll(ms):
             return False
         self._drain()
+        self._taken = not self._ino.more
         return True
 
     def _drain(self) -> None:
-        for event in self._ino.read(timeout=0):
+        for event in self._ino.read(timeout=0, dot_names=self.dot_names):
             changed = self._changed
             mask = event.mask
             if mask & self._overflow:
@@ -269,7 +274,12 @@ class _Inotify(_Backend):
         names[name] = Change(path, name, bool(mask & self._isdir), state)
 
     def take_changed(self) -> Changes | None:
-        self._drain()  # events queued since the last wait count too (none: one read)
+        # events queued since the last wait count too (none: one read), unless that wait has
+        # just read them all: one queued since is taken by the next round, as it would be had
+        # it come just after this read
+        if not self._taken:
+            self._drain()
+        self._taken = False
         changed, self._changed = self._changed, {}
         return changed
 
@@ -408,13 +418,23 @@ class Watch:
 
     ``reuse``: the kernel instance comes from, and on ``close`` goes back to, the ones this
     process keeps (see the module docstring) -- for a watch made afresh for every wait.
+    Without ``dot_names``, names starting with a dot (in-flight temps, which the caller never
+    reads) carry no events: no ``Change`` is made for them, and a wake on them alone changes
+    nothing (``wait`` still returns ``True``).
     """
 
     def __init__(
-        self, paths: Iterable[Path] = (), *, force_poll: bool = False, reuse: bool = False
+        self,
+        paths: Iterable[Path] = (),
+        *,
+        force_poll: bool = False,
+        reuse: bool = False,
+        dot_names: bool = True,
     ) -> None:
         self._reuse = reuse
         self._kernel = None if force_poll else _kernel_backend(reuse)
+        if isinstance(self._kernel, _Inotify):
+            self._kernel.dot_names = dot_names
         self._poll: _Poll | None = None
         self._added: dict[Path, tuple[int, int] | None] = {}
         for p in paths:
