@@ -103,6 +103,7 @@ from mailslot.core.lockwait import wait_for
 
 __all__ = [
     "READ_FROM_MAX",
+    "HeldLock",
     "HeldReader",
     "Staged",
     "Torn",
@@ -685,6 +686,65 @@ def file_lock(
         yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+class HeldLock:
+    """``file_lock``'s exclusive lock for a process that takes it again and again (a watcher
+    taking one delivery after another): the lock file is opened once and kept open, and each
+    ``with`` only ``flock``s and unlocks it, which another process's ``file_lock`` (or
+    ``HeldLock``) on the same name excludes as before.
+
+    A lock file is only a lock while its name names it: once the lock is taken, the name is
+    looked at (``lstat``), and if it names another file or none (removed, replaced, moved aside),
+    the file held is let go and the name opened (or made) again and locked, so this one and a
+    process that opens the name lock the same file. ``OSError`` as ``file_lock`` raises it
+    (a symlink, a FIFO, anything but a regular file under the name). ``close`` lets it go.
+    """
+
+    __slots__ = ("_fd", "_ident", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._ident = (0, 0)  # (device, inode) of the file held open
+
+    def _open(self) -> None:
+        flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | flags, 0o666)
+        except PermissionError:
+            fd = os.open(self.path, os.O_RDONLY | flags)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file, so not a lock file", str(self.path))
+        self._fd, self._ident = fd, (st.st_dev, st.st_ino)
+
+    def __enter__(self) -> int:
+        while True:
+            if self._fd < 0:
+                self._open()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                st = os.lstat(self.path)
+            except FileNotFoundError:
+                st = None
+            except BaseException:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                raise
+            if st is not None and (st.st_dev, st.st_ino) == self._ident:
+                return self._fd
+            self.close()  # not the file the name names: that one is opened and locked
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Let the file go (and the lock with it, if held)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 def numbered_create(

@@ -58,7 +58,7 @@ from typing import Any
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore, SeenSet
 from mailslot.core.errors import FormatError, Gone, InvalidName, NotFound, WaitTimeout
-from mailslot.core.fsio import file_lock
+from mailslot.core.fsio import HeldLock
 from mailslot.core.handover import show_then_record
 from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Watch, settled
 from mailslot.exchange.entries import Entry, check_sender
@@ -271,6 +271,7 @@ class Watcher:
         self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
         self.key = cursor_key(ex, agent)
         self._lock_path = Path(str(self.store.path_for(self.key)) + ".lock")
+        self._lock = HeldLock(self._lock_path)  # the cursor's lock, kept open between takes
         self.warnings: list[str] = []
         self._log = self.store.seen_log(self.key)
         self._log.hold = True  # taken again and again: the seen-mark stays open (``close``)
@@ -318,6 +319,7 @@ class Watcher:
         """Release the kernel watches (slow: inotify's close waits for an RCU grace period) and
         the seen-mark held open."""
         self._log.close()
+        self._lock.close()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -345,7 +347,7 @@ class Watcher:
         directories keeps the watches as they are, since nothing can have been made or replaced.
         """
         if self._watch is None:
-            self._watch = Watch()
+            self._watch = Watch(dot_names=False)  # temps and editors' files are never entries
         elif not self._rearm:
             return self._watch
         self._rearm = False
@@ -860,7 +862,7 @@ class Watcher:
         if not self._state_dir_made:
             self.store.dir.mkdir(parents=True, exist_ok=True)
             self._state_dir_made = True
-        with file_lock(self._lock_path):
+        with self._lock:
             current = self._load_seen()
             fresh = [d for d in found if d.key not in current.keys]
             self.seen = current
@@ -893,11 +895,11 @@ class Watcher:
                     self._kept.update(keys)
                     current.keys.update(self._kept)
 
-            shown = None
-            if show is not None:
+            if show is None:  # nothing was output: no signal to hold until the mark is written
+                mark()
+            else:
                 result = WatchResult(self.agent, self.side, fresh, False, list(self.warnings))
-                shown = lambda: show(result)  # noqa: E731
-            show_then_record(shown, mark)
+                show_then_record(lambda: show(result), mark)
         for d in fresh:  # taken: read again only if it changes (its size or mtime then differ)
             where = str(d.path)
             self._states.pop(where, None)
