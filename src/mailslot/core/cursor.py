@@ -51,7 +51,6 @@ from mailslot.core.errors import FormatError, NoSpace
 from mailslot.core.fsio import (
     append_unsynced,
     atomic_write,
-    no_space,
     read_regular,
     sweep_temps,
     write_all,
@@ -431,10 +430,7 @@ class SeenLog:
         if self._at is None or self._added + len(keys) > max(COMPACT_KEYS, self._first):
             self.rewrite()
             return
-        record: dict[str, Any] = {"add": keys}
-        if meta:
-            record["meta"] = meta
-        line = _encode(record).encode() + b"\n"
+        line = _add_line(keys, meta).encode() + b"\n"
         if self._end > self._at[1]:  # end the line a crash cut short, so this one stands alone
             line = b"\n" + line
         size = self._append_held(line) if self._fd >= 0 and self._ino == self._at[0] else -1
@@ -454,8 +450,15 @@ class SeenLog:
     def _append_held(self, line: bytes) -> int:
         """``line`` appended through the file held open: the size after it, or -1 when that
         file is no longer at its name (removed since: the line goes by the name instead)."""
-        with no_space(self.path):
-            write_all(self._fd, line)
+        try:
+            n = os.write(self._fd, line)
+            if n != len(line):  # nearly always all of it at once
+                write_all(self._fd, line[n:])
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                msg = f"no space left to write {self.path.name}"
+                raise NoSpace(msg, path=self.path.parent) from None
+            raise
         st = os.fstat(self._fd)
         if not st.st_nlink:
             self.close()
@@ -480,6 +483,24 @@ class SeenLog:
 
 # ``json.dumps(..., ensure_ascii=False)`` made once: ``dumps`` builds an encoder per call
 _encode = json.JSONEncoder(ensure_ascii=False).encode
+_quote = json.encoder.encode_basestring  # a str as JSON, as ``_encode`` writes it
+
+
+def _add_line(keys: list[str], meta: dict[str, Any] | None) -> str:
+    """A ``SeenLog`` line adding ``keys`` (and ``meta``): ``_encode`` of ``{"add": keys,
+    "meta": meta}``, spelled out for the common line (string keys, no notes or one integer
+    ``marked_ns``), which each take writes."""
+    if all(type(k) is str for k in keys):
+        listed = ", ".join(map(_quote, keys))
+        if not meta:
+            return f'{{"add": [{listed}]}}'
+        marked = meta.get("marked_ns")
+        if len(meta) == 1 and type(marked) is int:
+            return f'{{"add": [{listed}], "meta": {{"marked_ns": {marked}}}}}'
+    record: dict[str, Any] = {"add": keys}
+    if meta:
+        record["meta"] = meta
+    return _encode(record)
 
 
 @lru_cache(maxsize=64)  # one form per reader and set of fields, made before its first wake

@@ -233,15 +233,28 @@ class _Inotify(_Backend):
         self._taken = False
 
     def wait(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
         ms = None if timeout is None else max(0, int(timeout * 1000))
-        if not self._poller.poll(ms):
-            return False
-        self._drain()
-        self._taken = not self._ino.more
-        return True
+        while True:
+            if not self._poller.poll(ms):
+                return False
+            taken = self._drain()
+            self._taken = not self._ino.more
+            if taken or self._ino.more or self.dot_names:
+                return True
+            # only names passed over (a writer's temp, before it is renamed into place): the
+            # caller has nothing to look at, so the wait goes on
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ms = max(0, int(left * 1000))
 
-    def _drain(self) -> None:
-        for event in self._ino.read(timeout=0, dot_names=self.dot_names):
+    def _drain(self) -> int:
+        """Take the events queued now into ``_changed``; how many were taken (a name passed
+        over is none)."""
+        events = self._ino.read(timeout=0, dot_names=self.dot_names)
+        for event in events:
             changed = self._changed
             mask = event.mask
             if mask & self._overflow:
@@ -257,6 +270,7 @@ class _Inotify(_Backend):
                 gone = self._wd.pop(event.wd, None)
                 if gone is not None and self._live.get(gone) == event.wd:
                     del self._live[gone]
+        return len(events)
 
     def _note(self, names: dict[str, Change], path: Path, name: str, mask: int) -> None:
         if mask & self._writing:
@@ -419,8 +433,8 @@ class Watch:
     ``reuse``: the kernel instance comes from, and on ``close`` goes back to, the ones this
     process keeps (see the module docstring) -- for a watch made afresh for every wait.
     Without ``dot_names``, names starting with a dot (in-flight temps, which the caller never
-    reads) carry no events: no ``Change`` is made for them, and a wake on them alone changes
-    nothing (``wait`` still returns ``True``).
+    reads) carry no events: no ``Change`` is made for them, and ``wait`` does not return for
+    them alone (a writer's temp wakes nobody; its rename into place does).
     """
 
     def __init__(

@@ -70,6 +70,9 @@ _PLAIN_KEY = rf"(?!{_BOOL_OR_NULL}:){_KEY_TEXT}: (?!{_BOOL_OR_NULL}\n)"
 _PLAIN_HEADER = re.compile(rf"(?:{_PLAIN_KEY}(?:{_TIME_VALUE}|{_WORD})\n)*")
 _PLAIN_STATE = re.compile(rf"(?:{_PLAIN_KEY}(?:{_TIME_VALUE}|\[\]|{_WORD})\n)*")
 _PAIR = re.compile(r"([^:\n]+): ([^\n]*)\n")
+# The common entry's head in one match: a fence, plain ``key: value`` lines (``_PLAIN_HEADER``'s),
+# a fence; what ``_simple_fields`` then finds, and the body after it, is the match's own
+_PLAIN_ENTRY = re.compile(rf"---\n((?:{_PLAIN_KEY}(?:{_TIME_VALUE}|{_WORD})\n)+)---\n")
 # Outside YAML's printable set, or a line break to YAML (NEL, LS, PS, a lone CR), or a BOM.
 _UNSAFE = re.compile(
     "[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
@@ -263,6 +266,10 @@ def read_entry(path: Path, side: str, topic: str, *, arrived_ns: int | None = No
         raw = read_regular(path)
     except OSError:
         return parse_entry(path, side, topic)
+    if m is not None:
+        entry = _plain_entry(raw, m, path, side, topic, arrived)
+        if entry is not None:
+            return entry
     fields = _simple_fields(raw, fenced=True) if m else None
     if m is None or fields is None or fields.get("action") not in ACTIONS:
         return parse_entry(path, side, topic)
@@ -287,6 +294,34 @@ def read_entry(path: Path, side: str, topic: str, *, arrived_ns: int | None = No
         body,
         dict(fields),
         arrived_ns=arrived,
+    )
+
+
+def _plain_entry(
+    raw: bytes, name: re.Match[str], path: Path, side: str, topic: str, arrived: int
+) -> Entry | None:
+    """``read_entry``'s result for the common entry (UTF-8 without a BOM or a CR, a head of
+    plain ``key: value`` lines, each key once, a valid ``action`` and ``at``), read in one
+    match; ``None`` for anything else, which the general path reads."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    head = _PLAIN_ENTRY.match(text)
+    if head is None or "\r" in text:
+        return None
+    pairs: list[tuple[str, str]] = _PAIR.findall(head.group(1))
+    fields = dict(pairs)
+    action = fields.get("action")
+    if len(fields) != len(pairs) or action not in ACTIONS:
+        return None
+    at = _time(fields.get("at"))
+    if at is None:
+        return None
+    number, sender = name.group(1, 2)
+    body = text[head.end() :]
+    return Entry(
+        int(number), sender, side, topic, path, at, action, body, fields, arrived_ns=arrived
     )
 
 
