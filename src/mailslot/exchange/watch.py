@@ -60,7 +60,7 @@ from mailslot.core.cursor import CursorStore, SeenSet
 from mailslot.core.errors import FormatError, Gone, InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import HeldLock
 from mailslot.core.handover import show_then_record
-from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Watch, settled
+from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Settled, Watch, settled
 from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import InboxItem, read_entry
@@ -100,6 +100,7 @@ CHANGED = "changed after it was shown (an entry is never edited): shown again as
 # change within one tick of the file system's clock can leave a directory's times as they were
 SETTLED_DIR_NS = 2_000_000_000
 
+_WHOLE = Settled(True)  # ``settled``'s word on a file its events say was closed or renamed in
 # (key, entry) of each entry of one topic directory that was not seen when it was looked at
 Unseen = list[tuple[str, InboxItem]]
 
@@ -233,6 +234,8 @@ class _View:
 def _first_of_each(lists: list[Unseen]) -> list[InboxItem]:
     """The entries of ``lists``, live ones first, each key once (a topic both live and in
     ``done/`` is damage: its live copy is the one shown)."""
+    if len(lists) == 1:  # one directory's: each key once already, all live or all archived
+        return [item for _, item in lists[0]]
     out = []
     taken: set[str] = set()
     for archived in (False, True):
@@ -365,9 +368,13 @@ class Watcher:
             st = os.lstat(where) if st is None else st
         except FileNotFoundError:
             return None
-        now = time.time()
         state = self._states.get(where)
-        verdict = settled(where, st, state, now)
+        now = 0.0
+        if state == CLOSED:  # closed by its writer or renamed into place: whole
+            verdict = _WHOLE
+        else:
+            now = time.time()
+            verdict = settled(where, st, state, now)
         if not verdict.whole:
             if verdict.again is not None:
                 again = time.monotonic() + max(0.0, verdict.again - now)
