@@ -60,7 +60,17 @@ from mailslot.core.cursor import CursorStore, SeenSet
 from mailslot.core.errors import FormatError, Gone, InvalidName, NotFound, WaitTimeout
 from mailslot.core.fsio import HeldLock
 from mailslot.core.handover import show_then_record
-from mailslot.core.wait import APPEARED, CLOSED, GONE, WRITING, Change, Settled, Watch, settled
+from mailslot.core.wait import (
+    APPEARED,
+    CLOSED,
+    GONE,
+    WRITING,
+    Change,
+    Changes,
+    Settled,
+    Watch,
+    settled,
+)
 from mailslot.exchange.entries import Entry, check_sender
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import InboxItem, read_entry
@@ -682,16 +692,80 @@ class Watcher:
                 )
             )
 
-    def pending(self, seen: SeenSet | None = None) -> list[Delivered]:
-        """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
-        seen = seen if seen is not None else self.seen
-        self.defer_until = None
-        self._recheck = False
-        self._round_ns = time.time_ns()
-        self._also = {}
-        self._looked = {}
-        out: list[Delivered] = []
-        changed = self._watch.take_changes() if self._watch is not None else None
+    def _placed(self, changed: Changes, seen: SeenSet) -> list[InboxItem] | None:
+        """The common wake's round, in one pass: every name the events carried is a new entry
+        renamed (or closed) into one listed live topic, not seen, while the last look found
+        nothing unseen elsewhere and no stray or hold; those entries, with the listing, what is
+        unseen and the view brought up to date as ``_look`` would leave them. ``None``, having
+        changed nothing, for any other wake (``_look`` then makes it)."""
+        view = self._view
+        if (
+            view is None
+            or len(view.waiting) > 1
+            or view.flagged
+            or self._look_all
+            or self._names is None
+            or seen is not self.seen
+            or len(changed) != 1
+            or view.resets != self._resets()
+        ):
+            return None
+        ((p, names),) = changed.items()
+        if not names:
+            return None
+        where = str(p)
+        hit = self._listings.get(where)
+        unseen = self._unseen.get(where)
+        if hit is None or unseen is None or (view.waiting and where not in view.waiting):
+            return None
+        before = hit[1]
+        keys = seen.keys
+        if unseen[0] is not before or unseen[1] != view.resets:
+            return None
+        if any(u[0] not in keys for u in unseen[2]):  # found before and not seen since
+            return None
+        if before.strays or before.held or before.archived:
+            return None
+        entries = list(before.entries)
+        prefix = before.topic + "/"
+        new: list[tuple[str, tuple[int, str, str], str, os.stat_result]] = []
+        for name, change in names.items():
+            m = ENTRY_RE.match(name) if change.state == CLOSED else None
+            if m is None:
+                return None
+            e = (int(m.group(1)), m.group(2), name)
+            i = bisect.bisect_left(entries, e)
+            key = prefix + name[:-3]
+            if (i < len(entries) and entries[i] == e) or key in keys:
+                return None  # listed or seen before: whether it changed is ``_look``'s to tell
+            path = f"{where}/{name}"
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            entries.insert(i, e)
+            new.append((key, e, path, st))
+        listing = TopicDir(before.topic, where, False, tuple(entries), False, before.has_state, ())
+        self._listings[where] = (hit[0], listing)
+        base = self._dir_path(where)
+        found: Unseen = []
+        for key, (number, sender, name), path, st in new:
+            self._states[path] = CLOSED
+            self._looked[path] = st  # read next, without a second ``lstat``
+            found.append((key, InboxItem(before.topic, number, sender, base / name, False)))
+        self._unseen[where] = (listing, view.resets, found)
+        view.waiting[where] = None
+        return [item for _, item in found]
+
+    def _look(
+        self, changed: Changes | None, seen: SeenSet, out: list[Delivered]
+    ) -> tuple[_View | None, list[InboxItem], list[TopicDir]]:
+        """A round's look from the events (``changed``; ``None``: not known, all of it): the
+        listings and the view brought up to date, and what is deliverable appended to ``out``;
+        returns the view (``None``: everything was looked at anew), what was unseen, and the
+        live topics with strays or a HELD.md."""
         look: dict[str, set[str]] | None = {}  # seen entries to look at again (None: all)
         # listed live topics updated from their events' names: (the listing before, after, names)
         touched: dict[str, tuple[TopicDir, TopicDir, dict[str, Change]]] = {}
@@ -737,6 +811,26 @@ class Watcher:
         self._deliverable(
             [*((i, None) for i in items), *self._shown_then_changed(live, seen, look)], seen, out
         )
+        return view, items, flagged
+
+    def pending(self, seen: SeenSet | None = None) -> list[Delivered]:
+        """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
+        seen = seen if seen is not None else self.seen
+        self.defer_until = None
+        self._recheck = False
+        self._round_ns = time.time_ns()
+        self._also = {}
+        self._looked = {}
+        out: list[Delivered] = []
+        changed = self._watch.take_changes() if self._watch is not None else None
+        placed = self._placed(changed, seen) if changed else None
+        view: _View | None
+        flagged: list[TopicDir]
+        if placed is not None:  # the common wake: only new entries, renamed into one topic
+            view, items, flagged = self._view, placed, []
+            self._deliverable([(i, None) for i in placed], seen, out)
+        else:
+            view, items, flagged = self._look(changed, seen, out)
         if view is not None and not out:
             # nothing to show yet, so this round may block next: first the archived topics,
             # which no event announces (a round that found something returns it at once, and
