@@ -16,17 +16,19 @@ a key that carries its size and mtime, so a later change to it is delivered agai
 entry already shown whose mtime is past when the round that marked it began (an append, a rename
 over it): each mark notes that time (``marked_ns``).
 
-A long-lived watcher keeps what its last look found (``_View``): each live topic's listing, and
-per topic the entries it had not seen. A wake whose events all carry names inside listed live
-topics looks again only at those names and at the topics with entries still unseen, so a wake
-costs the names that changed, not the entries in the inbox. An archived topic is told changed by
+A long-lived watcher keeps what its last look found (``_View``): each live topic's listing, and per
+topic the entries it had not seen. A wake whose events all carry names inside listed live topics
+looks again only at those names and at the topics with entries still unseen, so a wake costs the
+names that changed, not the entries in the inbox; the common wake (new entries renamed into one
+such topic, nothing else unseen) is looked at in one pass (``_placed``). A writer's dot-named temp
+wakes nobody: its events are passed over before any is built. An archived topic is told changed by
 its directory's own ``stat`` (``done/<topic>`` is not watched, and writing into it leaves
-``done/``'s mtime as it was), by each round that found nothing to show, before it blocks: an
-entry put there is found at the wake after it, or at once by the next wait after a round that
-returned something (a round with something to show returns it without that look). Everything
-is looked at again at the first round, after lost events (a full kernel queue), an event on the
-inbox, ``done/`` or a topic directory itself, and whenever keys may have gone from the seen-set
-(another process rewrote it, it was removed, a prune dropped keys).
+``done/``'s mtime as it was), by each round that found nothing to show, before it blocks: an entry
+put there is found at the wake after it, or at once by the next wait after a round that returned
+something (a round with something to show returns it without that look). Everything is looked at
+again at the first round, after lost events (a full kernel queue), an event on the inbox, ``done/``
+or a topic directory itself, and whenever keys may have gone from the seen-set (another process
+rewrote it, it was removed, a prune dropped keys).
 
 The seen-set is the caller's own cursor (``CursorStore``, keyed by exchange root + caller) in its
 own state dir, never in the exchange, since an agent may not write the other side's folder. Keys
@@ -37,11 +39,13 @@ once too (keyed by its mtime), because a hold is the tick asking this side to re
 
 Shown, then marked (``core.handover``): under a lock on the cursor, what is unseen is handed to
 ``show`` (the CLI writes and flushes it), and only once that returned is it marked seen, with
-SIGINT/SIGTERM held until the mark is written. Output that fails (a closed pipe) or is
-interrupted marks nothing; a kill between the two re-delivers. The lock makes two watchers for
-one caller never both take an entry. The mark is written atomically without fsync: a power cut
-may re-deliver, never lose. Each mark drops the keys of topics that are neither live nor in
-``done/`` and of holds no longer in place, so the set stays as large as the inbox, no larger.
+SIGINT/SIGTERM held until the mark is written. Output that fails (a closed pipe) or is interrupted
+marks nothing; a kill between the two re-delivers. The lock makes two watchers for one caller never
+both take an entry; a long-lived watcher keeps its file open between takes (``fsio.HeldLock``,
+which follows the name if the file is replaced or removed). The mark is written atomically without
+fsync: a power cut may re-deliver, never lose. Each mark drops the keys of topics that are neither
+live nor in ``done/`` and of holds no longer in place, so the set stays as large as the inbox, no
+larger.
 """
 
 from __future__ import annotations
