@@ -4,11 +4,10 @@ The public names below load on first use (PEP 562): ``mailslot --help`` and a on
 import the package on every call, so importing it must cost nothing beyond what the caller uses.
 """
 
-import typing as _typing
-
 from mailslot._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on every start
+if TYPE_CHECKING:
     from mailslot.core.clock import format_time, now, parse_time
     from mailslot.core.cursor import ByteCursor, CursorStore, SeenSet, state_dir
     from mailslot.core.errors import (
@@ -76,3 +75,5 @@ _LAZY = {
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, __all__)
+
+del TYPE_CHECKING  # not part of the package's names

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: `--help` loads this
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 __all__ = ["lazy_exports"]
 

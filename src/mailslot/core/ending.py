@@ -28,11 +28,14 @@ to this process -- slower, never wrong.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
-from collections.abc import Callable
-from typing import Any, NoReturn
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: `--help` loads this
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
 
 __all__ = [
     "CLOSED_PIPE",
@@ -92,7 +95,7 @@ def slow_close(fd: int, close: Callable[[], None]) -> Callable[[], None]:
 
 
 _closing: Any = None  # the queue the closing thread takes closes from, once one runs
-_closing_lock = threading.Lock()
+_closing_lock = _thread.allocate_lock()  # threading.Lock, without loading threading
 
 
 def _close_elsewhere(close: Callable[[], None]) -> None:
@@ -103,6 +106,7 @@ def _close_elsewhere(close: Callable[[], None]) -> None:
     with _closing_lock:
         if _closing is None:
             import queue
+            import threading
 
             _closing = queue.SimpleQueue()
             threading.Thread(
