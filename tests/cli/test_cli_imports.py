@@ -76,6 +76,23 @@ def test_help_loads_no_channel_yaml_or_disk_module(tmp_path: Path) -> None:
     assert not _under(loaded, "yaml", *WEB_AND_MCP)
 
 
+def test_top_help_from_the_entry_point_loads_no_click_typing_or_threading() -> None:
+    # the console script's own path (``mailslot.__main__``), read by the interpreter's importtime
+    entry = "import sys; from mailslot.__main__ import main; main()"
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", entry, "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("Usage: mailslot [OPTIONS] COMMAND [ARGS]...")
+    loaded = {ln.rsplit("|", 1)[1].strip() for ln in p.stderr.splitlines() if "|" in ln}
+    assert "mailslot.tophelp" in loaded
+    assert not loaded & {"click", "typing", "threading", "re", "enum"}, loaded
+
+
 def test_group_help_loads_its_commands_not_its_channel(tmp_path: Path) -> None:
     loaded = _modules(tmp_path, "exchange", "--help")
     assert "mailslot.cli.exchange" in loaded
