@@ -621,3 +621,40 @@ def test_a_full_disk_never_hides_an_archive_the_tick_already_made(
     filler.unlink()
     tick(ex.root)
     assert f"`{topic}`" not in (ex.root / "INDEX.md").read_text()
+
+
+def test_kept_records_are_named_in_memory_and_lists_on_disk(ex, monkeypatch) -> None:
+    """``tick-quiet.json`` holds each ``QuickRecord`` and ``Outcome`` as a JSON list in field
+    order, which every release reads; read back, each is a record by name, and written again it
+    is the same bytes."""
+    from mailslot.exchange import tickstate
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    _quiet_tree(root)
+    tick(root)
+    tick(root)
+    meta = root / ".mailslot"
+    text = (meta / "tick-quiet.json").read_text()
+    on_disk = json.loads(text)
+    assert on_disk["copies"] and all(
+        [type(x) for x in v] == [int, int, int, str] for v in on_disk["copies"].values()
+    )
+    outcomes = {n: v for n, v in on_disk["known"].items() if v is not None}
+    assert outcomes and all(type(v) is list and len(v) == 4 for v in outcomes.values())
+
+    quiet = tickstate.load_quiet(meta)
+    assert quiet is not None
+    for key, q in quiet["copies"].items():
+        assert isinstance(q, tickstate.QuickRecord)
+        assert [q.dir_mtime, q.state_size, q.state_mtime, q.key] == on_disk["copies"][key]
+    index = (root / "INDEX.md").read_text()
+    for name, o in outcomes.items():
+        kept = quiet["known"][name]
+        assert isinstance(kept, tickstate.Outcome)
+        assert [kept.sides, kept.status, kept.row, kept.debts] == o and kept.row in index
+
+    (meta / "tick-quiet.json").unlink()
+    fields = {k: v for k, v in quiet.items() if k not in ("version", "state")}
+    tickstate.save_quiet(meta, fields, None)
+    assert (meta / "tick-quiet.json").read_text() == text

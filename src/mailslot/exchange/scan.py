@@ -61,6 +61,7 @@ from mailslot.exchange.listing import (
 )
 from mailslot.exchange.safeio import read_regular
 from mailslot.exchange.state import parse_state
+from mailslot.exchange.tickstate import QuickRecord
 from mailslot.exchange.tree import stray_kind
 
 __all__ = [
@@ -120,16 +121,6 @@ class CopyRecord(NamedTuple):
     required: list[Any] | None  # Required
 
 
-class QuickRecord(NamedTuple):
-    """What the tick keeps per copy to pass over it without its ``CopyRecord`` (a JSON list in
-    this field order): kept only for a copy listed settled or passed over unchanged."""
-
-    dir_mtime: int
-    state_size: int  # -1: no STATE.md
-    state_mtime: int
-    key: str  # quick_key
-
-
 # Where the next run finds a kept record's signature and readings (it is a JSON list).
 SIG = CopyRecord._fields.index("sig")
 PARSED = CopyRecord._fields.index("parsed")
@@ -165,13 +156,13 @@ class SideCopy:
     quiet: bool = False  # listed, and the same as the last run's QuickRecord says
     deferred: list[str] = field(default_factory=list)  # files still being written: left out
 
-    def quick(self) -> list[Any] | None:
+    def quick(self) -> QuickRecord | None:
         """The ``QuickRecord`` to keep for this copy (``None`` if it is not settled)."""
         if not self.settled or self.dir_mtime < 0:
             return None
         state = self.files.get(STATE_NAME)
         size, mtime = state if state is not None else (-1, 0)
-        return [self.dir_mtime, size, mtime, self.trusted_key]
+        return QuickRecord(self.dir_mtime, size, mtime, self.trusted_key)
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -388,7 +379,7 @@ class Stub(NamedTuple):
     dir: str
     inbox_side: str
     dir_mtime: int
-    quick: list[Any]
+    quick: QuickRecord
 
 
 def materialize(stub: Stub, rec: list[Any] | None, now_ns: int) -> SideCopy:
@@ -398,7 +389,7 @@ def materialize(stub: Stub, rec: list[Any] | None, now_ns: int) -> SideCopy:
     copy = _trusted(stub.dir, stub.key, name, stub.inbox_side, stub.dir_mtime, rec, now_ns, True)
     if copy is None:
         return _scan_dir(stub.dir, stub.key, stub.inbox_side, False, now_ns)
-    copy.trusted_key = stub.quick[3]  # what it vouched for still holds: the listing as it was
+    copy.trusted_key = stub.quick.key  # what it vouched for still holds: the listing as it was
     return copy
 
 
@@ -508,7 +499,7 @@ def _scan_inbox(
     records: dict[str, list[Any]],
     now_ns: int,
     links: list[str],
-    quick: dict[str, list[Any]] | None,
+    quick: dict[str, QuickRecord] | None,
     topics: dict[str, TopicScan],
     turn: int,
 ) -> None:
@@ -526,21 +517,25 @@ def _scan_inbox(
             scan.copies[side] = copy or _scan_dir(path, key, side, False, now_ns, mtime)
             continue
         q = quick.get(key)
-        if q is not None and q[0] == mtime:
+        if q is not None and q.dir_mtime == mtime:
             if crc(name.encode()) % ROTATION == turn:  # its slot: every name lstat'd
-                if _listed_as(path, q[3]):
+                if _listed_as(path, q.key):
                     scan.stubs[side] = Stub(key, path, side, mtime, q)
                     continue
-            elif q[1] < 0:  # QuickRecord: no STATE.md to look at
+            elif q.state_size < 0:  # no STATE.md to look at
                 scan.stubs[side] = Stub(key, path, side, mtime, q)
                 continue
             else:
                 st = _stat_of(f"{path}/{STATE_NAME}")
-                if st is not None and st.st_size == q[1] and st.st_mtime_ns == q[2]:
+                if (
+                    st is not None
+                    and st.st_size == q.state_size
+                    and st.st_mtime_ns == q.state_mtime
+                ):
                     scan.stubs[side] = Stub(key, path, side, mtime, q)
                     continue  # else rewritten in place (or gone): list the directory
         copy = _scan_dir(path, key, side, False, now_ns, mtime)
-        copy.quiet = q is not None and copy.trusted_key == q[3]
+        copy.quiet = q is not None and copy.trusted_key == q.key
         scan.copies[side] = copy
 
 
@@ -557,7 +552,7 @@ def scan_tree(
     ex: Exchange,
     records: dict[str, list[Any]] | None = None,
     links: list[str] | None = None,
-    quick: dict[str, list[Any]] | None = None,
+    quick: dict[str, QuickRecord] | None = None,
     turn: int | None = None,
 ) -> tuple[dict[str, TopicScan], set[str]]:
     """``(live topics, archived topic names)``; a half-archived topic is live, both copies in.

@@ -75,12 +75,18 @@ from mailslot.exchange.scan import (
     scan_tree,
 )
 from mailslot.exchange.tickresult import TickFailed, TickResult
-from mailslot.exchange.tickstate import TICK_GIT, TICK_STATE, GitCheck, MonitorKept, Outcome
+from mailslot.exchange.tickstate import (
+    TICK_GIT,
+    TICK_STATE,
+    GitCheck,
+    MonitorKept,
+    Outcome,
+    QuickRecord,
+)
 from mailslot.notify import AppriseNotifier, Notifier
 
 __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "tick"]
 
-OUTCOME_FIELDS = len(Outcome._fields)
 
 HEARTBEAT = "heartbeat"
 # How long a tick waits for a previous one to finish before giving up loudly; a tick takes well
@@ -127,13 +133,15 @@ class _Tick:
         self.quiet_prev = tickstate.load_quiet(ex.meta)
         if self.quiet_prev is not None and self.quiet_prev.get("pending"):
             self.quiet_prev = None
-        self.kept_known: dict[str, Any] = self.quiet_prev["known"] if self.quiet_prev else {}
+        self.kept_known: dict[str, Outcome | None] = (
+            self.quiet_prev["known"] if self.quiet_prev else {}
+        )
         self.prev: dict[str, Any] = {}
         self.prev_copies: dict[str, list[Any]] = {}
         self.prev_status: dict[str, str] = {}
         self.prev_ns = 0
         self.loaded = False
-        self.outcomes: dict[str, list[Any] | None] = {}  # topic -> Outcome, for the next run
+        self.outcomes: dict[str, Outcome | None] = {}  # topic -> its outcome, for the next run
         self.monitor: dict[str, dict[str, list[Any]] | None] = {}  # topic -> its kept_lines
         self.live: dict[str, SideCopy] = {}  # copy key -> this run's copy of a live topic
         self.touched = False  # this tick changed something on disk (git must look)
@@ -177,28 +185,29 @@ class _Tick:
         """Whether the topic keeps the last run's outcome: every copy unchanged (``scan``), on
         the same sides, and an outcome kept."""
         kept = self.kept_known.get(scan.name)
-        if kept is None or len(kept) != OUTCOME_FIELDS:
+        if kept is None:
             return False
         if (scan.copies or scan.conflict is not None) and not scan.unchanged():
             return False  # (none listed, the common case: every copy passed over unchanged)
-        if len(kept[1]) != len(self.ex.sides):  # a status per side, or worked out afresh
+        if len(kept.status) != len(self.ex.sides):  # a status per side, or worked out afresh
             return False
         if len(scan.copies) + len(scan.stubs) == len(self.ex.sides):  # the common case
-            return bool(kept[0] == self.both)
-        return bool(kept[0] == "/".join(scan.sides()))
+            return kept.sides == self.both
+        return kept.sides == "/".join(scan.sides())
 
     def pass_over(self, scan: TopicScan, rows: list[str], debts: list[Debt]) -> None:
         """A topic that keeps its last outcome: its statuses, row and debts as they were."""
         name = scan.name
-        kept = self.quiet_prev["known"][name]  # type: ignore[index]
+        kept = self.kept_known[name]
+        assert kept is not None  # unchanged() held
         for copy in scan.copies.values():
             self.live[copy.key] = copy
         self.stubs.extend(scan.stubs.values())
         self.known.append(name)
         self.outcomes[name] = kept
         self.passed.append(name)
-        rows.append(kept[2])
-        for side, reason, entry, detail in kept[3]:
+        rows.append(kept.row)
+        for side, reason, entry, detail in kept.debts:
             debt = Debt(name, side, reason, entry, detail)
             debts.append(debt)
             self.r.debts.append(debt.to_json())
@@ -220,7 +229,7 @@ class _Tick:
             debts = [[d.side, d.reason, d.entry, d.detail] for d in view.debts]
             status = [view.status.get(w, "open") for w in self.ex.sides]
             sides = "/".join(scan.sides())
-            self.outcomes[scan.name] = list(Outcome(sides, status, row, debts))
+            self.outcomes[scan.name] = Outcome(sides, status, row, debts)
             self.monitor[scan.name] = self.monitor_lines(scan)
         else:
             self.outcomes[scan.name] = None
@@ -724,8 +733,9 @@ class _Tick:
             pending = pending if self.notifier is not None else []
             now_ns = time.time_ns()
             for name in self.passed:  # their statuses, as kept
-                kept = self.outcomes[name][1]  # type: ignore[index]
-                for writer, now_is in zip(self.ex.sides, kept, strict=True):
+                outcome = self.outcomes[name]
+                assert outcome is not None  # a topic passed over keeps its outcome
+                for writer, now_is in zip(self.ex.sides, outcome.status, strict=True):
                     self.status[f"{name}/{writer}"] = now_is
             copies = {ck: c.record(self.read.parsed.get(ck, {})) for ck, c in self.live.items()}
             for stub in self.stubs:
@@ -775,7 +785,7 @@ class _Tick:
         copies = kept["copies"]
         return all(c.quick() == copies.get(ck) for ck, c in self.live.items())
 
-    def save_monitor(self, quick: dict[str, list[Any]], prev: MonitorKept | None) -> None:
+    def save_monitor(self, quick: dict[str, QuickRecord], prev: MonitorKept | None) -> None:
         """``tick-monitor.json``: every kept topic's directories and the monitor's lines, worked
         out this run or, for a topic passed over, as the last run kept them (``prev``)."""
         sides = self.ex.sides
@@ -791,14 +801,14 @@ class _Tick:
                 lines = {s: told[s][name] for s in sides if name in told[s]}
             else:
                 lines = None  # not kept last run: worked out when it next changes
-            copies = outcome[0].split("/")  # the inbox sides with a copy
+            copies = outcome.sides.split("/")  # the inbox sides with a copy
             if lines is None or any(f"to-{s}/{name}" not in quick for s in copies):
                 continue
             for s in copies:
                 q = quick[f"to-{s}/{name}"]
-                kept.dirs[s][name] = q[0]
-                if q[1] >= 0:
-                    kept.states[s][name] = q[1:3]
+                kept.dirs[s][name] = q.dir_mtime
+                if q.state_size >= 0:  # a list, as it reads back: an unchanged file compares equal
+                    kept.states[s][name] = [q.state_size, q.state_mtime]
             for s, scopes in lines.items():
                 kept.lines[s][name] = scopes
         tickstate.save_monitor(self.ex.meta, kept, prev)

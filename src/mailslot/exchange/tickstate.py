@@ -9,7 +9,7 @@ megabytes over 10,000 topics. Each is written only when it changed, atomically; 
 state is a warning and reads as empty (everything is new: loud, never lost).
 
 ``tick-quiet.json`` is what a tick needs to pass over a tree in which nothing changed without
-reading the megabytes: per copy its ``scan.QuickRecord``, per known live topic its last outcome
+reading the megabytes: per copy its ``QuickRecord``, per known live topic its last outcome
 (``Outcome``, or ``null`` when it must be worked out every run), the archived names, the unseen
 entries told, whether notifications are pending, and the identity (inode, size, mtime) of the
 ``tick-state.json`` it goes with. It is written after that file, so a tick killed in between
@@ -38,6 +38,7 @@ __all__ = [
     "GitCheck",
     "MonitorKept",
     "Outcome",
+    "QuickRecord",
     "identity",
     "load_git",
     "load_monitor",
@@ -82,15 +83,25 @@ class GitCheck(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """A live topic's outcome that holds while none of its copies changes (a JSON list in this
-    field order): which inbox sides have a copy (``/``-joined, in order), each side's status (in
-    the exchange's order of sides), its INDEX.md row, its debts (each ``[side, reason, entry,
-    detail]`` of an ``index.Debt``)."""
+    """A live topic's outcome that holds while none of its copies changes: which inbox sides
+    have a copy (``/``-joined, in order), each side's status (in the exchange's order of sides),
+    its INDEX.md row, its debts (each ``[side, reason, entry, detail]`` of an ``index.Debt``).
+    On disk a JSON list in this field order (a tuple dumps as one), so every release reads it."""
 
     sides: str
     status: list[str]
     row: str
     debts: list[list[Any]]
+
+
+class QuickRecord(NamedTuple):
+    """What the tick keeps per copy to pass over it without its ``CopyRecord``: kept only for a
+    copy listed settled or passed over unchanged. On disk a JSON list in this field order."""
+
+    dir_mtime: int
+    state_size: int  # -1: no STATE.md
+    state_mtime: int
+    key: str  # scan.quick_key of its listing
 
 
 class MonitorKept(NamedTuple):
@@ -151,38 +162,50 @@ def _ints(v: Any, n: int) -> bool:
     return all(type(x) is int for x in v)
 
 
-def _outcome_ok(v: Any) -> bool:
-    """Whether ``v`` is an ``Outcome`` list (or ``None``) in every field the tick reads."""
-    if v is None:
-        return True
+# A record read back is made a named record by ``tuple.__new__`` on the list JSON gave: the
+# cheapest named form (no call through the class's ``__new__``), 30,000 records a run.
+_as_record = tuple.__new__
+
+
+def _outcome(v: Any) -> Outcome | None:
+    """The ``Outcome`` in ``v`` (a JSON list) if it holds every field the tick reads, else
+    ``None``."""
     if type(v) is not list or len(v) != 4:
-        return False
+        return None
     sides, status, row, debts = v
     if type(sides) is not str or type(row) is not str or type(debts) is not list:
-        return False
+        return None
     if not _strs(status):
-        return False
+        return None
     for d in debts:
         if type(d) is not list or len(d) != 4:
-            return False
+            return None
         side, reason, entry, detail = d
         if type(side) is not str or type(reason) is not str:
-            return False
+            return None
         if not (_str_or_none(entry) and _str_or_none(detail)):
-            return False
-    return True
+            return None
+    return _as_record(Outcome, v)
 
 
-def _quick_ok(v: Any) -> bool:
-    """Whether ``v`` is a ``scan.QuickRecord`` list."""
-    return (
-        type(v) is list
-        and len(v) == 4
-        and type(v[0]) is int
-        and type(v[1]) is int
-        and type(v[2]) is int
-        and type(v[3]) is str
-    )
+def _quick_records(records: dict[str, Any]) -> None:
+    """Each ``QuickRecord`` in ``records`` (copy key -> a JSON list) made one by name; one that
+    is not one (a damaged or planted file) dropped, so its copy is listed."""
+    bad = []
+    for key, v in records.items():
+        if (
+            type(v) is list
+            and len(v) == 4
+            and type(v[0]) is int
+            and type(v[1]) is int
+            and type(v[2]) is int
+            and type(v[3]) is str
+        ):
+            records[key] = _as_record(QuickRecord, v)
+        else:
+            bad.append(key)
+    for key in bad:
+        del records[key]
 
 
 def _line_ok(v: Any) -> bool:
@@ -238,16 +261,6 @@ def _monitor_kept(data: dict[str, Any], side: str | None) -> MonitorKept | None:
     return kept
 
 
-def _keep_valid(records: dict[str, Any], ok: Any, *, instead: Any = ...) -> None:
-    """Each record ``ok`` refuses replaced by ``instead``, or dropped when none is given: its
-    topic or copy is then worked out afresh."""
-    for key in [k for k, v in records.items() if not ok(v)]:
-        if instead is ...:
-            del records[key]
-        else:
-            records[key] = instead
-
-
 def load_quiet(meta: Path) -> dict[str, Any] | None:
     """The last ``tick-quiet.json`` if it goes with the ``tick-state.json`` there now, else
     ``None``. A record that is not what the tick wrote (a damaged or planted file) is dropped,
@@ -260,8 +273,10 @@ def load_quiet(meta: Path) -> dict[str, Any] | None:
             return None
     if not (_strs(data["archived"]) and _strs(data["unseen"])):
         return None
-    _keep_valid(data["copies"], _quick_ok)
-    _keep_valid(data["known"], _outcome_ok, instead=None)  # still known; worked out now
+    _quick_records(data["copies"])
+    known = data["known"]
+    for name, v in known.items():  # one not an Outcome is still known, and worked out now
+        known[name] = None if v is None else _outcome(v)
     return data
 
 
