@@ -308,6 +308,24 @@ def test_a_value_log_appends_what_the_store_reads_and_follows_a_fold_by_another(
         log.close()
 
 
+def test_a_value_logs_line_form_writes_the_stores_line_for_any_key(tmp_path: Path) -> None:
+    store = CursorStore("chat")
+    key = '/chats/100% "é".txt\0bob'  # a percent sign, a quote and a letter JSON escapes
+    log = store.value_log(key)
+    try:
+        form = log.line_form(("before", "inode", "offset"))
+        log.save_line(form % (7, 9, 120))
+        assert store.load(key) == {"key": key, "before": 7, "inode": 9, "offset": 120}
+        line = store.path_for(key).read_bytes().splitlines()[-1]
+        assert line == json.dumps(json.loads(line), sort_keys=True).encode()  # the store's form
+        with pytest.raises(ValueError, match="sorted"):
+            log.line_form(("offset", "inode"))  # values would land in the wrong fields
+        with pytest.raises(ValueError):
+            log.line_form(("inode", "key"))
+    finally:
+        log.close()
+
+
 def test_a_value_log_ends_a_line_another_writer_cut_short(tmp_path: Path) -> None:
     store = CursorStore("chat")
     log = store.value_log("k")

@@ -2,7 +2,9 @@
 
 ``read_regular`` refuses what could block or mislead (a FIFO, a symlink, a file over its bound);
 ``read_from`` and ``locked_append`` refuse a FIFO named like a log without blocking, and a huge
-sparse file with an error that names the limit (a bounded slice of it still reads).
+sparse file with an error that names the limit (a bounded slice of it still reads). A
+``HeldReader`` that reads as far as its caller saw and a page more still reads to the end, and
+refuses past its limit, whatever the file did since its caller looked.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from mailslot.core.errors import FormatError, LimitExceeded
 from mailslot.core.fsio import (
     READ_FROM_MAX,
+    HeldReader,
     append_unsynced,
     locked_append,
     read_from,
@@ -76,3 +79,37 @@ def test_a_huge_file_is_refused_naming_the_limit(tmp_path: Path) -> None:
     assert isinstance(e, LimitExceeded) and e.limit == READ_FROM_MAX
     assert f"at most {READ_FROM_MAX} bytes" in str(e)
     assert read_from(huge, (3 << 30) - 10) == b"\0" * 10  # a bounded slice is still fine
+
+
+def test_a_held_reader_reads_to_the_end_whatever_size_its_caller_saw(tmp_path: Path) -> None:
+    log = tmp_path / "chat.txt"
+    log.write_bytes(b"a" * 100)
+    ino = log.stat().st_ino
+    reader = HeldReader(log)
+    try:
+        assert reader.read(10, ino, 100) == b"a" * 90
+        with log.open("ab") as f:  # appended after the caller looked: far more than a page
+            f.write(b"b" * 50_000)
+        assert reader.read(10, ino, 100) == b"a" * 90 + b"b" * 50_000
+        os.truncate(log, 40)  # cut shorter than the caller saw
+        assert reader.read(10, ino, 50_100) == b"a" * 30
+        assert reader.read(40, ino, 40) == b""
+    finally:
+        reader.close()
+
+
+def test_a_held_reader_refuses_more_than_its_limit_naming_the_size(tmp_path: Path) -> None:
+    log = tmp_path / "chat.txt"
+    log.write_bytes(b"a" * 500)
+    ino = log.stat().st_ino
+    reader = HeldReader(log)
+    try:
+        assert reader.read(0, ino, 500, limit=1000) == b"a" * 500
+        with log.open("ab") as f:  # grown past the limit since the caller looked
+            f.write(b"b" * 4500)
+        with pytest.raises(LimitExceeded) as e:
+            reader.read(0, ino, 500, limit=1000)
+        assert (e.value.limit, e.value.actual) == (1000, 5000)
+        assert reader.read(4100, ino, 500, limit=1000) == b"b" * 900  # a bounded slice reads
+    finally:
+        reader.close()

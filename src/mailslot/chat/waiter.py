@@ -116,8 +116,13 @@ class Waiter:
         self._ref, self._store = ref, store
         self._before: int | None = None  # the stored CRC of the bytes before the place
         self._log: ValueLog | None = None
+        self._checked_form = self._place_form = b""
         if cursor is None:
             self._log = store.value_log(_cursor_key(self.path, self.who))
+            # The two lines a save writes, made once: a place whose bytes before it are known
+            # (their CRC goes with it), and one not read yet.
+            self._checked_form = self._log.line_form(("before", "inode", "offset"))
+            self._place_form = self._log.line_form(("inode", "offset"))
             self._log.mark_read()
             stored = self._stored(store, ref, warn=True)
             if stored is not None and stored.may_hold_in(self.path):
@@ -171,16 +176,17 @@ class Waiter:
         self._before = None
         self._shown = _Place(0, b"")
 
-    def _read(self) -> bytes:
-        """What follows ``_pos``, once the bytes before it are found unchanged."""
+    def _read(self, size: int) -> bytes:
+        """What follows ``_pos`` in the file found ``size`` bytes long, once the bytes before it
+        are found unchanged."""
         back = min(self._pos, TAIL_BYTES)
         try:
-            data = self._reader.read(self._pos - back, self._ino)
+            data = self._reader.read(self._pos - back, self._ino, size)
         except NotFound:
             raise Gone(_GONE, path=self.path) from None
         if self._reader.ino != self._ino:  # replaced again since it was looked at
             self._restart(self._reader.ino)
-            return self._read()
+            return self._read(size)
         head = data[:back]
         if self._tail is None and self._before is not None:
             unchanged = zlib.crc32(head) == self._before
@@ -188,14 +194,14 @@ class Waiter:
             unchanged = self._tail is None or head == self._tail
         if not unchanged:
             self._restart(self._ino)  # rewritten in place: every byte is in doubt
-            return self._read()
+            return self._read(size)
         self._tail, self._before = head, None
         return data[back:]
 
-    def _stat(self) -> os.stat_result:
-        """The chat file's status; ``Gone`` once its name has been missing for
-        ``REAPPEAR_SECONDS`` (not at once: an editor's save has no file at the name for a
-        moment)."""
+    def _reappeared(self) -> os.stat_result:
+        """The status of the chat file found missing at its name, once it is back; ``Gone``
+        once its name has been missing for ``REAPPEAR_SECONDS`` (not at once: an editor's save
+        has no file at the name for a moment)."""
         deadline = None
         while True:
             try:
@@ -209,26 +215,33 @@ class Waiter:
                 time.sleep(0.005)
 
     def _check(self) -> list[ChatMessage] | None:
-        st = self._stat()
-        if st.st_ino != self._armed:
+        try:
+            st = os.stat(self._spath)
+        except FileNotFoundError:
+            st = self._reappeared()
+        ino, size = st.st_ino, st.st_size
+        if ino != self._armed:
             self._watch.add(self.path)  # armed on this file before it is read
-            self._armed = st.st_ino
-        if st.st_size < self._pos:
-            self._restart(st.st_ino)  # cut shorter than the place
-        elif st.st_ino != self._ino:
+            self._armed = ino
+        if size < self._pos:
+            self._restart(ino)  # cut shorter than the place
+        elif ino != self._ino:
             # Replaced (an editor's save): the place stands if the bytes before it are the
             # same in the new file (``_read`` checks them), else it is read from its start.
             if self._tail is None and self._before is None and self._pos:
-                self._restart(st.st_ino)
+                self._restart(ino)
             else:
-                self._ino = st.st_ino
-        elif st.st_size == self._pos and self._tail is not None:
+                self._ino = ino
+        elif size == self._pos and self._tail is not None:
             return None  # nothing appended (a wake for a write already read)
-        data = self._read()
-        messages, end = parse_messages(data, self._pos)
-        if end > self._pos:
-            tail = self._tail or b""
-            self._tail = (tail + data[: end - self._pos])[-min(end, TAIL_BYTES) :]
+        data = self._read(size)
+        pos = self._pos
+        messages, end = parse_messages(data, pos)
+        if end > pos:
+            if end - pos >= TAIL_BYTES:  # not the whole of a long read joined to the old tail
+                self._tail = data[end - pos - TAIL_BYTES : end - pos]
+            else:
+                self._tail = ((self._tail or b"") + data[: end - pos])[-min(end, TAIL_BYTES) :]
             self._pos = end
         others = [m for m in messages if m.sender != self.who]
         if others:
@@ -252,19 +265,20 @@ class Waiter:
         """Store ``place`` as the cursor (no fsync: a lost one re-delivers); a cursor that
         cannot be stored is a warning."""
         self._shown = place
-        if self._log is None:
+        log = self._log
+        if log is None:
             return
-        tail = place.tail
-        value = {"inode": self._ino, "offset": place.offset}
-        if tail is not None:
-            value["before"] = zlib.crc32(tail)
+        if place.tail is None:
+            line = self._place_form % (self._ino, place.offset)
+        else:
+            line = self._checked_form % (zlib.crc32(place.tail), self._ino, place.offset)
         try:
-            self._log.save(value)
+            log.save_line(line)
         except (OSError, NoSpace) as e:
             why = getattr(e, "strerror", None) or str(e)
             self._warn(
-                f"cursor {self._log.path} cannot be stored ({why}); the next wait delivers "
-                "these messages again"
+                f"cursor {log.path} cannot be stored ({why}); the next wait delivers these "
+                "messages again"
             )
 
     def _back(self) -> None:
@@ -322,7 +336,10 @@ class Waiter:
         before, place = self._shown, _Place(self._pos, self._tail)
         if show is None:  # returned is shown: nothing to hold signals around
             try:
-                self._record(place, keep_cursor)
+                if keep_cursor is None:
+                    self._save(place)
+                else:
+                    self._record(place, keep_cursor)
             except BaseException:
                 if self._shown == place:
                     self._save(before)  # interrupted before the caller had it: not taken

@@ -503,24 +503,27 @@ def _add_line(keys: list[str], meta: dict[str, Any] | None) -> str:
     return _encode(record)
 
 
-@lru_cache(maxsize=64)  # one form per reader and set of fields, made before its first wake
-def _line_form(key_json: str, fields: tuple[str, ...]) -> str:
-    """The ``%`` template of a ``ValueLog`` line: the integer ``fields`` and the key in sorted
-    order, as ``CursorStore.save`` writes them (``sort_keys``), so one formatting step makes it."""
-    key = key_json.replace("%", "%%")
+@lru_cache(maxsize=64)  # one form per reader and set of fields
+def _line_form(key_json: str, fields: tuple[str, ...]) -> bytes:
+    """The ``%`` template of a ``ValueLog`` line: the integer ``fields`` (sorted) and the key in
+    sorted order, as ``CursorStore.save`` writes them (``sort_keys``), so one formatting step
+    with the values in the order of ``fields`` makes it."""
+    key = key_json.replace("%", "%%")  # ASCII: ``json.dumps`` escapes the rest
 
     def part(name: str) -> str:
         literal = json.dumps(name).replace("%", "%%")
-        return f"{literal}: {key}" if name == "key" else f"{literal}: %({name})d"
+        return f"{literal}: {key}" if name == "key" else f"{literal}: %d"
 
-    return "{" + ", ".join(part(n) for n in sorted({"key", *fields})) + "}\n"
+    return ("{" + ", ".join(part(n) for n in sorted({"key", *fields})) + "}\n").encode()
 
 
 class ValueLog:
     """One key's value file held open by a reader that saves again and again (a waiter).
 
     ``save`` appends one line with one ``os.write`` on an ``O_APPEND`` descriptor, without fsync
-    (the loss of one only re-delivers). Before it, a ``fstat``: a file no longer linked (replaced
+    (the loss of one only re-delivers); a reader that saves the same fields each time makes
+    their line's template once (``line_form``) and saves the line it fills in (``save_line``),
+    one formatting step. Before the write, a ``fstat``: a file no longer linked (replaced
     by a fold of another process acting as the same reader, or removed) is opened again by its
     name, and one another process appended to since this one wrote is checked for a line cut
     short, which is ended first. ``fold`` rewrites the file as its newest line once it outgrows
@@ -593,40 +596,53 @@ class ValueLog:
                 if not size or os.pread(self._fd, 1, size - 1) == b"\n":
                     self._end = size  # ends in a whole line: the next line goes straight on
 
+    def line_form(self, fields: tuple[str, ...]) -> bytes:
+        """The ``%`` template of this key's line holding the integer ``fields`` (sorted, distinct,
+        not ``key``): ``form % values``, the values in the order of ``fields``, is a line for
+        ``save_line`` (made once by a reader that saves again and again; ``ValueError`` for
+        fields out of order)."""
+        if list(fields) != sorted(set(fields)) or "key" in fields:
+            raise ValueError(f"fields must be sorted, distinct and not 'key': {fields}")
+        return _line_form(self._key_json, fields)
+
     def save(self, value: dict[str, int]) -> None:
         """Append ``value`` (with the key; its fields are integers, as a byte cursor's are) as
         the newest line; see the class for the failures."""
-        line = (_line_form(self._key_json, tuple(value)) % value).encode()
-        if self._fd >= 0:
-            st = os.fstat(self._fd)
-            if st.st_nlink and st.st_size == self._end:  # still at its name, nobody else wrote
-                self._write(line)
-                return
-            if not st.st_nlink:  # replaced (a fold by another process) or removed
-                self.open()
-        else:
-            self.open()
-        fd = self._fd
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":  # a line another writer cut short
-            line = b"\n" + line
-        self._end = size
-        self._write(line)
+        fields = tuple(sorted(value))
+        self.save_line(self.line_form(fields) % tuple(value[f] for f in fields))
 
-    def _write(self, line: bytes) -> None:
+    def save_line(self, line: bytes) -> None:
+        """Append ``line``, made from ``line_form``, as the newest; see the class for the
+        failures."""
+        data = line
+        st = os.fstat(self._fd) if self._fd >= 0 else None
+        if st is None or not st.st_nlink or st.st_size != self._end:
+            data = self._settle(st) + line  # not as this log left it
         try:
-            n = os.write(self._fd, line)
-            if n != len(line):  # nearly always all of it at once
-                write_all(self._fd, line[n:])
+            n = os.write(self._fd, data)
+            if n != len(data):  # nearly always all of it at once
+                write_all(self._fd, data[n:])
         except OSError as e:
             self.close()  # the next save looks at the file afresh
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 msg = f"no space left to write {self.path.name}"
                 raise NoSpace(msg, path=self.path.parent) from None
             raise OSError(e.errno, e.strerror, str(self.path)) from None
-        self._end += len(line)
-        self._line = line.lstrip(b"\n")
+        self._end += len(data)
+        self._line = line
         self._known = (self._ino, self._end)
+
+    def _settle(self, st: os.stat_result | None) -> bytes:
+        """Ready the file for a save when it is not as this log left it (its status ``st``;
+        ``None``: not open): opened again when it is no longer at its name (replaced by a fold
+        of another process acting as the same reader, or removed), and looked at where it
+        ends; the bytes that end a line another writer cut short (a newline), else none."""
+        if st is None or not st.st_nlink:
+            self.open()
+        fd = self._fd
+        size = os.fstat(fd).st_size
+        self._end = size
+        return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
 
     def fold(self) -> None:
         """Rewrite the file as this log's newest line if it has grown past ``COMPACT_BYTES``

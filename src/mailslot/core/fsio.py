@@ -85,7 +85,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -1532,21 +1532,10 @@ def read_from(path: Path, offset: int = 0, *, limit: int = READ_FROM_MAX) -> byt
         os.close(fd)
 
 
-def _read_visible(
-    fd: int,
-    real: Path,
-    path: Path,
-    offset: int,
-    limit: int,
-    *,
-    no_intent: Callable[[], bool] | None = None,
-) -> bytes:
-    """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock; with
-    ``no_intent`` (whether the intent sidecar is absent, empty or cleared: then nothing is torn;
-    ``False``: it must be read whole), such a sidecar is found without reading it whole."""
+def _read_visible(fd: int, real: Path, path: Path, offset: int, limit: int) -> bytes:
+    """``read_from``'s read, on ``fd`` (the file ``real``) held under the shared lock."""
     size = os.fstat(fd).st_size
-    # Under the lock no live writer fills the sidecar: none there means nothing torn.
-    end = size if no_intent is not None and no_intent() else _visible_end(real, fd, size)
+    end = _visible_end(real, fd, size)
     if end < size and _repair_aside(real, fd):
         end = _visible_end(real, fd, os.fstat(fd).st_size)
     if end - offset > limit:
@@ -1562,15 +1551,24 @@ def _read_visible(
     return b"".join(chunks)
 
 
+# What a ``HeldReader`` asks for beyond the size its caller saw: appends that landed since, in
+# the same read.
+_READ_AHEAD = 4096
+
+
 class HeldReader:
     """``read_from`` for one reader that reads the same file again and again (a waiter): the
-    file stays open between reads, so a read costs the lock, a ``fstat``, a look for a dead
-    writer's intent and the ``pread`` of what follows ``offset``. The rules are ``read_from``'s:
-    the shared lock, never a dead writer's fragment, never more than ``limit`` bytes.
+    file stays open between reads, so a read costs the lock, a look for a dead writer's intent
+    and the ``pread`` of what follows ``offset``. The rules are ``read_from``'s: the shared lock,
+    never a dead writer's fragment, never more than ``limit`` bytes.
 
-    ``read(offset, ino)`` reads the file whose inode the caller just found at the name: when the
-    held file is another one (replaced since), the name is opened again. ``NotFound`` when the
-    name is gone, ``FormatError`` for something that is not a regular file; ``close`` when done.
+    ``read(offset, ino, size)`` reads the file whose inode (and size) the caller just found at
+    the name: when the held file is another one (replaced since), the name is opened again.
+    With no intent in the sidecar the file's end is the visible end, found by the read itself:
+    it asks for what follows ``offset`` up to ``size`` and a page more, and a read that comes
+    back short of that, having reached ``size``, is at the end (no ``fstat``, no read that only
+    returns nothing; as ``read_regular``). ``NotFound`` when the name is gone, ``FormatError`` for
+    something that is not a regular file; ``close`` when done.
 
     The intent sidecar is held open too: under the lock, an ``lstat`` of its name that finds the
     held one there, and a ``pread`` of its first byte, say whether it holds an intent (no open
@@ -1579,36 +1577,61 @@ class HeldReader:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.ino = -1  # the inode of the file the last read read (-1 before the first)
         self._fd = -1
-        self._ino = -1
         self._real = self.path
         self._sidecar = ""
         self._side = -1  # the sidecar held open, and its (device, inode)
         self._side_id = (-1, -1)
 
-    def read(self, offset: int, ino: int, *, limit: int = READ_FROM_MAX) -> bytes:
-        """The bytes from ``offset`` to the visible end of the file with inode ``ino``."""
-        if ino != self._ino:
-            self.close()
-            try:
-                fd, self._real = _open_real(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            except FileNotFoundError:
-                raise NotFound("no such file", path=self.path) from None
-            try:
-                self._ino = _require_regular(fd, self.path).st_ino
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-            self._sidecar = _intent_path(self._real)
+    def read(self, offset: int, ino: int, size: int, *, limit: int = READ_FROM_MAX) -> bytes:
+        """The bytes from ``offset`` to the visible end of the file with inode ``ino``, which
+        the caller found ``size`` bytes long."""
+        if ino != self.ino:
+            self._open()
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
-            return _read_visible(
-                fd, self._real, self.path, offset, limit, no_intent=self._holds_no_intent
-            )
+            # Under the lock no live writer fills the sidecar: none there means nothing torn.
+            if not self._holds_no_intent():
+                return _read_visible(fd, self._real, self.path, offset, limit)
+            seen = size - offset
+            want = min(seen + _READ_AHEAD if seen > 0 else _READ_AHEAD, limit + 1)
+            data = os.pread(fd, want, offset)
+            if len(data) < want and len(data) >= seen:
+                return data  # short of what was asked, past what the caller saw: the end
+            return self._read_on(fd, offset, limit, data)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _open(self) -> None:
+        """Hold the file the name holds now (and forget the sidecar of the one held before)."""
+        self.close()
+        try:
+            fd, self._real = _open_real(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise NotFound("no such file", path=self.path) from None
+        try:
+            self.ino = _require_regular(fd, self.path).st_ino
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._sidecar = _intent_path(self._real)
+
+    def _read_on(self, fd: int, offset: int, limit: int, data: bytes) -> bytes:
+        """``data`` (read at ``offset``) and the rest of ``fd`` after it, to a read that returns
+        nothing; ``LimitExceeded`` past ``limit``."""
+        chunks = [data]
+        got = len(data)
+        while data and got <= limit:
+            data = os.pread(fd, min(1 << 20, limit + 1 - got), offset + got)
+            chunks.append(data)
+            got += len(data)
+        if got > limit:
+            end = os.fstat(fd).st_size
+            raise LimitExceeded(f"{self.path} from byte {offset}", limit, end - offset, "bytes")
+        return b"".join(chunks)
 
     def _holds_no_intent(self) -> bool:
         """Whether the sidecar is absent, empty or cleared (its first byte, whoever wrote it),
@@ -1645,16 +1668,11 @@ class HeldReader:
             os.close(self._side)
         self._side, self._side_id = -1, (-1, -1)
 
-    @property
-    def ino(self) -> int:
-        """The inode of the file the last read read (-1 before the first)."""
-        return self._ino
-
     def close(self) -> None:
         """Release the held file (and its sidecar)."""
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd, self._ino = -1, -1
+        self._fd, self.ino = -1, -1
         self._drop_sidecar()
 
 
