@@ -95,7 +95,7 @@ _FORGEABLE_RE = re.compile(r"^(\\*)([ \t]*(?:---MSG---|FROM:|TIME:))", re.MULTIL
 _ESCAPED_RE = re.compile(r"^\\(\\*[ \t]*(?:---MSG---|FROM:|TIME:))", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One parsed message: author, time (UTC, or ``None`` if its stamp did not parse), body."""
 
@@ -187,35 +187,14 @@ def _shown(text: str) -> str:
 
 
 _ONE_HEAD = b"\n---MSG---\nFROM:"
-
-
-def _one_block(data: bytes, base: int) -> ChatMessage | None:
-    """``data`` as the one whole block ``render_message`` writes, or ``None`` for anything else.
-
-    What a waiter reads after a wake is nearly always one such block: this takes it apart with a
-    few ``find`` calls where the general parser runs three patterns, a cost that counts in a
-    process just woken, its caches cold. Anything it is not sure of -- a second ``---MSG---``, a
-    backslash (an escaped line), a carriage return, bytes that are not UTF-8, a header line off
-    the rendered form, a body of blank lines -- goes to the general parser, whose result this
-    equals wherever it answers (a property test holds the two together).
-    """
-    if not data.startswith(_ONE_HEAD) or not data.endswith(b"\n"):
-        return None
-    if data.count(b"---MSG---") != 1 or b"\r" in data or b"\\" in data or data.endswith(b"\n\n"):
-        return None
-    i = data.find(b"\n", len(_ONE_HEAD))  # the end of the FROM line
-    j = data.find(b"\n", i + 1)  # the end of the TIME line
-    if j < 0 or not data.startswith(b"TIME:", i + 1) or not data.startswith(b"---\n", j + 1):
-        return None
-    try:
-        sender = data[len(_ONE_HEAD) : i].decode().strip(" \t")
-        time_raw = data[i + 6 : j].decode().strip(" \t")
-        body = data[j + 5 :].decode().strip("\n")
-    except UnicodeDecodeError:
-        return None
-    if not body:
-        return None
-    return ChatMessage(sender, time_raw, body, base, base + len(data))
+# One block as ``render_message`` writes it, whole: the header lines exactly, the names stripped
+# of blanks as the general parser strips them, a body of at least one line that is not blank,
+# then one newline; no carriage return or backslash anywhere (an escaped line, or CRLF, is the
+# general parser's). Leading blank lines of the body are left out, as ``strip`` leaves them.
+_ONE_BLOCK_RE = re.compile(
+    "\n---MSG---\nFROM:[ \t]*([^\n\r\\\\]*?)[ \t]*\nTIME:[ \t]*([^\n\r\\\\]*?)[ \t]*\n---\n"
+    "\n*([^\r\\\\]*[^\r\\\\\n])\n"
+)
 
 
 def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
@@ -225,10 +204,24 @@ def parse_messages(data: bytes, base: int = 0) -> tuple[list[ChatMessage], int]:
     first header (a hand-made preamble) is skipped. When ``data`` does not end at a boundary (no
     final newline, or a header cut short) the last block is held back -- neither returned nor
     consumed -- so the caller re-reads it whole once its writer has finished.
+
+    What a waiter reads after a wake is nearly always one whole block as ``render_message``
+    writes it: that is taken apart here by one pattern where the general parser runs three, and
+    a handful of calls, a cost that counts in a process just woken, its caches cold. Anything
+    else -- a second ``---MSG---``, a backslash (an escaped line), a carriage return, bytes that
+    are not UTF-8, a header line off the rendered form, a body of blank lines -- goes to the
+    general parser, whose result this equals wherever it answers (a property test holds the two
+    together).
     """
-    one = _one_block(data, base)
-    if one is not None:
-        return [one], base + len(data)
+    if data.startswith(_ONE_HEAD) and data.count(b"---MSG---") == 1:
+        try:
+            m = _ONE_BLOCK_RE.fullmatch(data.decode())
+        except UnicodeDecodeError:
+            m = None
+        if m is not None:
+            sender, time_raw, body = m.groups()
+            end = base + len(data)
+            return [ChatMessage(sender, time_raw, body, base, end)], end
     return _parse(data, base)
 
 

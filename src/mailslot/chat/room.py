@@ -137,7 +137,7 @@ FORGET_REMOVED_AFTER_SECONDS = 7 * 86400.0
 HUMAN = "human"
 
 
-@dataclass
+@dataclass(slots=True)
 class Batch:
     """Messages read from a chat and the byte cursor just past them; ``warnings`` says what the
     reader could not read or store of its own state (a cursor), never what it was given."""
