@@ -1236,10 +1236,35 @@ def _keep_fragment(path: Path, fd: int, start: int, end: int) -> None:
         os.close(out)
 
 
-# Kept sidecars this process has open, by the name of their file: ``(sidecar, fd, dev, ino)``.
-# An entry is taken out while its append runs (so two threads never share one), checked against
-# what the sidecar's name holds now, and put back after; at most ``_HELD_SIDECARS`` stay open.
-_held_sidecars: dict[str, tuple[str, int, int, int]] = {}
+class _HeldSidecar:
+    """An intent sidecar kept open between uses -- by an appender between its appends, by a
+    ``HeldReader`` between its reads -- and believed only while its name still holds that very
+    file: an ``lstat`` of the name and a ``pread`` of its first byte (``clear_at``) stand for an
+    open, a read and a close."""
+
+    __slots__ = ("dev", "fd", "ino", "path")
+
+    def __init__(self, path: str, fd: int, st: os.stat_result) -> None:
+        self.path, self.fd, self.dev, self.ino = path, fd, st.st_dev, st.st_ino
+
+    def clear_at(self, st: os.stat_result) -> bool:
+        """Whether ``st``, what an ``lstat`` of the sidecar's name found, is this very file and
+        it holds no intent: it is empty or starts with the cleared mark, whoever wrote it
+        (``OSError`` from the read)."""
+        return (
+            st.st_ino == self.ino
+            and st.st_dev == self.dev
+            and os.pread(self.fd, 1, 0) in _NO_INTENT
+        )
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+# Kept sidecars this process has open, by the name of their file. An entry is taken out while
+# its append runs (so two threads never share one), checked against what the sidecar's name
+# holds now, and put back after; at most ``_HELD_SIDECARS`` stay open.
+_held_sidecars: dict[str, _HeldSidecar] = {}
 _HELD_SIDECARS = 16
 
 
@@ -1255,10 +1280,10 @@ def _is_twin(st: os.stat_result, file_st: os.stat_result) -> bool:
 
 
 def _reusable_sidecar(
-    sidecar: str, file_st: os.stat_result, held: tuple[str, int, int, int] | None
-) -> tuple[int, os.stat_result | None]:
-    """The sidecar open for writing, and its status, when it may take this append's intent in
-    place; ``(-1, None)`` when it may not, ``(-2, None)`` when there is none.
+    sidecar: str, file_st: os.stat_result, held: _HeldSidecar | None
+) -> _HeldSidecar | bool | None:
+    """The sidecar, held open for writing, when it may take this append's intent in place;
+    ``False`` when it may not, ``None`` when there is none.
 
     It may when it holds no intent (it is empty or starts with the cleared mark) and is the
     file's twin (``_is_twin``) -- so exactly whoever may write the file may write it, and
@@ -1268,54 +1293,50 @@ def _reusable_sidecar(
     taken out of ``_held_sidecars``) is used when the name still holds that very file (one
     ``lstat`` instead of an open and a close)."""
     if held is not None:
-        _, side, dev, ino = held
         try:
             st = os.lstat(sidecar)
-            if (
-                st.st_ino == ino
-                and st.st_dev == dev
-                and _is_twin(st, file_st)
-                and os.pread(side, 1, 0) in _NO_INTENT
-            ):
-                return side, st
+            if held.clear_at(st) and _is_twin(st, file_st):
+                return held
         except OSError:
             pass
-        os.close(side)
+        held.close()
     try:
-        side = os.open(sidecar, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(sidecar, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return -2, None
+        return None
     except OSError:
-        return -1, None
+        return False
     try:
-        st = os.fstat(side)
-        if _is_twin(st, file_st) and os.pread(side, 1, 0) in _NO_INTENT:
-            return side, st
+        st = os.fstat(fd)
+        if _is_twin(st, file_st):
+            side = _HeldSidecar(sidecar, fd, st)
+            if side.clear_at(st):
+                return side
     except OSError:
         pass  # unreadable: settled and made anew (``_repair`` says what it cannot do)
-    os.close(side)
-    return -1, None
+    os.close(fd)
+    return False
 
 
-def _hold_sidecar(name: str, sidecar: str, side: int, st: os.stat_result) -> None:
-    """Keep the kept sidecar ``side`` (named ``sidecar``, status ``st``) of the file ``name``
-    open for this process's next append to it."""
+def _hold_sidecar(name: str, side: _HeldSidecar) -> None:
+    """Keep the kept sidecar ``side`` of the file ``name`` open for this process's next append
+    to it."""
     if len(_held_sidecars) >= _HELD_SIDECARS:
         with contextlib.suppress(KeyError):
-            os.close(_held_sidecars.popitem()[1][1])
+            _held_sidecars.popitem()[1].close()
     old = _held_sidecars.pop(name, None)  # another thread's, put back meanwhile
     if old is not None:
-        os.close(old[1])
-    _held_sidecars[name] = (sidecar, side, st.st_dev, st.st_ino)
+        old.close()
+    _held_sidecars[name] = side
 
 
-def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_result, bool]:
+def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[_HeldSidecar, bool]:
     """Create ``sidecar`` empty, readable by exactly whoever may read the file (its mode and
     group, whoever writes it: a reader who cannot read the sidecar could not tell a torn record
-    from a whole one, whatever this writer's umask and group); return ``(fd, status, kept)``.
-    ``kept``: it is the file's twin (made by the file's owner, in the file's group), so it stays
-    between appends, cleared; any other writer's sidecar is removed after its append, so nobody
-    is left a sidecar they may not write."""
+    from a whole one, whatever this writer's umask and group); return it held open, and
+    ``kept``: whether it is the file's twin (made by the file's owner, in the file's group), so
+    it stays between appends, cleared; any other writer's sidecar is removed after its append,
+    so nobody is left a sidecar they may not write."""
     side = os.open(
         sidecar,
         os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
@@ -1335,18 +1356,18 @@ def _new_sidecar(sidecar: str, file_st: os.stat_result) -> tuple[int, os.stat_re
         with contextlib.suppress(OSError):
             os.unlink(sidecar)
         raise
-    return side, st, kept
+    return _HeldSidecar(sidecar, side, st), kept
 
 
-def _drop_intent(sidecar: str, side: int, kept: bool) -> None:
-    """Say "no intent" in ``sidecar`` (open as ``side``): when it stays, overwrite its first byte
-    with the cleared mark (one byte in one system call: a kill leaves the intent whole or
-    cleared, never half; its block stays, where emptying it would free it and the next intent
-    allocate it again); else remove it."""
+def _drop_intent(side: _HeldSidecar, kept: bool) -> None:
+    """Say "no intent" in the sidecar ``side``: when it stays, overwrite its first byte with the
+    cleared mark (one byte in one system call: a kill leaves the intent whole or cleared, never
+    half; its block stays, where emptying it would free it and the next intent allocate it
+    again); else remove it."""
     if kept:
-        os.pwrite(side, _CLEARED, 0)
+        os.pwrite(side.fd, _CLEARED, 0)
     else:
-        os.unlink(sidecar)
+        os.unlink(side.path)
 
 
 def _require_regular(fd: int, path: Path) -> os.stat_result:
@@ -1428,20 +1449,20 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
     st = _require_regular(fd, path)
     name = os.fspath(path)
     held = _held_sidecars.pop(name, None)
-    sidecar = held[0] if held is not None else _intent_path(path)
-    side, side_st = _reusable_sidecar(sidecar, st, held)
-    kept, made = side >= 0, False
-    if not kept:
-        found = side == -1
+    sidecar = held.path if held is not None else _intent_path(path)
+    reused = _reusable_sidecar(sidecar, st, held)
+    if isinstance(reused, _HeldSidecar):
+        side, kept, made = reused, True, False
+    else:
         # Nothing to reuse: settle what a dead writer left (a plan, an intent), then make the
         # sidecar anew. A sidecar holding no intent is left only by an appender, after any
         # repair had ended (a repairer removes the sidecar before its plan): so where one is
         # reused there is nothing to settle.
         st = _repair(path, fd)
-        if found:
+        if reused is False:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(sidecar)  # one not to be reused that held no intent
-        side, side_st, kept = _new_sidecar(sidecar, st)
+        side, kept = _new_sidecar(sidecar, st)
         made = True
     # A failed append leaves no sidecar it made: only one that was there stays, cleared.
     keep_if_failed = kept and not made
@@ -1450,13 +1471,13 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
         copy = raw if len(raw) <= INTENT_RECORD_MAX else None
         try:
             encoded = _encode_intent(st.st_dev, st.st_ino, start, len(raw), zlib.crc32(raw), copy)
-            if os.pwrite(side, encoded, 0) < len(encoded):
-                _pwrite_all(side, encoded, 0)
+            if os.pwrite(side.fd, encoded, 0) < len(encoded):
+                _pwrite_all(side.fd, encoded, 0)
         except BaseException:
             # None of the record went out: whatever part of the intent is there cuts nothing.
             kept = False
             with contextlib.suppress(OSError):
-                _drop_intent(sidecar, side, keep_if_failed)
+                _drop_intent(side, keep_if_failed)
             raise
         try:
             written = os.write(fd, raw)
@@ -1467,21 +1488,21 @@ def _append_whole(path: Path, fd: int, raw: bytes, fsync: bool) -> int:
         except BaseException:
             kept = False
             os.ftruncate(fd, start)
-            _drop_intent(sidecar, side, keep_if_failed)  # once the cut succeeded: else repaired
+            _drop_intent(side, keep_if_failed)  # once the cut succeeded: else repaired
             raise
         # The record is whole: an intent that cannot be dropped now is harmless (readers find
         # its record whole, the next append settles it), and failing here would make the caller
         # retry a record that is already in the file.
         try:
-            _drop_intent(sidecar, side, kept)
+            _drop_intent(side, kept)
         except OSError:
             kept = False  # its intent stays: the next append settles it
         return start
     finally:
-        if kept and side_st is not None:
-            _hold_sidecar(name, sidecar, side, side_st)
+        if kept:
+            _hold_sidecar(name, side)
         else:
-            os.close(side)
+            side.close()
 
 
 def _repair_aside(path: Path, fd: int) -> bool:
@@ -1581,8 +1602,7 @@ class HeldReader:
         self._fd = -1
         self._real = self.path
         self._sidecar = ""
-        self._side = -1  # the sidecar held open, and its (device, inode)
-        self._side_id = (-1, -1)
+        self._side: _HeldSidecar | None = None  # the sidecar held open
 
     def read(self, offset: int, ino: int, size: int, *, limit: int = READ_FROM_MAX) -> bytes:
         """The bytes from ``offset`` to the visible end of the file with inode ``ino``, which
@@ -1644,29 +1664,37 @@ class HeldReader:
             return True
         except OSError:
             return False
-        if (st.st_dev, st.st_ino) != self._side_id:
-            self._drop_sidecar()
-            if not stat.S_ISREG(st.st_mode):
-                return False  # read whole by ``_visible_end``, which refuses it
-            try:
-                side = os.open(
-                    self._sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-                )
-            except FileNotFoundError:
-                return True
-            except OSError:
-                return False
-            opened = os.fstat(side)
-            self._side, self._side_id = side, (opened.st_dev, opened.st_ino)
+        side = self._side
         try:
-            return os.pread(self._side, 1, 0) in _NO_INTENT
+            if side is not None and side.clear_at(st):
+                return True
+        except OSError:
+            return False
+        # Another file at its name (or a held one that holds an intent): the one there is read.
+        self._drop_sidecar()
+        if not stat.S_ISREG(st.st_mode):
+            return False  # read whole by ``_visible_end``, which refuses it
+        try:
+            fd = os.open(self._sidecar, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        try:
+            self._side = _HeldSidecar(self._sidecar, fd, os.fstat(fd))
+        except OSError:
+            os.close(fd)
+            return False
+        try:
+            # False also when the name changed since the lstat: the sidecar is then read whole
+            return self._side.clear_at(st)
         except OSError:
             return False
 
     def _drop_sidecar(self) -> None:
-        if self._side >= 0:
-            os.close(self._side)
-        self._side, self._side_id = -1, (-1, -1)
+        if self._side is not None:
+            self._side.close()
+            self._side = None
 
     def close(self) -> None:
         """Release the held file (and its sidecar)."""
