@@ -26,21 +26,33 @@ from mailslot.exchange.create import create_exchange
 from mailslot.exchange.entries import send
 from mailslot.exchange.layout import load_exchange
 
-# Runs the CLI's main, then writes the names in sys.modules (as JSON) to the file in argv[1].
+# Runs the real entry point (``mailslot.__main__.main``) on argv[2:], then writes the names in
+# sys.modules (as JSON) to the file in argv[1]: at the one exit every command ends through
+# (``core.ending.end``, replaced before anything imports it), or at the SystemExit of a run that
+# ends without it (the top-level --help).
 _WRAPPER = """
 import json, sys
-import mailslot.cli as cli
+import mailslot.core.ending as ending
 
 out = sys.argv[1]
 
-def _record_then_exit(code):
+def _record():
     with open(out, "w") as f:
         json.dump(sorted(sys.modules), f)
+
+def _record_then_exit(code):
+    _record()
     raise SystemExit(code)
 
-cli.end_process = _record_then_exit
-sys.argv = ["mailslot", *sys.argv[2:]]
-cli.main()
+ending.end = _record_then_exit
+from mailslot.__main__ import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    import os
+    if not os.path.exists(out):
+        _record()
+    raise
 """
 
 CHANNELS = ("exchange", "chat", "relay", "bus", "web", "mcpserver")
@@ -50,13 +62,13 @@ WEB_AND_MCP = ("fastapi", "starlette", "uvicorn", "httpx", "httpcore", "anyio", 
 CORE_AT_WORK = ("fsio", "cursor", "wait", "formats", "message", "clock", "durable", "git")
 
 
-def _modules(tmp_path: Path, *args: str) -> set[str]:
+def _modules(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> set[str]:
     out = tmp_path / "modules.json"
     p = subprocess.run(
         [sys.executable, "-c", _WRAPPER, str(out), *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "MAILSLOT_STATE_DIR": str(tmp_path / "state")},
+        env={**os.environ, "MAILSLOT_STATE_DIR": str(tmp_path / "state"), **(env or {})},
         timeout=60,
     )
     assert p.returncode == 0, p.stderr
@@ -68,8 +80,9 @@ def _under(modules: set[str], *packages: str) -> set[str]:
 
 
 def test_help_loads_no_channel_yaml_or_disk_module(tmp_path: Path) -> None:
-    loaded = _modules(tmp_path, "--help")
-    assert "mailslot.cli" in loaded
+    # click's own --help: what runs when the terminal is narrower than the stored text
+    loaded = _modules(tmp_path, "--help", env={"COLUMNS": "60"})
+    assert "mailslot.cli.command" in loaded
     assert not _under(loaded, *(f"mailslot.{c}" for c in CHANNELS))
     assert not _under(loaded, *(f"mailslot.cli.{c}" for c in (*CHANNELS, "mcp")))
     assert not _under(loaded, *(f"mailslot.core.{m}" for m in CORE_AT_WORK))
@@ -112,6 +125,10 @@ def test_exchange_send_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert not _under(loaded, "mailslot.exchange.index")
     assert "logging" not in loaded  # a tenth of a send's start-up: only a rare warning needs it
     assert not loaded & {"socket", "secrets", "_hashlib"}  # the lock's record needs none of them
+    # nor click (half of a start-up): the line is read by mailslot.cli.quick
+    assert "mailslot.cli.quick" in loaded
+    assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
+    assert not _under(loaded, "mailslot.cli.exchange", "mailslot.cli.shown")
 
 
 def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
@@ -123,6 +140,25 @@ def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert not _under(loaded, "mailslot.core.wait")
     assert "logging" not in loaded
     assert not loaded & {"socket", "secrets", "_hashlib"}
+    assert "mailslot.cli.quick" in loaded
+    assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
+    assert not _under(loaded, "mailslot.cli.chat", "mailslot.cli.shown")
+
+
+def test_a_send_that_fails_still_loads_click_only_to_say_so(tmp_path: Path) -> None:
+    # the failure's line comes from the click group's own mapping (byte for byte the same)
+    root = create_exchange(tmp_path / "ex", ["claude", "olu"], git=False).root
+    out = tmp_path / "modules.json"
+    args = ["--root", str(root), "--as", "olu", "exchange", "send", "--topic", "t"]
+    p = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(out), *args, "--action", "maybe", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 1 and p.stderr.startswith("mailslot: error: "), p.stderr
+    loaded = set(json.loads(out.read_text()))
+    assert "mailslot.cli.command" in loaded and "mailslot.cli.exchange" not in loaded
 
 
 # What a blocking command must not load: each maps a shared library or builds tables the wait

@@ -15,7 +15,8 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env
-from mailslot.cli.shown import quoted, read_text, shown_line
+from mailslot.cli.sends import CHAT_SAY, chat_say
+from mailslot.cli.shown import quoted, shown_line
 
 __all__ = ["chat"]
 
@@ -156,25 +157,7 @@ def join_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
     )
 
 
-@chat.command("say")
-@file_arg
-@click.argument("text", required=False)
-@json_option
-@pass_env
-def say_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
-    """Append one message to FILE (TEXT, or '-' for standard input).
-
-    \b
-    Example:
-      mailslot chat say FILE "Agreed; I'll draft the interface."
-      echo "long reply" | mailslot chat say FILE -
-    """
-    from mailslot.chat import say
-    from mailslot.chat.format import MAX_BODY_BYTES
-
-    msg = say(Path(file), read_text(text, limit=MAX_BODY_BYTES, what="TEXT"), env.agent)
-    exit_promptly()  # the message is appended and fsync'd: nothing is left for a teardown
-    emit(msg.to_json(), as_json, "")
+say_cmd = chat.command("say")(CHAT_SAY.decorate(pass_env(chat_say)))
 
 
 @chat.command("read")

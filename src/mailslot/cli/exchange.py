@@ -12,12 +12,10 @@ from mailslot.cli.helpers import (
     Env,
     SplitGroup,
     emit,
-    exit_promptly,
     json_option,
     pass_env,
-    read_body,
-    read_body_file,
 )
+from mailslot.cli.sends import EXCHANGE_SEND, exchange_send
 from mailslot.cli.shown import shown, shown_line
 
 __all__ = ["exchange"]
@@ -92,63 +90,7 @@ def init_cmd(
     emit({"root": str(ex.root), **ex.to_config()}, as_json, f"created exchange at {ex.root}")
 
 
-@exchange.command("send")
-@click.option("--topic", required=True, metavar="SLUG|TOPIC", help="Topic name or slug.")
-@click.option(
-    "--action",
-    required=True,
-    metavar="required|fyi",
-    help="required: the other side owes a reply; fyi: it does not.",
-)
-@click.option(
-    "--body-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Read the body from this file (no shell quoting or heredoc needed).",
-)
-@click.option("--to", "to", metavar="SIDE", hidden=True)
-@click.argument("body", required=False)
-@json_option
-@pass_env
-def send_cmd(
-    env: Env,
-    topic: str,
-    action: str,
-    body_file: Path | None,
-    to: str | None,
-    body: str | None,
-    as_json: bool,
-) -> None:
-    """Write a new entry into the other side's inbox; prints its path.
-
-    \b
-    --topic X: an existing topic named X, else the newest live topic with slug X,
-    else a new topic YYYY-MM-DD-X. BODY '-' (or none) reads standard input;
-    --body-file PATH reads a file instead. There is no recipient to pick: an
-    entry always goes to the other side (a --to must name it).
-    Example:
-      mailslot --as claude exchange send --topic gate-bug --action required "Is it fixed?"
-      mailslot --as claude exchange send --topic gate-bug --action fyi --body-file reply.md
-    """
-    from mailslot.exchange.entries import MAX_BODY_BYTES, send
-
-    if body_file is not None and body is not None:
-        raise click.UsageError("give BODY or --body-file, not both")
-    ex = _ex(env)
-    if to is not None:
-        other = ex.other(ex.side_of(env.need_agent()))
-        if to != other:
-            raise click.UsageError(
-                f"exchange send has no recipient to choose: an entry always goes to the other "
-                f"side, {other} (to-{other}/); drop --to {to}"
-            )
-    if body_file is not None:
-        text = read_body_file(body_file, limit=MAX_BODY_BYTES)
-    else:
-        text = read_body(body, limit=MAX_BODY_BYTES)
-    r = send(ex, env.need_agent(), topic, action, text)
-    exit_promptly()  # the entry is fsync'd in place: nothing is left for a teardown to do
-    emit(r.to_json(), as_json, r.relpath)
+send_cmd = exchange.command("send")(EXCHANGE_SEND.decorate(pass_env(exchange_send)))
 
 
 @exchange.command("state")

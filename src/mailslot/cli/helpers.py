@@ -16,8 +16,8 @@ threads, for inotify's slow close) after the answer was out. A reader that close
 
 from __future__ import annotations
 
+import functools
 import os
-import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -27,10 +27,19 @@ from typing import Any, TypeVar
 
 import click
 
-from mailslot.core.ending import begin
+from mailslot.cli.common import (
+    Env,
+    Stopped,
+    Usage,
+    emit,
+    read_body,
+    read_body_file,
+    stop_on_sigterm,
+    write_out,
+)
+from mailslot.cli.spec import COMMON, JSON
 from mailslot.core.ending import end as end_process
 from mailslot.core.ending import end_promptly as exit_promptly
-from mailslot.core.errors import MissingAgent
 
 __all__ = [
     "SECONDS",
@@ -59,30 +68,6 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Env:
-    """What the global options say: the root directory and who is acting. A plain class: a
-    dataclass compiles its generated methods on every start, and nothing compares or prints
-    an ``Env``."""
-
-    __slots__ = ("agent", "root")
-
-    def __init__(self, root: Path | None = None, agent: str | None = None) -> None:
-        self.root = root
-        self.agent = agent
-
-    def need_root(self) -> Path:
-        """The root (``--root``, ``MAILSLOT_ROOT``, else the current directory)."""
-        from pathlib import Path
-
-        return self.root if self.root is not None else Path.cwd()
-
-    def need_agent(self) -> str:
-        """The acting agent's name; ``MissingAgent`` (one line, exit 2) when none was given."""
-        if not self.agent:
-            raise MissingAgent()
-        return self.agent
-
-
 def _env(ctx: click.Context) -> Env:
     root = ctx.find_root()
     if not isinstance(root.obj, Env):
@@ -103,26 +88,14 @@ def _set_agent(ctx: click.Context, _: click.Parameter, value: str | None) -> Non
 
 
 def common_options(f: F) -> F:
-    """Add ``--root`` and ``--as`` to a command or group."""
+    """Add ``--root`` and ``--as`` (``spec.COMMON``) to a command or group; their environment
+    variables are read on the top-level group only."""
     top = f.__name__ == "cli"
-    f = click.option(
-        "--as",
-        "agent",
-        metavar="NAME",
-        envvar="MAILSLOT_AGENT" if top else None,
-        expose_value=False,
-        callback=_set_agent,
-        help="Who is acting (env MAILSLOT_AGENT).",
-    )(f)
-    f = click.option(
-        "--root",
-        metavar="DIR",
-        envvar="MAILSLOT_ROOT" if top else None,
-        expose_value=False,
-        callback=_set_root,
-        type=click.Path(file_okay=False),
-        help="The mailslot directory (env MAILSLOT_ROOT; default: current directory).",
-    )(f)
+    callbacks = {"root": _set_root, "agent": _set_agent}
+    for p in reversed(COMMON):
+        f = p.decorator(
+            envvar=p.envvar if top else None, expose_value=False, callback=callbacks[p.name]
+        )(f)
     return f
 
 
@@ -151,9 +124,24 @@ def _make_text_friendly_parser(self: click.Command, ctx: click.Context) -> Any:
     return parser
 
 
+def _reporting_usage(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` with a ``Usage`` it raises made click's ``UsageError`` (click adds the
+    command's context, so the report names the command)."""
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except Usage as e:
+            raise click.UsageError(str(e)) from None
+
+    return run
+
+
 def ensure_common_options(cmd: click.Command) -> None:
     """Give ``cmd`` and every command under it ``--root`` and ``--as`` where it lacks them,
-    and a parser that takes text starting with ``-`` as text.
+    a parser that takes text starting with ``-`` as text, and click's report of a ``Usage``
+    error its body raises (``common.Usage``: the usage line, ``Error: ...``, exit 2).
 
     The root group calls this on each command group it loads, so the CLI contract (global
     options accepted before the group and after the subcommand alike) holds for every command,
@@ -168,6 +156,8 @@ def ensure_common_options(cmd: click.Command) -> None:
         if not set(param.opts) & have:
             cmd.params.append(param)
     cmd._mailslot_common = True  # type: ignore[attr-defined]
+    if cmd.callback is not None:
+        cmd.callback = _reporting_usage(cmd.callback)
     if not isinstance(cmd, click.Group):
         cmd.make_parser = types.MethodType(_make_text_friendly_parser, cmd)  # type: ignore[method-assign]
     if isinstance(cmd, click.Group):
@@ -259,8 +249,8 @@ SECONDS = _Seconds()
 
 
 def json_option(f: F) -> F:
-    """Add ``--json`` (machine-readable output)."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
+    """Add ``--json`` (machine-readable output: ``spec.JSON``)."""
+    return JSON.decorator()(f)  # type: ignore[no-any-return]
 
 
 def unit_dir_option(f: F) -> F:
@@ -279,87 +269,6 @@ def unit_dir_option(f: F) -> F:
 def unit_written(path: Path | str | None, unit: str) -> str:
     """What an ``install`` command says after writing ``unit`` at ``path``: the next step."""
     return f"wrote {path}; then: systemctl daemon-reload && systemctl enable --now {unit}"
-
-
-def emit(
-    data: Any,
-    as_json: bool,
-    text: Callable[[Any], str] | str | None = None,
-    *,
-    deadline: float | None = None,
-) -> None:
-    """Print ``data`` as JSON, or as ``text`` (a string or a function of ``data``), whole and
-    flushed (``write_out``): once it returns the output is out, else it raised ``OSError`` (or
-    ``Incomplete`` when it could not go out by ``deadline``)."""
-    if as_json:
-        import json  # here: a plain send prints its path and needs no json module
-
-        write_out(json.dumps(data, indent=None, ensure_ascii=False, default=str), deadline=deadline)
-        return
-    out: str
-    if text is None:
-        import json
-
-        out = data if isinstance(data, str) else json.dumps(data, indent=2, default=str)
-    elif isinstance(text, str):
-        out = text
-    else:
-        out = text(data)
-    if out:
-        write_out(out, deadline=deadline)
-
-
-def write_out(text: str, *, deadline: float | None = None) -> None:
-    """Write ``text`` and a newline to standard output, every byte, flushed; else ``OSError``
-    (``BrokenPipeError`` when the reader closed the pipe). With a ``deadline``
-    (``time.monotonic()``), ``Incomplete`` when standard output takes no more by then (a
-    blocking reader's timeout covers its output: ``core.handover.write_before``).
-
-    Straight to the descriptor: an unbuffered text stream (``PYTHONUNBUFFERED``, common in
-    containers) silently drops what a short write left over, so a reader that closed the pipe
-    half-way would pass for one that read it all -- and a blocking reader would mark as seen
-    what nobody was shown. A stream without a descriptor (a test runner's) gets ``click.echo``.
-    """
-    from mailslot.core.handover import write_before
-
-    stream = sys.stdout
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        click.echo(text)
-        return
-    stream.flush()
-    data = (text + "\n").encode(stream.encoding or "utf-8", stream.errors or "strict")
-    write_before(fd, data, deadline)
-
-
-def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:
-    """The message body: the argument, or standard input when it is ``-`` or missing, read to at
-    most ``limit`` bytes (``LimitExceeded`` past it; ``UnicodeDecodeError`` if not UTF-8)."""
-    from mailslot.core.limits import read_capped
-
-    if body is not None and body != "-":
-        return body
-    if body is None and sys.stdin.isatty():
-        raise click.UsageError(f"give {what} as an argument, or '-' to read standard input")
-    return read_capped(sys.stdin.buffer, what, limit).decode("utf-8")
-
-
-def read_body_file(path: Path, *, limit: int, what: str = "the body file") -> str:
-    """The UTF-8 text of ``path``, read to at most ``limit`` bytes; ``LimitExceeded`` past it,
-    ``CannotOpen`` if it cannot be read, ``FormatError`` if it is not UTF-8."""
-    from mailslot.core.errors import CannotOpen, FormatError
-    from mailslot.core.limits import read_capped
-
-    try:
-        with open(path, "rb") as f:
-            data = read_capped(f, what, limit)
-    except OSError as e:
-        raise CannotOpen(f"cannot read {what}: {e.strerror}", path=path) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError(f"{what} is not UTF-8 text", path=path) from None
 
 
 def read_small_input(source: Path, *, limit: int, what: str) -> str:
@@ -400,23 +309,6 @@ def read_small_input(source: Path, *, limit: int, what: str) -> str:
 def env_flag(name: str) -> bool:
     """Whether an environment flag is set to a true value."""
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
-
-
-class Stopped(BaseException):
-    """SIGTERM arrived (a service manager's stop). A ``BaseException``, like
-    ``KeyboardInterrupt``, so no ``except Exception`` on the way swallows it."""
-
-
-def _raise_stopped(signum: int, frame: Any) -> None:
-    raise Stopped()
-
-
-def stop_on_sigterm() -> None:
-    """Make SIGTERM unwind the main thread as ``Stopped``, and start with the ordinary exit
-    (called once per run, by ``main``, which owns the process and ends it: ``core.ending``)."""
-    begin()
-    if hasattr(signal, "SIGTERM"):
-        signal.signal(signal.SIGTERM, _raise_stopped)
 
 
 @contextmanager

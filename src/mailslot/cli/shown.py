@@ -21,9 +21,8 @@ argv bytes arrive as lone surrogates and the channels refuse those before writin
 
 from __future__ import annotations
 
-from mailslot.cli.helpers import read_body
+from mailslot.cli.common import read_text
 from mailslot.core.display import shown, shown_line
-from mailslot.core.errors import FormatError
 
 __all__ = ["QUOTE", "quoted", "read_text", "shown", "shown_line"]
 
@@ -33,16 +32,3 @@ QUOTE = "| "
 def quoted(text: str) -> str:
     """``text`` (escaped by ``shown``) with ``QUOTE`` before every line, blank ones too."""
     return "\n".join(QUOTE + line if line else QUOTE.rstrip() for line in shown(text).split("\n"))
-
-
-def read_text(body: str | None, *, limit: int, what: str = "BODY") -> str:
-    """``read_body`` (the argument, or standard input for ``-``, at most ``limit`` bytes);
-    ``FormatError`` when standard input is not UTF-8."""
-    try:
-        return read_body(body, limit=limit, what=what)
-    except UnicodeDecodeError as e:
-        raise FormatError(
-            f"standard input is not valid UTF-8 text (byte 0x{e.object[e.start]:02x} at byte "
-            f"{e.start}); nothing written",
-            field=what,
-        ) from None
