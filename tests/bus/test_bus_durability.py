@@ -4,8 +4,8 @@ A killed writer's half line is never read as a line in LOG.md (not even once the
 line ends it), nor listed or ticked as a task; a command that fails on a full disk has written
 nothing, so a retry never duplicates. A producer killed in the middle of ``outbox put`` leaves
 nothing a taker sees, no number is used twice, and the temp it left is removed by the next put;
-a live put stalled past the stale age is never swept. A take is shown before it waits on the
-disk, and its claim made durable after.
+a live put stalled past the stale age is never swept. (A take under damage:
+``test_bus_take_durability.py``.)
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -321,103 +319,3 @@ def test_a_put_on_a_full_disk_is_refused_naming_the_item(small_disk: Path, run_c
     assert r.returncode == 1 and r.stderr.startswith("mailslot: error:")
     assert "render.png" in r.stderr and "no space left" in r.stderr.lower()
     assert "Traceback" not in r.stderr
-
-
-def _strace() -> str:
-    """The strace command; skips where strace cannot trace (fails on CI)."""
-    strace = shutil.which("strace")
-    if strace is None:
-        if os.environ.get("CI"):
-            pytest.fail("strace is required on CI (scripts/sysdeps.sh installs it)")
-        pytest.skip("strace not installed (make sysdeps)")
-    probe = subprocess.run([strace, "-qq", "true"], capture_output=True, text=True)
-    if probe.returncode != 0:  # ptrace forbidden here (a container's seccomp, Yama)
-        pytest.skip(f"strace cannot trace here: {probe.stderr.strip()}")
-    return strace
-
-
-def _syscalls(argv: list[str], out: Path) -> list[str]:
-    """``argv`` run under ``strace -f -y`` (file syscalls and writes): each call's name and its
-    first argument (a descriptor with the path it names, ``4</dir/f>``), in order."""
-    calls = "trace=fsync,fdatasync,write,rename,renameat,renameat2,link,linkat,unlink,unlinkat"
-    r = subprocess.run(
-        [_strace(), "-f", "-qq", "-y", "-e", calls, "-o", str(out), *argv], timeout=120
-    )
-    assert r.returncode == 0
-    found = re.findall(r"^\d+\s+(\w+)\((\d+(?:<[^>]*>)?|\"[^\"]*\")", out.read_text(), re.M)
-    return [f"{name}({arg})" for name, arg in found]
-
-
-def _take_argv(root: Path) -> list[str]:
-    argv = [sys.executable, "-m", "mailslot", "--root", str(root), "--as", "beacon"]
-    return [*argv, "outbox", "take", "--wait", "5"]
-
-
-def test_a_take_is_shown_before_its_claim_waits_on_the_disk(root: Path, tmp_path: Path) -> None:
-    """The claim (the move into taken/) is made, the item printed, and only then fsync'd: a
-    crash before that finds the item in outbox/ again (taken again, never lost)."""
-    src = tmp_path / "card.txt"
-    src.write_text("the card\n")
-    outbox.put(root, "lantern", src)
-    calls = _syscalls(_take_argv(root), tmp_path / "strace.txt")
-    claim = next(i for i, c in enumerate(calls) if c.startswith(("rename", "link")))
-    shown = next(i for i, c in enumerate(calls) if c.startswith("write(1<"))
-    assert claim < shown, calls
-    assert not [c for c in calls[claim:shown] if "sync" in c], calls[claim : shown + 1]
-    assert len([c for c in calls[shown:] if c.startswith("fsync")]) == 4, calls[shown:]
-    (taken,) = outbox.list_items(root, taken=True)
-    assert taken.taken_by == "beacon" and (root / taken.path).read_text() == "the card\n"
-
-
-def test_the_puts_record_is_removed_only_once_the_takers_record_is_durable(
-    root: Path, tmp_path: Path
-) -> None:
-    """The taker's record carries the put's (the note, the sha256): the put's record goes only
-    after the taker's bytes and its name are fsync'd, so a power cut never leaves neither."""
-    src = tmp_path / "card.txt"
-    src.write_text("the card\n")
-    item = outbox.put(root, "lantern", src, note="the card, 1200x630")
-    name = Path(item.path).name
-    calls = _syscalls(_take_argv(root), tmp_path / "strace.txt")
-    removed = calls.index(f'unlink("{root / "outbox" / "records" / name}.json")')
-
-    def synced(path: Path) -> int:
-        return next(i for i, c in enumerate(calls) if c.startswith("fsync(") and f"<{path}>" in c)
-
-    record = synced(root / "outbox" / "taken" / "records" / f"{name}.json")
-    folder = synced(root / "outbox" / "taken" / "records")
-    assert record < folder < removed, calls
-    (taken,) = outbox.list_items(root, taken=True)
-    assert taken.note == "the card, 1200x630" and taken.sha256 == item.sha256
-
-
-@pytest.mark.parametrize(
-    "kill_at",
-    [
-        "write:when=1",  # the taker's record, half in its temp
-        "rename:when=1",  # the record's temp about to become the record
-        "fsync:when=1",  # the record, about to be made durable
-        "unlink:when=1",  # the put's record, about to be removed
-    ],
-)
-def test_a_taker_killed_inside_its_write_leaves_the_item_and_its_record_whole(
-    root: Path, tmp_path: Path, kill_at: str
-) -> None:
-    src = tmp_path / "card.txt"
-    src.write_text("the card\n")
-    item = outbox.put(root, "lantern", src, note="the card, 1200x630")
-    name = Path(item.path).name
-    syscall, when = kill_at.split(":")
-    inject = f"inject={syscall}:signal=KILL:{when}"
-    r = subprocess.run(
-        [_strace(), "-f", "-qq", "-e", f"trace={syscall}", "-e", inject, *_take_argv(root)],
-        capture_output=True,
-        timeout=120,
-    )
-    assert r.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), r.stderr
-    places = [root / "outbox" / name, root / "outbox" / "taken" / name]
-    assert [p.read_text() for p in places if p.exists()] == ["the card\n"]
-    records = [root / "outbox" / "records", root / "outbox" / "taken" / "records"]
-    kept = [json.loads(f.read_text()) for d in records for f in d.glob(f"{name}.json")]
-    assert kept, "the item lost its record"
-    assert all(k["note"] == "the card, 1200x630" and k["sha256"] == item.sha256 for k in kept)

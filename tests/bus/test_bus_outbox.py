@@ -95,8 +95,11 @@ def test_take_claims_oldest_and_records_the_taker(root: Path, tmp_path: Path) ->
     assert (root / item.path).exists() and not (root / first.path).exists()
     rec = json.loads((root / "outbox/taken/records/000001-a.txt.json").read_text())
     assert rec["taken_by"] == "beacon" and rec["note"] == "first" and rec["from"] == "lantern"
-    assert not (root / "outbox/records/000001-a.txt.json").exists()
     assert [i.name for i in outbox.list_items(root, taken=True)] == ["000001-a.txt"]
+    # The put's record stays until the next take has made this one durable, then goes.
+    assert (root / "outbox/records/000001-a.txt.json").exists()
+    assert outbox.take(root, "beacon").name == "000002-b.txt"
+    assert visible(root / "outbox/records") == ["000002-b.txt.json"]
 
 
 def test_only_the_charter_consumer_takes(root: Path, tmp_path: Path) -> None:

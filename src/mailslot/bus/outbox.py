@@ -22,14 +22,18 @@ Invariants:
 * A take is shown or undone: the move comes first (it is the claim), then the output; output
   that fails (a closed pipe, Ctrl-C) moves the item back. A taker killed between the move and
   its output leaves the item in ``outbox/taken/`` under its name (``outbox list --taken``).
-* The output does not wait on the disk: the claim (the move, and the taker's record) is made
-  without fsync, shown, and only then made durable (the taker's record fsync'd, then the folders
-  of the record and of the move) before ``take`` returns. A crash before that finds the item in
-  ``outbox/`` or in ``outbox/taken/``, whole either way (its bytes were fsync'd by ``put`` and a
-  move never rewrites them): at worst it is taken again, never lost.
+* Nothing after the output waits on the disk: the claim (the move, and the taker's record) is
+  made without fsync, shown, and the take returns. Until the take is settled (below), a power
+  cut can bring the item back to ``outbox/`` (the move was not on disk: it is taken again) or
+  leave it in ``outbox/taken/`` with its taker's record missing or empty; the item is whole
+  either way (its bytes were fsync'd by ``put`` and a move never rewrites them). A re-take,
+  never a loss.
 * An item never loses its record to a take: the taker's record carries the put's (who, for
-  whom, the note, the sha256), and the put's record is removed only once the taker's is durable.
-  A crash (or a kill) before that leaves the put's record whole in ``outbox/records/``.
+  whom, the note, the sha256), and the put's record stays in ``outbox/records/`` until a later
+  take settles this one, at its start, before it claims or waits: it reads the taker's record
+  back, removes the put's only if that carries it whole, and only once the taker's record and
+  the folders of the move are fsync'd. Until then the put's record is the item's (``list
+  --taken`` falls back to it), and a take killed or cut off at any step leaves it in place.
 * Only the writer of ``outbox/taken/`` in ``DIVISION-OF-WORK.md`` may take; with nobody named,
   nobody takes (fail safe: the items stay visible).
 """
@@ -345,14 +349,19 @@ def list_items(root: Path, *, taken: bool = False) -> list[Item]:
     """Items waiting in ``outbox/`` oldest first (or those in ``outbox/taken/``); ``NotFound``."""
     layout = Layout.at(root)
     if taken:
-        return [
-            _item(layout, p, _record(layout.taken_records / f"{p.name}.json"))
-            for p in _pending(layout.taken)
-        ]
+        return [_item(layout, p, _taken_record(layout, p.name)) for p in _pending(layout.taken)]
     return [
         _item(layout, p, _record(layout.records / f"{p.name}.json"))
         for p in _pending(layout.outbox)
     ]
+
+
+def _taken_record(layout: Layout, name: str) -> dict[str, Any] | None:
+    """The taker's record of ``taken/NAME``; else the put's, which stays in ``outbox/records/``
+    until the taker's is durable (a power cut may have lost the taker's)."""
+    return _record(layout.taken_records / f"{name}.json") or _record(
+        layout.records / f"{name}.json"
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -419,21 +428,20 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
     """Undo a take whose output failed: the item back under its old name in ``outbox/`` with
     its record. ``False`` (the item stays taken) if that name was dropped again meanwhile.
 
-    Killed half-way, the item is whole under one of its names (where the move falls back to
-    link and unlink, possibly both: taken twice, never lost).
+    Under the outbox lock, so that no ``_settle`` removes the put's record between its rewrite
+    here and the taker's record going. Killed half-way, the item is whole under one of its names
+    (where the move falls back to link and unlink, possibly both: taken twice, never lost).
     """
-    if record is not None:
-        body = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-        atomic_write(layout.records / f"{src.name}.json", body)
-    try:
-        safe_move(dest, src)  # never over an item dropped under the name since
-    except Conflict:
-        if record is not None:
-            with contextlib.suppress(FileNotFoundError):
-                (layout.records / f"{src.name}.json").unlink()
-        return False
-    with contextlib.suppress(FileNotFoundError):
-        (layout.taken_records / f"{dest.name}.json").unlink()
+    with file_lock(layout.lock("outbox")):
+        if record is not None:  # a settle may have removed it since the claim
+            body = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+            atomic_write(layout.records / f"{src.name}.json", body)
+        try:
+            safe_move(dest, src)  # never over an item dropped under the name since
+        except Conflict:  # the put's record stays for the item in taken/: ``_settle``'s
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            (layout.taken_records / f"{dest.name}.json").unlink()
     fsync_dir(layout.taken)
     return True
 
@@ -454,6 +462,8 @@ def take(
     raises (a closed pipe, Ctrl-C) the claim is undone: the item is back in ``outbox/`` for the
     next take. A taker killed after the move and before its output leaves the item in
     ``outbox/taken/`` with its ``taken_by`` (``outbox list --taken`` finds it).
+    Before it claims or waits it settles the takes made before it (``_settle``), so nothing
+    after the output waits on the disk.
     Raises ``Conflict`` unless the charter names ``agent`` as the writer of ``outbox/taken/``,
     ``OutboxEmpty`` (exit 3) when there is nothing to take, ``WaitTimeout`` after a wait, ``Gone``
     (exit 4) when ``outbox/`` is removed during it.
@@ -472,6 +482,7 @@ def take(
     layout.taken_records.mkdir(exist_ok=True)
     layout.outbox.mkdir(exist_ok=True)
     _sweep(layout)
+    _settle(layout)  # before the wait: the disk is waited on here, never after the output
     if wait > 0:
         try:
             claim = wait_until(
@@ -495,17 +506,93 @@ def take(
             with held_signals():
                 _release(layout, claim.src, claim.dest, claim.record)
             raise
-    _make_durable(layout, claim)
+    if claim.record is not None and claim.dest.name != claim.src.name:
+        # Taken under a stamped name: ``_settle`` pairs a put's record with its taker's by the
+        # item's name, so this rare take is settled here, waiting on the disk.
+        _settle_take(layout, claim.src.name, claim.dest.name)
     return claim.item
 
 
-def _make_durable(layout: Layout, claim: _Claim) -> None:
-    """The claim, durable once shown: the taker's record (its bytes, then its name), the move's
-    two folders, and only then the put's record removed. Until the taker's record is on disk the
-    put's stays, so a crash at any point leaves the item's record whole in one of the two records
-    folders; a put's record left beside a taken item is never read (only items are taken)."""
-    sync_file(layout.taken_records / f"{claim.dest.name}.json")
+def _settle(layout: Layout) -> None:
+    """Settle the takes made before this one: every item taken under its own name whose put's
+    record is still in ``outbox/records/``, once its taker's record carries that record whole.
+
+    For each: the taker's record fsync'd; then the folders of the records, of ``taken/`` and of
+    ``outbox/`` (the move) once for all; and only then, under the outbox lock (an undone take,
+    ``_release``, holds it while it puts the item back), the put's record removed if the taker's
+    record and the taken item are still the ones made durable. Skipped, and left as it is: a put's
+    record whose item waits in ``outbox/`` (or was never linked: a killed put), whose taker's
+    record is missing or does not carry it (a power cut lost it, so the put's is the item's
+    only record), or whose item is also still in ``outbox/`` as the same file (a move killed
+    half-way by the link fallback)."""
+    try:
+        names = os.listdir(layout.records)
+    except FileNotFoundError:
+        return
+    ready: list[tuple[Path, tuple[int, int], tuple[int, int]]] = []
+    for file_name in names:
+        if file_name.startswith(".") or not file_name.endswith(".json"):
+            continue
+        name = file_name[: -len(".json")]
+        try:
+            item = os.lstat(layout.taken / name)
+        except FileNotFoundError:
+            continue  # waiting in outbox/, or claimed by a put killed before its link
+        made = _carried(layout, name, item)
+        if made is not None:
+            ready.append((layout.records / file_name, _identity(item), made))
+    if not ready:
+        return
     for directory in (layout.taken_records, layout.taken, layout.outbox):
-        fsync_dir(directory)  # lost before this: the item is taken again, never lost
+        fsync_dir(directory)
+    with file_lock(layout.lock("outbox")):
+        for put_record, item_id, record_id in ready:
+            name = put_record.name[: -len(".json")]
+            if _same(layout.taken / name, item_id) and _same(
+                layout.taken_records / put_record.name, record_id
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    put_record.unlink()
+
+
+def _carried(layout: Layout, name: str, item: os.stat_result) -> tuple[int, int] | None:
+    """The identity of the taker's record of ``taken/NAME``, fsync'd, if it carries the put's
+    record of ``NAME`` whole and ``taken/NAME`` is not also ``outbox/NAME``; else ``None``."""
     with contextlib.suppress(FileNotFoundError):
-        (layout.records / f"{claim.src.name}.json").unlink()
+        if _identity(os.lstat(layout.outbox / name)) == _identity(item):
+            return None  # the move's link is made and its unlink is not: taken twice, not yet
+    put_record = _record(layout.records / f"{name}.json")
+    taker_path = layout.taken_records / f"{name}.json"
+    taker = _record(taker_path)
+    if put_record is None or taker is None or not taker.get("taken_by"):
+        return None
+    if any(taker.get(key) != value for key, value in put_record.items()):
+        return None
+    try:
+        before = os.lstat(taker_path)
+    except FileNotFoundError:
+        return None
+    if not sync_file(taker_path):
+        return None
+    return _identity(before)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _same(path: Path, identity: tuple[int, int]) -> bool:
+    try:
+        return _identity(os.lstat(path)) == identity
+    except FileNotFoundError:
+        return False
+
+
+def _settle_take(layout: Layout, src_name: str, dest_name: str) -> None:
+    """Settle one take now: the taker's record and the move durable, then the put's record
+    removed (a power cut before that leaves the put's record whole in ``outbox/records/``)."""
+    sync_file(layout.taken_records / f"{dest_name}.json")
+    for directory in (layout.taken_records, layout.taken, layout.outbox):
+        fsync_dir(directory)
+    with contextlib.suppress(FileNotFoundError):
+        (layout.records / f"{src_name}.json").unlink()
