@@ -147,10 +147,17 @@ def test_a_record_that_is_not_a_bounded_file_is_no_record(
     assert r.returncode == 0 and r.stdout.strip().endswith(f"outbox/taken/{item.name}")
 
 
-def test_edited_item_is_flagged(root: Path, tmp_path: Path) -> None:
-    item = outbox.put(root, "lantern", deliverable(tmp_path))
-    (root / item.path).write_bytes(b"tampered")
+@pytest.mark.parametrize("size", [6, outbox.OWN_SHA256_MAX, outbox.OWN_SHA256_MAX + 1])
+def test_edited_item_is_flagged(root: Path, tmp_path: Path, size: int) -> None:
+    """Small items are hashed by the interpreter's own SHA-256, big ones by OpenSSL's: the
+    same digest, so a whole item passes and one edited by a byte fails, either side."""
+    data = os.urandom(size)
+    whole = outbox.put(root, "lantern", deliverable(tmp_path, "whole.bin", data))
+    edited = outbox.put(root, "lantern", deliverable(tmp_path, "edited.bin", data))
+    (root / edited.path).write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert outbox.take(root, "beacon").sha256_ok is True
     assert outbox.take(root, "beacon").sha256_ok is False
+    assert whole.sha256 == hashlib.sha256(data).hexdigest()
 
 
 def test_take_waits_for_an_item(root: Path, tmp_path: Path) -> None:

@@ -87,6 +87,9 @@ __all__ = ["ITEM_MAX_BYTES", "NOTE_MAX", "Item", "OutboxEmpty", "list_items", "p
 # The copy is streamed (hashed as it is written), never held in memory whole.
 ITEM_MAX_BYTES = 64 * 1024 * 1024
 CHUNK_BYTES = 1 << 20
+# Up to this size a take checks the sha256 with the interpreter's own hash: OpenSSL's costs 4 ms
+# to load before the first item is shown, and is ahead only from about 1 MiB on.
+OWN_SHA256_MAX = 1 << 20
 # A note says what the item is in a sentence; the item is the payload.
 NOTE_MAX = 500
 # A record is a few names, a note and a hash; anyone can drop a file in records/, so its read is
@@ -365,13 +368,34 @@ def _taken_record(layout: Layout, name: str) -> dict[str, Any] | None:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
+    """The item's SHA-256, checked before it is shown: a small item's with the interpreter's
+    own (loaded in 0.3 ms), a big one's with OpenSSL's (5x faster a byte, 4 ms to load)."""
     with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
+        h = _own_sha256() if os.fstat(f.fileno()).st_size <= OWN_SHA256_MAX else None
+        if h is None:
+            import hashlib
+
+            h = hashlib.sha256()
+        while chunk := f.read(CHUNK_BYTES):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _own_sha256() -> Any:
+    """A SHA-256 of the interpreter's own module (``_sha256``, ``_sha2`` from 3.12); ``None``
+    where it was built without one."""
+    try:
+        import _sha256  # type: ignore[import-not-found,unused-ignore]
+
+        return _sha256.sha256()
+    except ImportError:
+        pass
+    try:
+        import _sha2  # type: ignore[import-not-found,unused-ignore]
+
+        return _sha2.sha256()
+    except ImportError:
+        return None
 
 
 @dataclass(frozen=True)
