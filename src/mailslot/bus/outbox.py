@@ -334,7 +334,9 @@ def _claim_number(
             return _item(layout, layout.outbox / item_name, full)
 
 
-def _pending(directory: Path) -> list[Path]:
+def _pending(directory: Path) -> list[str]:
+    """The names of the items in ``directory``, oldest first (by mtime, then name): names, not
+    paths, since a take looks at the first and a backlog of thousands would build a path each."""
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
@@ -344,18 +346,22 @@ def _pending(directory: Path) -> list[Path]:
         if e.name.startswith(".") or not e.is_file(follow_symlinks=False):
             continue
         with contextlib.suppress(FileNotFoundError):
-            files.append((e.stat(follow_symlinks=False).st_mtime_ns, e.name, Path(e.path)))
-    return [p for _, _, p in sorted(files)]
+            files.append((e.stat(follow_symlinks=False).st_mtime_ns, e.name))
+    files.sort()
+    return [name for _, name in files]
 
 
 def list_items(root: Path, *, taken: bool = False) -> list[Item]:
     """Items waiting in ``outbox/`` oldest first (or those in ``outbox/taken/``); ``NotFound``."""
     layout = Layout.at(root)
     if taken:
-        return [_item(layout, p, _taken_record(layout, p.name)) for p in _pending(layout.taken)]
+        return [
+            _item(layout, layout.taken / name, _taken_record(layout, name))
+            for name in _pending(layout.taken)
+        ]
     return [
-        _item(layout, p, _record(layout.records / f"{p.name}.json"))
-        for p in _pending(layout.outbox)
+        _item(layout, layout.outbox / name, _record(layout.records / f"{name}.json"))
+        for name in _pending(layout.outbox)
     ]
 
 
@@ -409,8 +415,9 @@ class _Claim:
 
 
 def _claim(layout: Layout, agent: str) -> _Claim | None:
-    for src in _pending(layout.outbox):
-        record = _record(layout.records / f"{src.name}.json")
+    for name in _pending(layout.outbox):
+        src = layout.outbox / name
+        record = _record(layout.records / f"{name}.json")
         wanted = (record or {}).get("for")
         if wanted and wanted != agent:
             continue
@@ -433,7 +440,7 @@ def _claim(layout: Layout, agent: str) -> _Claim | None:
                 atomic_write(
                     layout.taken_records / f"{dest.name}.json",
                     json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
-                    durable=False,  # as the move: made durable after the output
+                    durable=False,  # as the move: a later take settles it (``_settle``)
                 )
             item = _item(layout, dest, taken_record if record is not None else None)
             item.taken_by, item.taken_at = agent, taken_record["taken_at"]
