@@ -289,3 +289,30 @@ def test_a_move_killed_half_way_keeps_the_puts_record_for_its_second_name(
     assert got["item"].startswith(f"{item.name}.") and got["path"].startswith("outbox/taken/")
     assert (got["note"], got["sha256_ok"]) == (NOTE, True)
     assert not (root / "outbox" / "records" / f"{item.name}.json").exists()  # settled at once
+
+
+# -- a full disk ------------------------------------------------------------------------------
+
+
+def test_a_take_on_a_full_disk_takes_nothing_and_keeps_the_record(
+    small_disk: Path, fill_disk
+) -> None:
+    """The taker's record cannot be written: the take fails before its output, the item is
+    back in outbox/ (or, if even that failed, in taken/) with its put's record, and taken
+    whole once there is room again."""
+    from mailslot.bus import layout
+
+    bus = small_disk / "shared"
+    layout.init(bus, consumer="beacon")
+    item = _put(bus, small_disk.parent)
+    filler = fill_disk(small_disk)
+    r = _take(bus)
+    assert r.returncode == 1 and "no space" in r.stderr.lower(), r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
+    _whole(bus, item)
+    filler.unlink()
+    r = _take(bus, "--json")
+    assert r.returncode == 0, r.stderr
+    assert (json.loads(r.stdout)["note"], _whole(bus, item)) == (NOTE, "outbox/taken")
+    assert _take(bus).returncode == 3
+    _settled(bus, item)

@@ -459,14 +459,17 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
     """Undo a take whose output failed: the item back under its old name in ``outbox/`` with
     its record. ``False`` (the item stays taken) if that name was dropped again meanwhile.
 
-    Under the outbox lock, so that no ``_settle`` removes the put's record between its rewrite
-    here and the taker's record going. Killed half-way, the item is whole under one of its names
-    (where the move falls back to link and unlink, possibly both: taken twice, never lost).
+    The put's record is still in ``outbox/records/`` unless a ``_settle`` removed it: then it is
+    written again, first. Under the outbox lock, so that no settle removes it between that and
+    the taker's record going. Nothing is written in the common case, so a take that failed for
+    want of space (its taker's record) still goes back. Killed half-way, the item is whole under
+    one of its names (where the move falls back to link and unlink, possibly both: taken twice,
+    never lost).
     """
     with file_lock(layout.lock("outbox")):
-        if record is not None:  # a settle may have removed it since the claim
-            body = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
-            atomic_write(layout.records / f"{src.name}.json", body)
+        put_record = layout.records / f"{src.name}.json"
+        if record is not None and not put_record.exists():  # a settle removed it meanwhile
+            atomic_write(put_record, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
         try:
             safe_move(dest, src)  # never over an item dropped under the name since
         except Conflict:  # the put's record stays for the item in taken/: ``_settle``'s
