@@ -316,3 +316,26 @@ def test_a_take_on_a_full_disk_takes_nothing_and_keeps_the_record(
     assert (json.loads(r.stdout)["note"], _whole(bus, item)) == (NOTE, "outbox/taken")
     assert _take(bus).returncode == 3
     _settled(bus, item)
+
+
+def test_a_settle_the_disk_refuses_leaves_the_record_and_the_take_goes_on(
+    root: Path, tmp_path: Path
+) -> None:
+    """An fsync that fails (EIO) proves nothing durable: the put's record stays, the take still
+    takes, and a later settle finishes the job."""
+    first = _put(root, tmp_path, "a.txt")
+    assert _take(root).returncode == 0
+    second = _put(root, tmp_path, "b.txt")
+    inject = "inject=fsync:error=EIO:when=1"
+    r = subprocess.run(
+        [_strace(), "-f", "-qq", "-e", "trace=fsync", "-e", inject, *_take_argv(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0 and r.stdout.strip().endswith(second.name), r.stderr
+    assert (root / "outbox" / "records" / f"{first.name}.json").exists()
+    assert _whole(root, first) == "outbox/taken"
+    assert _take(root).returncode == 3
+    _settled(root, first)
+    _settled(root, second)

@@ -555,6 +555,14 @@ def take(
 
 
 def _settle(layout: Layout) -> None:
+    """``_settle_earlier``; one that cannot finish (a failed fsync, a put's record this agent
+    may not remove) leaves the put's records where they are -- what a power cut would leave, a
+    safe state -- and the take goes on: a settle owed is never a reason to take nothing."""
+    with contextlib.suppress(OSError):
+        _settle_earlier(layout)
+
+
+def _settle_earlier(layout: Layout) -> None:
     """Settle the takes made before this one: every item taken under its own name whose put's
     record is still in ``outbox/records/``, once its taker's record carries that record whole.
 
