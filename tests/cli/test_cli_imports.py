@@ -228,3 +228,16 @@ def test_a_blocking_command_loads_no_socket_crypto_logging_or_process_module(
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
     assert not _under(loaded, "mailslot.core.git", "statistics")
     assert not _under(loaded, *WEB_AND_MCP, "mailslot.web", "mailslot.mcpserver", "yaml")
+
+
+@pytest.mark.parametrize(
+    "setup", [_exchange_watch, _chat_wait], ids=["exchange watch", "chat wait"]
+)
+def test_a_blocking_command_agents_run_on_every_waking_loads_no_click(
+    tmp_path: Path, setup: Any
+) -> None:
+    args, deliver = setup(tmp_path)
+    loaded = _deliver_then_modules(tmp_path, args, deliver)
+    assert "mailslot.cli.quick" in loaded
+    assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
+    assert not _under(loaded, "mailslot.cli.chat", "mailslot.cli.exchange_health")

@@ -8,51 +8,31 @@ header or a status line of ours. ``--json`` is raw.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import click
 
-from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env
+from mailslot.cli.chat_text import messages_text, sender, senders
+from mailslot.cli.helpers import Env, emit, json_option, pass_env
 from mailslot.cli.sends import CHAT_SAY, chat_say
 from mailslot.cli.shown import quoted, shown_line
+from mailslot.cli.waits import CHAT_WAIT, chat_wait
 
 __all__ = ["chat"]
 
 # FILE, the chat file every command acts on.
 file_arg = click.argument("file", type=click.Path(dir_okay=False))
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def _name(name: str) -> str:
-    """A sender as one unambiguous token: plain names as they are, anything else quoted."""
-    if _PLAIN_NAME.fullmatch(name):
-        return name
-    return '"' + shown_line(name.replace("\\", "\\\\").replace('"', '\\"')) + '"'
-
-
-def _names(names: list[str]) -> str:
-    return ", ".join(_name(n) for n in names)
-
-
-def _messages_text(messages: list[dict[str, Any]]) -> str:
-    blocks = [
-        f"--- {_name(m['from'])} @ {shown_line(str(m['time']))} ---\n{quoted(m['body'])}"
-        for m in messages
-    ]
-    return "\n\n".join(blocks)
-
 
 def _status_text(st: dict[str, Any]) -> str:
     topic = shown_line(st["topic"]) if st["topic"] else "-"
-    lines = [f"topic: {topic}", f"participants: {_names(st['participants'])}"]
+    lines = [f"topic: {topic}", f"participants: {senders(st['participants'])}"]
     for p in st["left"]:
-        lines.append(f"left: {_name(p['name'])} at {shown_line(p['time'])}")
+        lines.append(f"left: {sender(p['name'])} at {shown_line(p['time'])}")
     for p in st["gone"]:
         lines.append(
-            f"gone: {_name(p['name'])}, marked by {_name(p['by'])} at {shown_line(p['time'])}"
+            f"gone: {sender(p['name'])}, marked by {sender(p['by'])} at {shown_line(p['time'])}"
         )
     req = st["end_request"]
     if st["ended"]:
@@ -62,18 +42,18 @@ def _status_text(st: dict[str, Any]) -> str:
     if req and not st["ended"]:
         why = f" ({shown_line(req['reason'])})" if req["reason"] else ""
         lines.append(
-            f"end request: by {_name(req['from'])} at {shown_line(req['time'])}{why}; accepted: "
-            f"{_names(req['accepted']) or '-'}; waiting for: {_names(req['waiting_for'])}"
+            f"end request: by {sender(req['from'])} at {shown_line(req['time'])}{why}; accepted: "
+            f"{senders(req['accepted']) or '-'}; waiting for: {senders(req['waiting_for'])}"
         )
     elif not st["ended"]:
         lines.append("end request: none")
     rej = st["last_rejection"]
     if rej and not req:
         why = shown_line(rej["reason"]) if rej["reason"] else "(no reason)"
-        lines.append(f"last end rejected by {_name(rej['from'])}: {why}")
+        lines.append(f"last end rejected by {sender(rej['from'])}: {why}")
     for c in st["human_checks"]:
         lines.append(
-            f"HUMAN CHECK open by {_name(c['from'])} at {shown_line(c['time'])}:\n"
+            f"HUMAN CHECK open by {sender(c['from'])} at {shown_line(c['time'])}:\n"
             f"{quoted(c['text'])}"
         )
     torn = st.get("torn")
@@ -153,7 +133,7 @@ def join_cmd(env: Env, file: str, text: str | None, as_json: bool) -> None:
     emit(
         data,
         as_json,
-        f"Joined chat as {joined.name!r}.\n{topic}\n\n" + _messages_text(data["messages"]),
+        f"Joined chat as {joined.name!r}.\n{topic}\n\n" + messages_text(data["messages"]),
     )
 
 
@@ -174,53 +154,10 @@ def read_cmd(file: str, since: int, as_json: bool) -> None:
     from mailslot.chat import read
 
     batch = read(Path(file), since)
-    emit(batch.to_json(), as_json, lambda d: _messages_text(d["messages"]))
+    emit(batch.to_json(), as_json, lambda d: messages_text(d["messages"]))
 
 
-@chat.command("wait")
-@file_arg
-@click.option(
-    "--timeout",
-    type=SECONDS,
-    default=300.0,
-    show_default=True,
-    help="Seconds to wait (0: just check). Exit 3 when nothing came.",
-)
-@click.option("--cursor", type=int, help="Start at this byte cursor; the stored one is not moved.")
-@json_option
-@pass_env
-def wait_cmd(env: Env, file: str, timeout: float, cursor: int | None, as_json: bool) -> None:
-    """Block until another participant writes to FILE; print their new messages.
-
-    Only others' messages since your cursor (kept per file and name in your state dir) are
-    shown, and the cursor moves past them once they are written out: output that fails (a
-    closed pipe) or is interrupted leaves them for the next wait. The timeout covers the
-    output: standard output that nobody reads (a full pipe, nothing taken for 2 s past the
-    timeout) ends the wait, exit 1, nothing marked read. Exit 3 on timeout; exit 4 when the
-    file was removed or the chat has ended.
-
-    \b
-    Example:
-      mailslot chat wait FILE --timeout 300 --json
-    """
-    import time
-
-    from mailslot.chat import wait
-
-    deadline = time.monotonic() + timeout  # the output too: a pipe nobody reads ends the wait
-    exit_promptly()
-
-    def show(batch: Any) -> None:  # written and flushed before the cursor moves
-        ended = "\n\nThe chat has ended by mutual agreement." if batch.ended else ""
-
-        def text(d: dict[str, Any]) -> str:
-            return _messages_text(d["messages"]) + ended
-
-        emit(batch.to_json(), as_json, text, deadline=deadline)
-
-    batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor, show=show)
-    for warning in batch.warnings:
-        click.echo(f"mailslot: warning: {warning}", err=True)
+wait_cmd = chat.command("wait")(CHAT_WAIT.decorate(pass_env(chat_wait)))
 
 
 @chat.command("end")

@@ -1,7 +1,7 @@
 """What a command's body uses and click does not provide: who is acting and where (``Env``), a
 usage error of its own (``Usage``), reading a body, writing output, and how SIGTERM unwinds.
 
-No click here: the bodies of the commands agents call most (``mailslot.cli.sends``) run from
+No click here: the bodies of the commands agents call most (``cli.sends``, ``cli.waits``) run from
 ``mailslot.cli.quick`` without loading it. Under click, ``helpers.ensure_common_options`` makes
 every command report ``Usage`` as click's own usage error (the usage line, ``Error: ...``, exit 2).
 A body raises ``Usage`` before it writes anything or reads standard input, so a line whose

@@ -13,22 +13,17 @@ from typing import Any
 import click
 
 from mailslot.cli.helpers import (
-    SECONDS,
     Env,
     emit,
-    exit_promptly,
     json_option,
     pass_env,
     read_body,
     unit_dir_option,
 )
-from mailslot.cli.shown import shown_line
+from mailslot.cli.waits import EXCHANGE_WATCH, SCOPE_HELP, exchange_watch
 from mailslot.core.errors import MissingAgent
 
 __all__ = ["register"]
-
-# validated in the channel (exit 1, a clear message), listed here for --help
-SCOPE_HELP = "required: only 'action: required' entries; any: every entry."
 
 
 def _ex(env: Env) -> Any:
@@ -37,87 +32,7 @@ def _ex(env: Env) -> Any:
     return load_exchange(env.need_root())
 
 
-def _watch_text(d: dict[str, Any]) -> str:
-    out = []
-    for item in d["items"]:
-        path = shown_line(item["path"])
-        lines = [path + ("  [archived before you read it]" if item["archived"] else "")]
-        if item["kind"] == "held":
-            lines.append("  HELD: the archive waits for you to re-read this topic")
-            lines += [f"  {shown_line(line)}" for line in item["text"].splitlines()[:1]]
-        elif item["kind"] == "stray":
-            lines.append(f"  STRAY (not delivered as an entry): {shown_line(item['why'])}")
-        else:
-            # the sender from the transport, and only the known fields, each escaped
-            lines.append(f"  from: {shown_line(item['sender'])}")
-            lines.append(f"  at: {shown_line(item['at'] or '?')}")
-            lines.append(f"  action: {shown_line(item['action'] or '?')}")
-            if item.get("warning"):
-                lines.append(f"  WARNING: {shown_line(item['warning'])}")
-            if item["error"]:
-                lines.append(f"  (unreadable: {shown_line(item['error'])})")
-        out.append("\n".join(lines))
-    if d["peek"]:
-        out.append("(peek: nothing marked seen)")
-    return "\n\n".join(out)
-
-
-@click.command("watch")
-@click.option("--timeout", type=SECONDS, default=None, metavar="SECONDS", help="Give up (exit 3).")
-@click.option("--peek", is_flag=True, help="Show what is new without marking it seen.")
-@click.option(
-    "--action", "scope", default="any", show_default=True, metavar="required|any", help=SCOPE_HELP
-)
-@click.option(
-    "--mark-all-seen", is_flag=True, help="First set-up: mark everything present seen, exit."
-)
-@click.option("--ack", "acks", multiple=True, metavar="KEY", help="Mark a peeked item seen.")
-@json_option
-@pass_env
-def watch_cmd(
-    env: Env,
-    timeout: float | None,
-    peek: bool,
-    scope: str,
-    mark_all_seen: bool,
-    acks: tuple[str, ...],
-    as_json: bool,
-) -> None:
-    """Block until an entry addressed to you arrives that you have not seen; print it.
-
-    \b
-    Wakes on kernel file events (new topics, new entries, renames), not a poll.
-    Prints each new entry's path and frontmatter (--json: body too), then marks it
-    seen in YOUR state dir: output that fails (a closed pipe) or is interrupted
-    marks nothing; --peek marks nothing. Entries archived before you read
-    them are delivered too, and a HELD.md placed for you once. Exit 3 on timeout;
-    exit 4 when your inbox is removed while waiting.
-    A reader that never watched has seen nothing: all pending is delivered
-    (use --mark-all-seen once to start from now). To survive a run that fails
-    half-way: --peek --json, do the work, then --ack KEY for each item's key.
-    Example:
-      mailslot --root /srv/exchange --as olu exchange watch --timeout 600 --action required
-    """
-    from mailslot.exchange import watch as w
-
-    if acks:
-        n = w.ack(_ex(env), env.need_agent(), list(acks))
-        emit({"acked": n}, as_json, f"marked {n} item(s) seen")
-        return
-    if mark_all_seen:
-        n = w.mark_all_seen(_ex(env), env.need_agent())
-        emit({"marked": n}, as_json, f"marked {n} item(s) seen")
-        return
-    ex = _ex(env)
-    exit_promptly()
-
-    def show(r: Any) -> None:  # written and flushed before anything is marked seen
-        emit(r.to_json(ex.root), as_json, _watch_text)
-
-    with w.Watcher(ex, env.need_agent(), action=scope) as watcher:
-        for warning in watcher.warnings:
-            click.echo(f"mailslot: warning: {warning}", err=True)
-        watcher.watch(timeout, peek=peek, show=show)
+watch_cmd = click.command("watch")(EXCHANGE_WATCH.decorate(pass_env(exchange_watch)))
 
 
 @click.command("monitor")

@@ -37,7 +37,7 @@ from mailslot.cli.common import (
     stop_on_sigterm,
     write_out,
 )
-from mailslot.cli.spec import COMMON, JSON
+from mailslot.cli.spec import COMMON, JSON, WAIT_MAX_SECONDS
 from mailslot.core.ending import end as end_process
 from mailslot.core.ending import end_promptly as exit_promptly
 
@@ -227,11 +227,6 @@ def pass_env(f: F) -> F:
     wrapper.__name__ = f.__name__
     wrapper.__doc__ = f.__doc__
     return common_options(wrapper)  # type: ignore[return-value]
-
-
-# The longest wait a command accepts: a week. Longer means "until something comes", which is
-# what leaving the option out asks for; past about 24 days the kernel's poll cannot be told.
-WAIT_MAX_SECONDS = 7 * 86400
 
 
 class _Seconds(click.types.FloatParamType):

@@ -1,10 +1,12 @@
-"""The commands agents call most, run without loading click: ``exchange send`` and ``chat say``.
+"""The commands agents call most, run without loading click: ``exchange send``, ``chat say``,
+``exchange watch`` and ``chat wait`` (``FAST``).
 
 Loading click is half of a send's start-up, and these run many times a day. ``run`` reads the
 command line level by level with the command's own ``spec.Spec`` as click would -- the top-level
 group (``--root``, ``--as`` and their environment variables), the command group (``--root``,
 ``--as``), the command (its spec, ``--root``, ``--as``) -- and calls the same body the click
-command calls (``mailslot.cli.sends``), then ends the process through ``core.ending``.
+command calls (``mailslot.cli.sends``, ``mailslot.cli.waits``), then ends the process through
+``core.ending``.
 
 Anything the reader does not take exactly (``--help``, an unknown or malformed option, a missing
 required one, shell completion, another command) makes ``run`` return having done nothing, and
@@ -30,10 +32,16 @@ if TYPE_CHECKING:
 
 __all__ = ["FAST", "run"]
 
-# group -> command -> (the spec and the body in mailslot.cli.sends)
-FAST: dict[str, dict[str, tuple[str, str]]] = {
-    "exchange": {"send": ("EXCHANGE_SEND", "exchange_send")},
-    "chat": {"say": ("CHAT_SAY", "chat_say")},
+# group -> command -> (the module, and the names of the spec and the body in it)
+FAST: dict[str, dict[str, tuple[str, str, str]]] = {
+    "exchange": {
+        "send": ("mailslot.cli.sends", "EXCHANGE_SEND", "exchange_send"),
+        "watch": ("mailslot.cli.waits", "EXCHANGE_WATCH", "exchange_watch"),
+    },
+    "chat": {
+        "say": ("mailslot.cli.sends", "CHAT_SAY", "chat_say"),
+        "wait": ("mailslot.cli.waits", "CHAT_WAIT", "chat_wait"),
+    },
 }
 
 
@@ -57,10 +65,11 @@ def fast_command(group: str, name: str) -> tuple[Spec, Callable[..., None]] | No
     entry = FAST.get(group, {}).get(name)
     if entry is None:
         return None
-    import mailslot.cli.sends as sends
+    import importlib
 
-    spec_name, body_name = entry
-    return getattr(sends, spec_name), getattr(sends, body_name)
+    module_name, spec_name, body_name = entry
+    module = importlib.import_module(module_name)
+    return getattr(module, spec_name), getattr(module, body_name)
 
 
 def read_line(args: list[str]) -> Call | None:
@@ -108,9 +117,16 @@ def _values(
         if raw is None:
             if p.required:
                 raise Unread(p.name)
-            values[p.name] = False if p.kind == "flag" else None
+            if p.kind == "flag":
+                values[p.name] = False
+            elif p.multiple:
+                values[p.name] = ()
+            else:  # a default is written as click would take it from the command line
+                values[p.name] = None if p.default is None else p.convert(str(p.default))
         elif p.kind == "flag":
             values[p.name] = True
+        elif p.multiple:
+            values[p.name] = tuple(p.convert(v) for v in raw)
         else:
             values[p.name] = p.convert(raw)
     return values

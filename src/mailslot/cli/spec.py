@@ -26,10 +26,15 @@ if TYPE_CHECKING:
 __all__ = ["COMMON", "Param", "Spec", "Unread", "read_params"]
 
 # What a value is, as click's type would check and convert it:
-#   text: a string as given; flag: no value (True when given);
+#   text: a string as given; flag: no value (True when given); int: click.INT;
+#   seconds: helpers.SECONDS, a float from 0 to WAIT_MAX_SECONDS;
 #   dir: click.Path(file_okay=False), a string; file: click.Path(dir_okay=False), a string;
 #   file_path: click.Path(dir_okay=False, path_type=pathlib.Path).
-KINDS = ("text", "flag", "dir", "file", "file_path")
+KINDS = ("text", "flag", "int", "seconds", "dir", "file", "file_path")
+
+# The longest wait a command accepts: a week. Longer means "until something comes", which is
+# what leaving the option out asks for; past about 24 days the kernel's poll cannot be told.
+WAIT_MAX_SECONDS = 7 * 86400
 
 
 class Unread(Exception):
@@ -40,7 +45,19 @@ class Param:
     """One option (``flags`` given, ``--topic``) or positional argument (no flags) of a
     command: the name its value is passed under, what it is (``KINDS``), and its help."""
 
-    __slots__ = ("envvar", "flags", "help", "hidden", "kind", "metavar", "name", "required")
+    __slots__ = (
+        "default",
+        "envvar",
+        "flags",
+        "help",
+        "hidden",
+        "kind",
+        "metavar",
+        "multiple",
+        "name",
+        "required",
+        "show_default",
+    )
 
     def __init__(
         self,
@@ -52,8 +69,12 @@ class Param:
         help: str | None = None,
         hidden: bool = False,
         envvar: str | None = None,
+        default: Any = None,
+        show_default: bool = False,
+        multiple: bool = False,
     ) -> None:
         assert kind in KINDS, kind
+        assert not (multiple and kind == "flag"), name
         self.name = name
         self.flags = flags
         self.kind = kind
@@ -62,11 +83,20 @@ class Param:
         self.help = help
         self.hidden = hidden
         self.envvar = envvar
+        self.default = default
+        self.show_default = show_default
+        self.multiple = multiple
 
     def click_type(self) -> Any:
         """The click type this parameter's kind stands for (``None``: click's plain string)."""
         import click
 
+        if self.kind == "int":
+            return click.INT
+        if self.kind == "seconds":
+            from mailslot.cli.helpers import SECONDS
+
+            return SECONDS
         if self.kind == "dir":
             return click.Path(file_okay=False)
         if self.kind == "file":
@@ -92,11 +122,12 @@ class Param:
             if not self.required:
                 kw["required"] = False
             return click.argument(self.name, **kw, **extra)
-        for key in ("metavar", "help"):
+        for key in ("metavar", "help", "default"):
             if getattr(self, key) is not None:
                 kw[key] = getattr(self, key)
-        if self.hidden:
-            kw["hidden"] = True
+        for key in ("hidden", "show_default", "multiple"):
+            if getattr(self, key):
+                kw[key] = True
         return click.option(*self.flags, self.name, **kw, **extra)
 
     def convert(self, value: str) -> Any:
@@ -104,6 +135,19 @@ class Param:
         it or when reading it exactly would take more than this reader knows (an empty value)."""
         if value == "":
             raise Unread(self.name)
+        if self.kind == "int":
+            try:
+                return int(value)  # what click.INT does
+            except ValueError:
+                raise Unread(self.name) from None
+        if self.kind == "seconds":
+            try:
+                seconds = float(value)  # what click.FLOAT does; then helpers.SECONDS' range
+            except ValueError:
+                raise Unread(self.name) from None
+            if not 0 <= seconds <= WAIT_MAX_SECONDS:  # False for nan too
+                raise Unread(self.name)
+            return seconds
         if self.kind in ("dir", "file", "file_path"):
             try:
                 st = os.stat(value)
@@ -141,8 +185,8 @@ def read_params(
     args: list[str], params: tuple[Param, ...], *, command: bool
 ) -> tuple[dict[str, Any], list[str], int]:
     """Read ``args`` as click reads one level of the command line: the values of the options in
-    ``params`` given there (still strings; flags ``True``), the positional words, and how many
-    words were read.
+    ``params`` given there (still strings; flags ``True``; a list for a ``multiple`` option),
+    the positional words, and how many words were read.
 
     A group level (``command=False``) stops at its first positional word (the subcommand's name),
     as a click group does; a command level reads every word, takes those after ``--`` as
@@ -186,7 +230,10 @@ def read_params(
             i += 1
         if given.startswith("-"):
             raise Unread(name)
-        values[p.name] = given
+        if p.multiple:
+            values.setdefault(p.name, []).append(given)
+        else:
+            values[p.name] = given
     return values, positional, i
 
 
