@@ -348,6 +348,53 @@ def test_ticks_in_a_row_give_every_directory_its_full_listing_within_the_rotatio
     assert found == [f"to-claude/{T}/0001-olu.md"]
 
 
+def test_an_entry_rewritten_in_place_is_found_name_by_name_in_its_slot(ex, monkeypatch) -> None:
+    """The directory's mtime and ctime both unchanged (an in-place write touches neither): its
+    slot lstats the names it was listed with, without listing it again, and finds the rewrite."""
+    from mailslot.exchange import scan
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    p = hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z", body="x" * 5000)
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z", "required")
+    _age_tree(root)
+    tick(root)  # listed after the aging: quiet records with the directory's ctime and names
+    tick(root)
+    d = root / "to-claude" / T
+    before = d.stat()
+    p.write_text("---\nfrom: olu\nat: 2098-11-01T09:00:00Z\naction: fyi\n---\nsmall\n")
+    after = d.stat()
+    assert (after.st_mtime_ns, after.st_ctime_ns) == (before.st_mtime_ns, before.st_ctime_ns)
+    monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
+    out = tick(root)
+    assert [w["path"] for w in out["rewritten"]] == [f"to-claude/{T}/0001-olu.md"]
+
+
+def test_an_entry_added_behind_a_put_back_directory_mtime_is_found_in_its_slot(
+    ex, monkeypatch
+) -> None:
+    """A copy whose directory's mtime is put back after a new entry (``touch -d``, ``cp -a``,
+    ``rsync -t``) looks unchanged outside its slot; in its slot the ctime, which nobody puts
+    back, has moved, so the directory is listed and the entry told."""
+    import os
+
+    from mailslot.exchange import scan
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
+    _age_tree(root)
+    tick(root)
+    tick(root)
+    d = root / "to-claude" / T
+    before = d.stat()
+    hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
+    os.utime(d, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert tick(root)["new_entries"] == []  # not its turn: the mtime says nothing changed
+    monkeypatch.setattr(scan, "ROTATION", 1)  # every directory's turn
+    assert tick(root)["new_entries"] == [f"to-claude/{T}/0002-olu.md"]
+
+
 def _quiet_tree(root: Path) -> None:
     """Three topics, none of which hangs on the guard: one owes a reply, one a close, one
     nothing; every directory settled."""
@@ -638,7 +685,7 @@ def test_kept_records_are_named_in_memory_and_lists_on_disk(ex, monkeypatch) -> 
     text = (meta / "tick-quiet.json").read_text()
     on_disk = json.loads(text)
     assert on_disk["copies"] and all(
-        [type(x) for x in v] == [int, int, int, str] for v in on_disk["copies"].values()
+        [type(x) for x in v] == [int, int, int, str, int, str] for v in on_disk["copies"].values()
     )
     outcomes = {n: v for n, v in on_disk["known"].items() if v is not None}
     assert outcomes and all(type(v) is list and len(v) == 4 for v in outcomes.values())
@@ -647,7 +694,8 @@ def test_kept_records_are_named_in_memory_and_lists_on_disk(ex, monkeypatch) -> 
     assert quiet is not None
     for key, q in quiet["copies"].items():
         assert isinstance(q, tickstate.QuickRecord)
-        assert [q.dir_mtime, q.state_size, q.state_mtime, q.key] == on_disk["copies"][key]
+        fields = [q.dir_mtime, q.state_size, q.state_mtime, q.key, q.dir_ctime, q.names]
+        assert fields == on_disk["copies"][key]
     index = (root / "INDEX.md").read_text()
     for name, o in outcomes.items():
         kept = quiet["known"][name]

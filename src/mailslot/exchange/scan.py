@@ -7,11 +7,12 @@ file at all. Keys are logical (``to-<side>/<topic>/<name>`` even while a copy si
 so an archive or recovery move is not mistaken for new traffic.
 
 A quiet tick does not even read those records: ``QuickRecord`` is the little the tick keeps per
-copy beside them (its directory's mtime, STATE.md's size and mtime, and ``quick_key``: a digest
-of its last listing, every name with its type, size, mtime and ctime). A copy whose directory and
-STATE.md match it, outside its rotation slot, is a ``Stub``: unchanged, passed over without a
-listing; in its slot, one whose listing digests to the same key is a ``Stub`` too (each name
-``lstat``'d, nothing else made or read). A topic whose copies are all stubs, or listed and the
+copy beside them (its directory's mtime and ctime, STATE.md's size and mtime, the names of its
+last listing and ``quick_key``: a digest of that listing, every name with its type, size, mtime
+and ctime). A copy whose directory and STATE.md match it, outside its rotation slot, is a
+``Stub``: unchanged, passed over without a listing; in its slot, one whose directory's ctime is
+as recorded too (so it holds the same names) and whose names, each ``lstat``'d, digest to the
+same key is a ``Stub`` too (the directory not listed again, nothing else made or read). A topic whose copies are all stubs, or listed and the
 same (``quiet``), may keep its last outcome (``tick``).
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
@@ -27,9 +28,11 @@ A topic directory whose mtime is unchanged since a *settled* earlier scan (its m
 than ``RACY_NS`` old, so no same-timestamp write can hide behind it) has the same names: creating,
 renaming in or deleting a file changes the directory's mtime. Only the files that are legitimately
 rewritten in place -- STATE.md -- and the newest entry (the guard's input) are re-stat'd then.
-Every directory is still listed and stat'd in full once per ``ROTATION`` runs of the tick, so an
-entry rewritten in place (a reused number's overwrite) is reported within that many ticks (ten
-minutes on the two-minute timer); git history keeps it anyway. The turn is counted by runs (the
+Every directory's every name is still ``lstat``'d once per ``ROTATION`` runs of the tick (by the
+names of its last listing while its ctime, which no ``touch`` or restore puts back, says they are
+the same; else it is listed in full), so an entry rewritten in place (a reused number's
+overwrite) is reported within that many ticks (ten minutes on the two-minute timer); git history
+keeps it anyway. The turn is counted by runs (the
 tick keeps it), not read off the clock: on a timer whose period is a multiple of the rotation's
 span, a clock-based turn would come round to the same directories every time.
 """
@@ -56,7 +59,7 @@ from mailslot.exchange.listing import (
     EntryName,
     leftover_name,
     placement,
-    topic_mtimes,
+    topic_entries,
     topic_names,
 )
 from mailslot.exchange.safeio import read_regular
@@ -144,6 +147,8 @@ class SideCopy:
     ctimes: dict[str, int] = field(default_factory=dict)  # entry name -> ctime (listed copies)
     state_ctime: int = 0  # when STATE.md was last written (ns: fsio.written_ns, not a chmod)
     dir_mtime: int = -1  # the directory's mtime when listed; -1 = do not trust
+    dir_ctime: int = -1  # its ctime when listed (-1: not known, so its slot lists it in full)
+    names: str = ""  # the names of that listing, "/"-joined as quick_key sorted them
     settled: bool = False  # dir_mtime was older than RACY_NS when listed
     trusted: list[Any] | None = None  # the record (CopyRecord) it was rebuilt from, if it was
     strays: list[str] = field(default_factory=list)  # names that are not entries/STATE/HELD
@@ -162,7 +167,8 @@ class SideCopy:
             return None
         state = self.files.get(STATE_NAME)
         size, mtime = state if state is not None else (-1, 0)
-        return QuickRecord(self.dir_mtime, size, mtime, self.trusted_key)
+        key, ctime, names = self.trusted_key, self.dir_ctime, self.names
+        return QuickRecord(self.dir_mtime, size, mtime, key, ctime, names)
 
     def record(self, parsed: dict[str, list[Any]]) -> list[Any]:
         """The JSON record the tick keeps for this copy (what the next scan can trust)."""
@@ -259,6 +265,7 @@ def _scan_dir(
     archived: bool,
     now_ns: int = 0,
     dir_mtime: int | None = None,
+    dir_ctime: int = -1,
     defer: bool = True,
 ) -> SideCopy:
     """``path`` listed, every file stat'd. ``dir_mtime``: the directory's mtime, taken by the
@@ -270,8 +277,12 @@ def _scan_dir(
     ctimes: dict[str, int] = {}
     listed: list[Listed] = []
     try:
-        # the directory's mtime before listing: a change during the listing makes it newer
-        copy.dir_mtime = os.stat(path).st_mtime_ns if dir_mtime is None else dir_mtime
+        # the directory's mtime and ctime before listing: a change during the listing makes
+        # them newer (the caller's mtime is older still: a change since makes them differ)
+        if dir_mtime is None:
+            st = os.stat(path)
+            dir_mtime, dir_ctime = st.st_mtime_ns, st.st_ctime_ns
+        copy.dir_mtime, copy.dir_ctime = dir_mtime, dir_ctime
         copy.settled = copy.dir_mtime < now_ns - RACY_NS
         with os.scandir(path) as it:
             for e in it:
@@ -308,6 +319,7 @@ def _scan_dir(
     copy.count = len(entries)
     copy.ctimes = ctimes
     copy.trusted_key = quick_key(listed)
+    copy.names = "/".join([n[0] for n in listed])  # sorted by quick_key
     if entries:  # the last to arrive; the same instant falls back to the number
         _, number, name, sender = max((ctimes[n], num, n, s) for num, s, n in entries)
         copy.top = EntryName(number, sender, name)
@@ -320,7 +332,6 @@ Listed = tuple[str, int, int, int, int]
 (HELD.md by its presence alone: ``_HELD``)."""
 
 _HELD: Listed = (HELD_NAME, 0, 0, 0, 0)
-_LEFTOVER_MARKS = ".#"  # how a leftover_name starts, unless it ends in "~"
 
 
 def quick_key(listed: list[Listed]) -> str:
@@ -332,27 +343,27 @@ def quick_key(listed: list[Listed]) -> str:
     return hashlib.blake2b(repr(listed).encode(), digest_size=8).hexdigest()
 
 
-def _listed_as(path: str, key: str) -> bool:
-    """Whether the directory at ``path`` lists now as it did when its ``quick_key`` was
-    ``key`` (every name ``lstat``'d, nothing else made): then nothing in it changed, and the
-    file it had none still being written (a copy with one keeps no ``QuickRecord``). A listing
-    that fails answers no: ``_scan_dir`` then looks at it in full."""
+def _named_as(path: str, ctime: int, q: QuickRecord) -> bool:
+    """Whether the directory at ``path`` (its mtime as ``q`` holds, its ctime now ``ctime``) is
+    as it was when ``q`` was recorded, without listing it: its ctime as then too, so it holds
+    the same names (creating, removing or renaming one moves mtime and ctime, and a ctime is put
+    back by no one: not ``touch``, ``cp -a`` or a restore), and each name ``lstat``'d gives the
+    same ``quick_key``. Anything else, a name gone included, answers no: ``_scan_dir`` then
+    looks at it in full."""
     listed: list[Listed] = []
+    at = path + "/"
+    if ctime != q.dir_ctime:
+        return False
     try:
-        with os.scandir(path) as it:
-            for e in it:
-                name = e.name
-                # leftover_name, asked only of a name that may be one (of 20,000, mostly none)
-                if (name[0] in _LEFTOVER_MARKS or name[-1] == "~") and leftover_name(name):
-                    continue
-                if name == HELD_NAME:
-                    listed.append(_HELD)
-                    continue
-                st = e.stat(follow_symlinks=False)
-                listed.append((name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        for name in q.names.split("/") if q.names else ():
+            if name == HELD_NAME:
+                listed.append(_HELD)
+                continue
+            st = os.lstat(at + name)
+            listed.append((name, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     except OSError:
         return False
-    return quick_key(listed) == key
+    return quick_key(listed) == q.key
 
 
 def clock_turn(now_ns: int) -> int:
@@ -389,7 +400,12 @@ def materialize(stub: Stub, rec: list[Any] | None, now_ns: int) -> SideCopy:
     copy = _trusted(stub.dir, stub.key, name, stub.inbox_side, stub.dir_mtime, rec, now_ns, True)
     if copy is None:
         return _scan_dir(stub.dir, stub.key, stub.inbox_side, False, now_ns)
-    copy.trusted_key = stub.quick.key  # what it vouched for still holds: the listing as it was
+    # what it vouched for still holds: the listing as it was
+    copy.trusted_key, copy.dir_ctime, copy.names = (
+        stub.quick.key,
+        stub.quick.dir_ctime,
+        stub.quick.names,
+    )
     return copy
 
 
@@ -493,6 +509,23 @@ def _trusted(
     return copy
 
 
+_STATE = f"/{STATE_NAME}"
+_as_stub = tuple.__new__  # a Stub made without the class's __new__: 20,000 a quiet run
+
+
+def _topic_stats(inbox: str, links: list[str]) -> list[tuple[str, int, int]]:
+    """``(name, mtime_ns, ctime_ns)`` of each topic directory in ``inbox``
+    (``listing.topic_entries``), one ``lstat`` each; one gone since the listing is left out."""
+    out = []
+    for e in topic_entries(inbox, links):
+        try:
+            st = e.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # moved away since the listing (an archive, a reopen)
+        out.append((e.name, st.st_mtime_ns, st.st_ctime_ns))
+    return out
+
+
 def _scan_inbox(
     ex: Exchange,
     side: str,
@@ -505,36 +538,34 @@ def _scan_inbox(
 ) -> None:
     """Each topic directory of ``to-<side>/`` into ``topics``: a ``Stub``, or a copy."""
     inbox = str(ex.inbox(side))
+    at, of = f"{inbox}/", f"to-{side}/"
     crc = zlib.crc32  # _rotation_turn, inlined
-    for name, mtime in topic_mtimes(inbox, links):
+    for name, mtime, ctime in _topic_stats(inbox, links):
         scan = topics.get(name)
         if scan is None:
             scan = topics[name] = TopicScan(name)
-        path = f"{inbox}/{name}"
-        key = f"to-{side}/{name}"
+        path = at + name
+        key = of + name
         if quick is None:
             copy = _trusted(path, key, name, side, mtime, records.get(key), now_ns, turn=turn)
-            scan.copies[side] = copy or _scan_dir(path, key, side, False, now_ns, mtime)
+            scan.copies[side] = copy or _scan_dir(path, key, side, False, now_ns, mtime, ctime)
             continue
         q = quick.get(key)
         if q is not None and q.dir_mtime == mtime:
             if crc(name.encode()) % ROTATION == turn:  # its slot: every name lstat'd
-                if _listed_as(path, q.key):
-                    scan.stubs[side] = Stub(key, path, side, mtime, q)
-                    continue
+                same = q.dir_ctime >= 0 and _named_as(path, ctime, q)  # (else listed: known)
             elif q.state_size < 0:  # no STATE.md to look at
-                scan.stubs[side] = Stub(key, path, side, mtime, q)
-                continue
-            else:
-                st = _stat_of(f"{path}/{STATE_NAME}")
-                if (
-                    st is not None
-                    and st.st_size == q.state_size
-                    and st.st_mtime_ns == q.state_mtime
-                ):
-                    scan.stubs[side] = Stub(key, path, side, mtime, q)
-                    continue  # else rewritten in place (or gone): list the directory
-        copy = _scan_dir(path, key, side, False, now_ns, mtime)
+                same = True
+            else:  # STATE.md is rewritten in place: its size and mtime looked at every run
+                st = _stat_of(path + _STATE)
+                same = st is not None and (st.st_size, st.st_mtime_ns) == (
+                    q.state_size,
+                    q.state_mtime,
+                )
+            if same:
+                scan.stubs[side] = _as_stub(Stub, (key, path, side, mtime, q))
+                continue  # else changed (or gone): list the directory
+        copy = _scan_dir(path, key, side, False, now_ns, mtime, ctime)
         copy.quiet = q is not None and copy.trusted_key == q.key
         scan.copies[side] = copy
 

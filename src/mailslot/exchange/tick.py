@@ -89,6 +89,8 @@ __all__ = ["HEARTBEAT", "TICK_GIT", "TICK_STATE", "TickFailed", "TickResult", "t
 
 
 HEARTBEAT = "heartbeat"
+_as_debt = tuple.__new__  # a kept debt made a Debt without the class's __new__
+_debt_json = Debt.to_json
 # How long a tick waits for a previous one to finish before giving up loudly; a tick takes well
 # under a second, so a lock held this long means a stuck run someone must look at.
 LOCK_WAIT_SECONDS = 30.0
@@ -195,22 +197,21 @@ class _Tick:
             return kept.sides == self.both
         return kept.sides == "/".join(scan.sides())
 
-    def pass_over(self, scan: TopicScan, rows: list[str], debts: list[Debt]) -> None:
+    def pass_over(self, scan: TopicScan, rows: list[str]) -> None:
         """A topic that keeps its last outcome: its statuses, row and debts as they were."""
         name = scan.name
         kept = self.kept_known[name]
         assert kept is not None  # unchanged() held
-        for copy in scan.copies.values():
-            self.live[copy.key] = copy
+        if scan.copies:
+            for copy in scan.copies.values():
+                self.live[copy.key] = copy
         self.stubs.extend(scan.stubs.values())
         self.known.append(name)
         self.outcomes[name] = kept
         self.passed.append(name)
         rows.append(kept.row)
-        for side, reason, entry, detail in kept.debts:
-            debt = Debt(name, side, reason, entry, detail)
-            debts.append(debt)
-            self.r.debts.append(debt.to_json())
+        if kept.debts:  # a Debt each, made by tuple.__new__ (13,000 of them on a quiet run)
+            self.r.debts.extend(_debt_json(_as_debt(Debt, (name, *d))) for d in kept.debts)
 
     def keep(self, scan: TopicScan, decision: Decision, view: TopicView, row: str) -> None:
         """Keep this topic's outcome for the next run when it holds for as long as no copy
@@ -409,13 +410,12 @@ class _Tick:
         r.cleaned += clean_leftovers(ex)  # killed writers' temps, empty topic folders
         topics, archived = self.scan()
         rows: list[str] = []
-        debts: list[Debt] = []
         now_ns = time.time_ns()
         passed = 0
         for name in sorted(topics):
             scan = topics[name]
             if self.unchanged(scan):
-                self.pass_over(scan, rows, debts)
+                self.pass_over(scan, rows)
                 passed += 1
                 continue
             self.load()  # once: a topic that changed needs the whole state
@@ -426,7 +426,6 @@ class _Tick:
             if view is not None:
                 row = index_row(ex, view)
                 rows.append(row)
-                debts.extend(view.debts)
                 self.keep(scan, decision, view, row)
         self.deferred = sorted(
             os.path.relpath(f"{c.dir}/{n}", ex.root)
@@ -441,7 +440,7 @@ class _Tick:
         same = same and [d.to_json() for d in late] == self.quiet_prev.get("late")  # type: ignore[union-attr]
         self.late = [d.to_json() for d in late]
         try:
-            self.write_index(rows, [*debts, *late], same)
+            self.write_index(rows, same)
         except (MailslotError, OSError) as e:
             r.errors.append(f"cannot write INDEX.md: {e}")
         self.commit()
@@ -630,8 +629,9 @@ class _Tick:
         r.debts.extend(d.to_json() for d in view.debts)
         return view
 
-    def write_index(self, rows: list[str], debts: list[Debt], same: bool) -> None:
-        """INDEX.md from ``rows`` and ``debts``, written only if it reads otherwise. ``same``:
+    def write_index(self, rows: list[str], same: bool) -> None:
+        """INDEX.md from ``rows`` and the debts told in the result (every live topic's, in the
+        order of ``rows``, then the unseen ones), written only if it reads otherwise. ``same``:
         every topic and debt is as the last run had them, so an INDEX.md that is still the
         file it left (``tickstate.identity``) is not even rendered."""
         path = self.ex.root / "INDEX.md"
@@ -639,6 +639,7 @@ class _Tick:
         if same and kept is not None and kept == tickstate.identity(path):
             self.index_id = kept
             return
+        debts = [Debt(**d) for d in self.r.debts]
         text = render_index_rows(self.ex, rows, debts)
         try:
             if path.read_text() == text:

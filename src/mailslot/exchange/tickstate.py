@@ -62,7 +62,7 @@ TICK_TURN = "tick-turn"
 _TURN_MAX = 64
 VERSION = 3
 MONITOR_VERSION = 4  # tick-monitor.json, a cache: one of another version is not read
-QUIET_VERSION = 6  # tick-quiet.json, a cache: one of another version is rebuilt (and with
+QUIET_VERSION = 7  # tick-quiet.json, a cache: one of another version is rebuilt (and with
 # it tick-monitor.json, which only a tick that reads the whole state writes)
 _GIT_KEYS = ("git_clean", "git_checked_ns", "root")
 # The most a kept file may hold: the state over 100,000 entries is tens of MiB.
@@ -102,6 +102,11 @@ class QuickRecord(NamedTuple):
     state_size: int  # -1: no STATE.md
     state_mtime: int
     key: str  # scan.quick_key of its listing
+    # The directory's ctime when listed (-1: not known), and the names of that listing
+    # ("/"-joined, as quick_key sorted them): while the directory's mtime and ctime both hold,
+    # it has these names, so its rotation slot lstats them without listing it again.
+    dir_ctime: int = -1
+    names: str = ""
 
 
 class MonitorKept(NamedTuple):
@@ -195,11 +200,13 @@ def _quick_records(records: dict[str, Any]) -> None:
     for key, v in records.items():
         if (
             type(v) is list
-            and len(v) == 4
+            and len(v) == 6
             and type(v[0]) is int
             and type(v[1]) is int
             and type(v[2]) is int
             and type(v[3]) is str
+            and type(v[4]) is int
+            and type(v[5]) is str
         ):
             records[key] = _as_record(QuickRecord, v)
         else:
