@@ -12,8 +12,9 @@ last listing and ``quick_key``: a digest of that listing, every name with its ty
 and ctime). A copy whose directory and STATE.md match it, outside its rotation slot, is a
 ``Stub``: unchanged, passed over without a listing; in its slot, one whose directory's ctime is
 as recorded too (so it holds the same names) and whose names, each ``lstat``'d, digest to the
-same key is a ``Stub`` too (the directory not listed again, nothing else made or read). A topic whose copies are all stubs, or listed and the
-same (``quiet``), may keep its last outcome (``tick``).
+same key is a ``Stub`` too (the directory not listed again, nothing else made or read). A topic
+whose copies are all stubs, or listed and the same (``quiet``), may keep its last outcome
+(``tick``).
 
 HELD.md and dot-names (in-flight temps) are never part of the scan: a marker the tick writes must
 not look like traffic, or it would notify about itself every run. Nor are an editor's leftovers
