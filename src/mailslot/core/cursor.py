@@ -295,6 +295,7 @@ class SeenLog:
 
     def __init__(self, path: Path, key: str) -> None:
         self.path = path
+        self._where = str(path)  # ``path`` for the ``lstat`` of every load: no ``pathlib`` call
         self.key = key
         self.seen = SeenSet(set())
         self.meta: dict[str, Any] = {}  # the caller's notes kept with the set (first line "meta")
@@ -319,7 +320,7 @@ class SeenLog:
         """Whether the file held open is still the one at the name and nothing but what was
         read is in it; if more was appended, that is read (``FormatError`` if it does not)."""
         try:
-            st = os.lstat(self.path)
+            st = os.lstat(self._where)
         except OSError:
             return False
         at = self._at

@@ -216,18 +216,24 @@ def read_regular(path: Path | str, limit: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks = []
         left = limit + 1
-        while left > 0:
-            want = min(left, 65536)
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-            if len(chunk) < want and limit + 1 - left >= st.st_size:
-                break  # short of what was asked, at the size fstat gave: the end, no read to see
-        data = b"".join(chunks)
+        want = min(left, 65536)
+        data = os.read(fd, want)
+        # short of what was asked, at the size fstat gave: the end, no read to see (the common
+        # small file: one read); else read on to the end or past ``limit``
+        if data and not (len(data) < want and len(data) >= st.st_size):
+            chunks = [data]
+            left -= len(data)
+            while left > 0:
+                want = min(left, 65536)
+                chunk = os.read(fd, want)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+                if len(chunk) < want and limit + 1 - left >= st.st_size:
+                    break
+            data = b"".join(chunks)
     finally:
         os.close(fd)
     if len(data) > limit:
@@ -701,10 +707,11 @@ class HeldLock:
     (a symlink, a FIFO, anything but a regular file under the name). ``close`` lets it go.
     """
 
-    __slots__ = ("_fd", "_ident", "path")
+    __slots__ = ("_fd", "_ident", "_where", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._where = str(path)  # ``path`` for the ``lstat`` of every take: no ``pathlib`` call
         self._fd = -1
         self._ident = (0, 0)  # (device, inode) of the file held open
 
@@ -726,7 +733,7 @@ class HeldLock:
                 self._open()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
-                st = os.lstat(self.path)
+                st = os.lstat(self._where)
             except FileNotFoundError:
                 st = None
             except BaseException:
