@@ -21,7 +21,7 @@ import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mailslot.core.clock import parse_time
@@ -315,8 +315,12 @@ def _plain_entry(
     action = fields.get("action")
     if len(fields) != len(pairs) or action not in ACTIONS:
         return None
-    at = _time(fields.get("at"))
-    if at is None:
+    at_text = fields.get("at")
+    if at_text is None or not at_text[:1].isdigit():
+        return None  # missing, or a word (``_WORD`` starts with a letter): not a time
+    try:  # ``_TIME_VALUE``'s shape, as the match found it: ``parse_time``'s own last steps
+        at = datetime.fromisoformat(at_text).astimezone(UTC)
+    except ValueError:  # a month 13, a 25th hour
         return None
     number, sender = name.group(1, 2)
     body = text[head.end() :]

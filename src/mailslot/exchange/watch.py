@@ -75,7 +75,7 @@ from mailslot.core.wait import (
     Watch,
     settled,
 )
-from mailslot.exchange.entries import Entry, check_sender
+from mailslot.exchange.entries import Entry, check_sender, members
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
 from mailslot.exchange.inbox import InboxItem, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
@@ -261,6 +261,16 @@ def _first_of_each(lists: list[Unseen]) -> list[InboxItem]:
     return out
 
 
+# ``base / name`` for an entry's file name (``ENTRY_RE``'s: no separator, never "." or ".."):
+# pathlib's own constructor of a child from a name it need not parse, the one ``iterdir`` uses,
+# where this Python has it (3.11, 3.12); else the join
+_make_child = getattr(Path, "_make_child_relpath", None)
+
+
+def _child(base: Path, name: str) -> Path:
+    return base / name if _make_child is None else _make_child(base, name)
+
+
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
     when = format_time(d.entry.at) if d.entry is not None and d.entry.at else "~"
     return (when, d.topic, d.key)
@@ -284,6 +294,7 @@ class Watcher:
         self.side = ex.side_of(agent)
         self.inbox = ex.inbox(self.side)
         self._writer = ex.writer_of(self.side)  # the side whose entries land in the inbox
+        self._members = frozenset(members(ex, self._writer))  # who may write them
         self.action = action
         self.store = store if store is not None else CursorStore(WATCH_NAMESPACE)
         self.key = cursor_key(ex, agent)
@@ -400,7 +411,11 @@ class Watcher:
             entry = hit[1]
         else:
             entry = read_entry(path, self._writer, topic, arrived_ns=st.st_ctime_ns)
-            entry = check_sender(self.ex, entry)
+            claimed = entry.meta.get("from")
+            if entry.sender not in self._members or (
+                claimed is not None and str(claimed) != entry.sender
+            ):
+                entry = check_sender(self.ex, entry)  # what it flags; else it returns entry
             self._cache[where] = (sig, entry)
         if state == APPEARED:  # created or linked in, no more known: the events once more first
             self._recheck = True
@@ -730,7 +745,7 @@ class Watcher:
             return None
         if before.strays or before.held or before.archived:
             return None
-        entries = list(before.entries)
+        entries = before.entries  # a new tuple with each name added: one copy, not three
         prefix = before.topic + "/"
         new: list[tuple[str, tuple[int, str, str], str, os.stat_result]] = []
         for name, change in names.items():
@@ -749,16 +764,18 @@ class Watcher:
                 return None
             if not stat.S_ISREG(st.st_mode):
                 return None
-            entries.insert(i, e)
+            # concatenated: ``(*entries, e)`` goes through a list, twice the copying
+            entries = entries[:i] + (e,) + entries[i:] if i < len(entries) else entries + (e,)  # noqa: RUF005
             new.append((key, e, path, st))
-        listing = TopicDir(before.topic, where, False, tuple(entries), False, before.has_state, ())
+        listing = TopicDir(before.topic, where, False, entries, False, before.has_state, ())
         self._listings[where] = (hit[0], listing)
         base = self._dir_path(where)
         found: Unseen = []
         for key, (number, sender, name), path, st in new:
             self._states[path] = CLOSED
             self._looked[path] = st  # read next, without a second ``lstat``
-            found.append((key, InboxItem(before.topic, number, sender, base / name, False)))
+            item = InboxItem(before.topic, number, sender, _child(base, name), False)
+            found.append((key, item))
         self._unseen[where] = (listing, view.resets, found)
         view.waiting[where] = None
         return [item for _, item in found]
@@ -848,7 +865,7 @@ class Watcher:
                 if key not in seen.keys:
                     why = f"{_stray_why(d.file(name))}; not parsed"
                     out.append(Delivered("stray", key, d.topic, Path(d.file(name)), why=why))
-        holds = load_holds(self.ex) if any(d.held for d in flagged) else {}
+        holds = load_holds(self.ex) if flagged and any(d.held for d in flagged) else {}
         for d in flagged:
             if not d.held:
                 continue
