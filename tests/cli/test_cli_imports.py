@@ -129,6 +129,10 @@ def test_exchange_send_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert "mailslot.cli.quick" in loaded
     assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
     assert not _under(loaded, "mailslot.cli.exchange", "mailslot.cli.shown")
+    # nor dataclasses (it loads inspect, ast, dis and tokenize): a send reads no entry, and its
+    # records (the exchange, the topic, the result) are core.record records
+    assert not loaded & {"dataclasses", "inspect", "ast", "dis", "tokenize"}
+    assert "mailslot.exchange.entry" not in loaded
 
 
 def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:

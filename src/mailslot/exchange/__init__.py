@@ -52,11 +52,10 @@ Setting up and checking
 
 from __future__ import annotations
 
-import typing as _typing
-
 from mailslot._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: every command loads this
+if TYPE_CHECKING:
     from mailslot.exchange.entries import Entry, SendResult, list_entries, parse_entry, send
     from mailslot.exchange.layout import Exchange, find_root, load_exchange
     from mailslot.exchange.state import SideState, read_state, set_state, unanswered_required
@@ -92,3 +91,5 @@ _LAZY = {
 
 
 __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, __all__)
+
+del TYPE_CHECKING  # not part of the package's names

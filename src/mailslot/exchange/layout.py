@@ -13,14 +13,17 @@ the directory modes, so every command and the tick read one description of the e
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mailslot.core.errors import Conflict, FormatError, InvalidName, NotFound
 from mailslot.core.formats import dump_yaml, load_yaml
 from mailslot.core.fsio import fsync_dir
 from mailslot.core.names import validate_agent
+from mailslot.core.record import FrozenRecord
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: every send loads this
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "CONFIG_NAME",
@@ -50,17 +53,39 @@ MODES = {
 }
 
 
-@dataclass(frozen=True)
-class Exchange:
-    """One exchange: its root, its two sides (first = the one that ran init), people, settings."""
+class Exchange(FrozenRecord):
+    """One exchange: its root, its two sides (first = the one that ran init), people, settings.
 
+    A ``core.record`` record, not a dataclass: every command loads it on start."""
+
+    __match_args__ = ("root", "sides", "humans", "notify", "group", "modes", "git")
+    __slots__ = ("git", "group", "humans", "modes", "notify", "root", "sides")
     root: Path
     sides: tuple[str, str]
-    humans: dict[str, str] = field(default_factory=dict)
-    notify: tuple[str, ...] = ()
-    group: str | None = None
-    modes: str = "symmetric"
-    git: bool = True
+    humans: dict[str, str]
+    notify: tuple[str, ...]
+    group: str | None
+    modes: str
+    git: bool
+
+    def __init__(
+        self,
+        root: Path,
+        sides: tuple[str, str],
+        humans: dict[str, str] | None = None,
+        notify: tuple[str, ...] = (),
+        group: str | None = None,
+        modes: str = "symmetric",
+        git: bool = True,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "root", root)
+        init(self, "sides", sides)
+        init(self, "humans", {} if humans is None else humans)
+        init(self, "notify", notify)
+        init(self, "group", group)
+        init(self, "modes", modes)
+        init(self, "git", git)
 
     # -- names and paths -------------------------------------------------------------------
     @property

@@ -24,11 +24,11 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from mailslot.core.names import TOPIC_RE
+from mailslot.core.record import Record
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME
 
 if TYPE_CHECKING:
@@ -169,14 +169,16 @@ def topic_names(directory: Path | str, links: list[str] | None = None) -> list[s
     return [e.name for e in topic_entries(directory, links)]
 
 
-@dataclass(slots=True)
-class TopicDir:
+class TopicDir(Record):
     """One topic directory of one inbox: its entry files and which of STATE.md and HELD.md it has.
 
     ``dir`` is a plain string: these are made by the ten thousand, and ``pathlib`` costs more
-    than the ``scandir`` that finds them.
+    than the ``scandir`` that finds them. A ``core.record`` record, not a dataclass: every send
+    imports this module.
     """
 
+    __match_args__ = ("topic", "dir", "archived", "entries", "held", "has_state", "strays")
+    __slots__ = ("archived", "dir", "entries", "has_state", "held", "strays", "topic")
     topic: str
     dir: str
     archived: bool
@@ -185,7 +187,25 @@ class TopicDir:
     entries: tuple[tuple[int, str, str], ...]
     held: bool
     has_state: bool
-    strays: tuple[str, ...] = ()  # names that are not entries, STATE.md or HELD.md
+    strays: tuple[str, ...]  # names that are not entries, STATE.md or HELD.md
+
+    def __init__(
+        self,
+        topic: str,
+        dir: str,
+        archived: bool,
+        entries: tuple[tuple[int, str, str], ...],
+        held: bool,
+        has_state: bool,
+        strays: tuple[str, ...] = (),
+    ) -> None:
+        self.topic = topic
+        self.dir = dir
+        self.archived = archived
+        self.entries = entries
+        self.held = held
+        self.has_state = has_state
+        self.strays = strays
 
     @property
     def path(self) -> Path:

@@ -8,12 +8,12 @@ topic does a slug name (``named_topic``), and where does ``send --topic X`` writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mailslot.core.clock import now
 from mailslot.core.errors import Conflict, InvalidName, NotFound
 from mailslot.core.names import SLUG_RE, TOPIC_RE, topic_name, validate_topic
+from mailslot.core.record import Record
 from mailslot.exchange.layout import DONE, Exchange
 from mailslot.exchange.listing import (
     ARCHIVED,
@@ -33,14 +33,29 @@ __all__ = [
 ]
 
 
-@dataclass
-class TopicRef:
-    """Where one topic lives: for each inbox side, its directory and whether it is archived."""
+class TopicRef(Record):
+    """Where one topic lives: for each inbox side, its directory and whether it is archived.
 
+    A ``core.record`` record, not a dataclass: every send looks its topic up."""
+
+    __match_args__ = ("name", "dirs", "archived", "duplicated")
+    __slots__ = ("archived", "dirs", "duplicated", "name")
     name: str
-    dirs: dict[str, Path] = field(default_factory=dict)  # inbox side -> directory
-    archived: dict[str, bool] = field(default_factory=dict)  # inbox side -> under done/
-    duplicated: list[str] = field(default_factory=list)  # inbox sides with both live and done
+    dirs: dict[str, Path]  # inbox side -> directory
+    archived: dict[str, bool]  # inbox side -> under done/
+    duplicated: list[str]  # inbox sides with both live and done
+
+    def __init__(
+        self,
+        name: str,
+        dirs: dict[str, Path] | None = None,
+        archived: dict[str, bool] | None = None,
+        duplicated: list[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.dirs = {} if dirs is None else dirs
+        self.archived = {} if archived is None else archived
+        self.duplicated = [] if duplicated is None else duplicated
 
     @property
     def status(self) -> str:
