@@ -11,7 +11,8 @@ The model -- what is on disk, and reading it
     ``listing``     the one lister of topic directories (live, ``done/``, both sides), the entry
                     name shape, and ``placement`` (live / archived / half-archived).
     ``topics``      a topic by name: ``find_topic``, ``named_topic``, ``resolve_topic`` (--topic X).
-    ``entries``     ``Entry`` keyed by (number, from); ``parse_entry``, ``list_entries``, ``send``.
+    ``entries``     ``send``: numbered under the send lock; offers ``entry``'s names too.
+    ``entry``       ``Entry`` keyed by (number, from); ``parse_entry``, ``list_entries``.
     ``state``       ``SideState``: one side's STATE.md; ``set_state`` (``done`` refused while owed).
     ``inbox``       cheap header reads (``peek_entry``, ``peek_state``) and one side's inbox items.
     ``safeio``      the bounded, regular-file-only reader for files someone else wrote.
