@@ -95,7 +95,8 @@ def emit(
 
 def write_out(text: str, *, deadline: float | None = None) -> None:
     """Write ``text`` and a newline to standard output, every byte, flushed; else ``OSError``
-    (``BrokenPipeError`` when the reader closed the pipe). With a ``deadline``
+    (``BrokenPipeError`` when the reader closed the pipe, ``EBADF`` when standard output was
+    closed before the start: a waiting reader then marks nothing seen). With a ``deadline``
     (``time.monotonic()``), ``Incomplete`` when standard output takes no more by then (a
     blocking reader's timeout covers its output: ``core.handover.write_before``).
 
@@ -107,6 +108,10 @@ def write_out(text: str, *, deadline: float | None = None) -> None:
     from mailslot.core.handover import write_before
 
     stream = sys.stdout
+    if stream is None:  # descriptor 1 was closed before the start (``>&-``): nobody is shown it
+        import errno
+
+        raise OSError(errno.EBADF, "standard output is closed; nothing was shown")
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
@@ -122,14 +127,20 @@ def write_out(text: str, *, deadline: float | None = None) -> None:
 def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:
     """The message body: the argument, or standard input when it is ``-`` or missing, read to at
     most ``limit`` bytes (``LimitExceeded`` past it; ``UnicodeDecodeError`` if not UTF-8;
-    ``Usage`` when it is missing and standard input is a terminal)."""
+    ``Usage`` when it is missing and standard input is a terminal or closed; ``OSError`` for
+    ``-`` with standard input closed)."""
     from mailslot.core.limits import read_capped
 
     if body is not None and body != "-":
         return body
-    if body is None and sys.stdin.isatty():
+    stdin = sys.stdin  # None: descriptor 0 was closed before the start (``<&-``)
+    if body is None and (stdin is None or stdin.isatty()):
         raise Usage(f"give {what} as an argument, or '-' to read standard input")
-    return read_capped(sys.stdin.buffer, what, limit).decode("utf-8")
+    if stdin is None:
+        import errno
+
+        raise OSError(errno.EBADF, f"standard input is closed; give {what} as an argument")
+    return read_capped(stdin.buffer, what, limit).decode("utf-8")
 
 
 def read_text(body: str | None, *, limit: int, what: str = "BODY") -> str:
