@@ -31,7 +31,8 @@ renaming in or deleting a file changes the directory's mtime. Only the files tha
 rewritten in place -- STATE.md -- and the newest entry (the guard's input) are re-stat'd then.
 Every directory's every name is still ``lstat``'d once per ``ROTATION`` runs of the tick (by the
 names of its last listing while its ctime, which no ``touch`` or restore puts back, says they are
-the same; else it is listed in full), so an entry rewritten in place (a reused number's
+the same -- a ctime that was settled, more than ``RACY_NS`` old, when listed; else it is listed in
+full), so an entry rewritten in place (a reused number's
 overwrite) is reported within that many ticks (ten minutes on the two-minute timer); git history
 keeps it anyway. The turn is counted by runs (the
 tick keeps it), not read off the clock: on a timer whose period is a multiple of the rotation's
@@ -283,7 +284,10 @@ def _scan_dir(
         if dir_mtime is None:
             st = os.stat(path)
             dir_mtime, dir_ctime = st.st_mtime_ns, st.st_ctime_ns
-        copy.dir_mtime, copy.dir_ctime = dir_mtime, dir_ctime
+        # A ctime as recent as RACY_NS may be shared by a change still to come (a file
+        # system's timestamps can be a second coarse): not kept, so the slot lists in full.
+        copy.dir_mtime = dir_mtime
+        copy.dir_ctime = dir_ctime if dir_ctime < now_ns - RACY_NS else -1
         copy.settled = copy.dir_mtime < now_ns - RACY_NS
         with os.scandir(path) as it:
             for e in it:
