@@ -101,3 +101,13 @@ def test_a_send_with_stdin_closed_writes_nothing(tmp_path: Path, face: str) -> N
     )
     assert "Traceback" not in no_body.stderr + dash.stderr
     assert sorted(p.name for p in ex.root.rglob("*")) == before
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_put_from_stdin_closed_puts_nothing(tmp_path: Path, face: str) -> None:
+    bus = tmp_path / "shared"
+    layout.init(bus, consumer="beacon")
+    put = ["--root", "shared", "--as", "lantern", "outbox", "put", "-", "--name", "card.txt"]
+    r = _run(tmp_path, face, put, close=0)
+    assert (r.returncode, r.stderr) == (1, "mailslot: error: standard input is closed\n")
+    assert outbox.list_items(bus) == []

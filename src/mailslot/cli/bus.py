@@ -5,13 +5,13 @@ Each command parses, makes one call into :mod:`mailslot.bus` and prints text or 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from mailslot.cli.common import stdin_bytes
 from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
 from mailslot.core.display import shown_line
 
@@ -171,7 +171,7 @@ def outbox_put(
     """
     from mailslot.bus import outbox as busoutbox
 
-    stdin = sys.stdin.buffer if str(file) == "-" else None
+    stdin = stdin_bytes() if str(file) == "-" else None
     item = busoutbox.put(
         env.need_root(),
         env.need_agent(),

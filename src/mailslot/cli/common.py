@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-    from typing import Any
+    from typing import Any, BinaryIO
 
 __all__ = [
     "Env",
@@ -29,6 +29,7 @@ __all__ = [
     "read_body",
     "read_body_file",
     "read_text",
+    "stdin_bytes",
     "stop_on_sigterm",
     "write_out",
 ]
@@ -133,14 +134,20 @@ def read_body(body: str | None, *, limit: int, what: str = "BODY") -> str:
 
     if body is not None and body != "-":
         return body
-    stdin = sys.stdin  # None: descriptor 0 was closed before the start (``<&-``)
-    if body is None and (stdin is None or stdin.isatty()):
+    if body is None and (sys.stdin is None or sys.stdin.isatty()):
         raise Usage(f"give {what} as an argument, or '-' to read standard input")
-    if stdin is None:
+    stdin = stdin_bytes(f"; give {what} as an argument")
+    return read_capped(stdin, what, limit).decode("utf-8")
+
+
+def stdin_bytes(hint: str = "") -> BinaryIO:
+    """Standard input, binary; ``OSError`` (``EBADF``, its message ending in ``hint``) when
+    descriptor 0 was closed before the start (``<&-``), where Python's ``sys.stdin`` is None."""
+    if sys.stdin is None:
         import errno
 
-        raise OSError(errno.EBADF, f"standard input is closed; give {what} as an argument")
-    return read_capped(stdin.buffer, what, limit).decode("utf-8")
+        raise OSError(errno.EBADF, f"standard input is closed{hint}")
+    return sys.stdin.buffer
 
 
 def read_text(body: str | None, *, limit: int, what: str = "BODY") -> str:

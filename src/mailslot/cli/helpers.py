@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from mailslot.cli.common import (
     emit,
     read_body,
     read_body_file,
+    stdin_bytes,
     stop_on_sigterm,
     write_out,
 )
@@ -281,7 +281,7 @@ def read_small_input(source: Path, *, limit: int, what: str) -> str:
     from mailslot.core.limits import read_capped
 
     if str(source) == "-":
-        data = read_capped(sys.stdin.buffer, what, limit)
+        data = read_capped(stdin_bytes(), what, limit)
     else:
         try:
             data = read_regular(source.resolve(), limit)
