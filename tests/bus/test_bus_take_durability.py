@@ -339,3 +339,33 @@ def test_a_settle_the_disk_refuses_leaves_the_record_and_the_take_goes_on(
     assert _take(root).returncode == 3
     _settled(root, first)
     _settled(root, second)
+
+
+# -- an undone take beside another taker ------------------------------------------------------
+
+
+def test_an_undone_take_keeps_the_record_of_a_take_that_claims_the_item_back(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A take whose output fails moves the item back; another take (its own process) claims
+    it in the instant after that move. The second taker's record survives the undo."""
+    item = _put(root, tmp_path)
+    real_move = outbox.safe_move
+    second: list[subprocess.CompletedProcess[str]] = []
+
+    def move_then_race(src: Path, dest: Path, **kw: bool) -> None:
+        real_move(src, dest, **kw)
+        if dest.parent == root / "outbox" and not second:  # the undo's move: race it
+            second.append(_take(root))
+
+    def output_fails(_: outbox.Item) -> None:
+        raise BrokenPipeError
+
+    monkeypatch.setattr(outbox, "safe_move", move_then_race)
+    with pytest.raises(BrokenPipeError):
+        outbox.take(root, "beacon", show=output_fails)
+    assert second and second[0].returncode == 0, second
+    assert _whole(root, item) == "outbox/taken"
+    rec = json.loads((root / "outbox" / "taken" / "records" / f"{item.name}.json").read_text())
+    assert (rec["taken_by"], rec["note"], rec["sha256"]) == ("beacon", NOTE, item.sha256)
+    assert outbox.list_items(root, taken=True)[0].taken_by == "beacon"

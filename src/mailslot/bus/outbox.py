@@ -467,8 +467,10 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
 
     The put's record is still in ``outbox/records/`` unless a ``_settle`` removed it: then it is
     written again, first. Under the outbox lock, so that no settle removes it between that and
-    the taker's record going. Nothing is written in the common case, so a take that failed for
-    want of space (its taker's record) still goes back. Killed half-way, the item is whole under
+    the taker's record going. The taker's record goes before the move, so a take that claims the
+    item again the moment it is back keeps its own record (it is put back only if the move finds
+    the name taken). Nothing is written in the common case, so a take that failed for want of
+    space (its taker's record) still goes back. Killed half-way, the item is whole under
     one of its names (where the move falls back to link and unlink, possibly both: taken twice,
     never lost).
     """
@@ -476,12 +478,19 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
         put_record = layout.records / f"{src.name}.json"
         if record is not None and not put_record.exists():  # a settle removed it meanwhile
             atomic_write(put_record, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        taker_record = layout.taken_records / f"{dest.name}.json"
+        try:  # gone before the move: a take that claims the item back keeps its own record
+            kept: bytes | None = read_from(taker_record, limit=RECORD_MAX_BYTES)
+        except MailslotError:  # none, or not a record this take wrote
+            kept = None
+        with contextlib.suppress(FileNotFoundError):
+            taker_record.unlink()
         try:
             safe_move(dest, src)  # never over an item dropped under the name since
-        except Conflict:  # the put's record stays for the item in taken/: ``_settle``'s
+        except Conflict:  # still taken: its taker's record back, the put's stays (``_settle``)
+            if kept is not None:
+                atomic_write(taker_record, kept, durable=False)
             return False
-        with contextlib.suppress(FileNotFoundError):
-            (layout.taken_records / f"{dest.name}.json").unlink()
     fsync_dir(layout.taken)
     return True
 
