@@ -147,6 +147,9 @@ def test_chat_say_loads_no_web_mcp_or_waiter(tmp_path: Path) -> None:
     assert "mailslot.cli.quick" in loaded
     assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
     assert not _under(loaded, "mailslot.cli.chat", "mailslot.cli.shown")
+    # nor the waiter, the cursors (a say with --as reads no remembered name) or dataclasses
+    assert not _under(loaded, "mailslot.chat.waiter", "mailslot.core.cursor")
+    assert not loaded & {"dataclasses", "inspect", "ast", "dis", "tokenize"}
 
 
 def test_a_send_that_fails_still_loads_click_only_to_say_so(tmp_path: Path) -> None:

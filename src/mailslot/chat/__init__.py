@@ -8,6 +8,7 @@ from the file. See ``format`` for the on-disk block, ``room`` for the operations
 for waiting (a ``Waiter`` keeps its watch armed between waits).
 """
 
+from mailslot._lazy import lazy_exports as _lazy_exports
 from mailslot.chat.format import ChatMessage, parse_messages, render_message
 from mailslot.chat.identity import ChatRef, NameBook, generate_name
 from mailslot.chat.locate import list_chats, locate_chat
@@ -28,9 +29,12 @@ from mailslot.chat.room import (
     new_chat,
     read,
     say,
-    status,
+    status,  # the function (after ``room`` imported the ``status`` module, which it shadows)
 )
-from mailslot.chat.waiter import Waiter, wait
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: every chat loads this
+if TYPE_CHECKING:
+    from mailslot.chat.waiter import Waiter, wait
 
 __all__ = [
     "Batch",
@@ -61,3 +65,9 @@ __all__ = [
     "status",
     "wait",
 ]
+
+# The waiter loads on first use (PEP 562): ``chat say`` has no use for it, nor for the cursors
+# and the kernel-event watch it keeps.
+__getattr__, __dir__ = _lazy_exports(__name__, dict.fromkeys(("Waiter", "wait"), "waiter"), __all__)
+
+del TYPE_CHECKING  # not part of the package's names

@@ -33,13 +33,13 @@ Invariants:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from mailslot.core.clock import format_time, parse_time
 from mailslot.core.errors import FormatError, LimitExceeded
 from mailslot.core.limits import check_bytes, check_utf8
+from mailslot.core.record import FrozenRecord
 
 __all__ = [
     "APPROVED",
@@ -95,15 +95,26 @@ _FORGEABLE_RE = re.compile(r"^(\\*)([ \t]*(?:---MSG---|FROM:|TIME:))", re.MULTIL
 _ESCAPED_RE = re.compile(r"^\\(\\*[ \t]*(?:---MSG---|FROM:|TIME:))", re.MULTILINE)
 
 
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    """One parsed message: author, time (UTC, or ``None`` if its stamp did not parse), body."""
+class ChatMessage(FrozenRecord):
+    """One parsed message: author, time (UTC, or ``None`` if its stamp did not parse), body.
 
+    A ``core.record`` record, not a dataclass: every ``chat say`` loads this module."""
+
+    __match_args__ = ("sender", "time_raw", "body", "offset", "end")
+    __slots__ = ("body", "end", "offset", "sender", "time_raw")
     sender: str
     time_raw: str
     body: str
     offset: int  # byte offset of the block in the file (its leading blank line, if any)
     end: int  # byte offset just past the block
+
+    def __init__(self, sender: str, time_raw: str, body: str, offset: int, end: int) -> None:
+        init = object.__setattr__
+        init(self, "sender", sender)
+        init(self, "time_raw", time_raw)
+        init(self, "body", body)
+        init(self, "offset", offset)
+        init(self, "end", end)
 
     @property
     def at(self) -> datetime | None:

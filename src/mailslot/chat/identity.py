@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Container
-from dataclasses import dataclass
 from pathlib import Path
 
-from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import Conflict, MissingAgent
 from mailslot.core.names import validate_agent
+from mailslot.core.record import FrozenRecord
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from mailslot.core.cursor import CursorStore
 
 __all__ = ["FIRST_NAMES", "ChatRef", "NameBook", "caller_key", "generate_name"]
 
@@ -63,14 +66,20 @@ def generate_name(taken: Container[str] = ()) -> str:
     raise Conflict(f"no free generated name after {GENERATE_TRIES} tries; pass --as NAME")
 
 
-@dataclass(frozen=True)
-class ChatRef:
+class ChatRef(FrozenRecord):
     """One chat: ``path`` is the file's real path (directories resolved, symlinks and ``..``
     gone), the key for every piece of state; ``spelled`` is the absolute path as the caller
-    wrote it, the key older state may sit under."""
+    wrote it, the key older state may sit under. A ``core.record`` record, not a dataclass:
+    every ``chat say`` makes one."""
 
+    __match_args__ = ("path", "spelled")
+    __slots__ = ("path", "spelled")
     path: Path
     spelled: Path
+
+    def __init__(self, path: Path, spelled: Path) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "spelled", spelled)
 
     @classmethod
     def of(cls, path: Path | str) -> ChatRef:
@@ -106,8 +115,19 @@ class NameBook:
     """Remembered chat names in the state dir, one per (chat, session)."""
 
     def __init__(self, base: Path | None = None, caller: str | None = None) -> None:
-        self._store = CursorStore("chat-names", base)
+        self._base = base
+        self._names: CursorStore | None = None
         self._caller = caller if caller is not None else caller_key()
+
+    @property
+    def _store(self) -> CursorStore:
+        # made on first use: a say with --as reads no name, and core.cursor loads json and
+        # dataclasses on every chat command's start
+        if self._names is None:
+            from mailslot.core.cursor import CursorStore
+
+            self._names = CursorStore("chat-names", self._base)
+        return self._names
 
     def _key(self, chat: Path) -> str:
         return f"{chat}\0{self._caller}"

@@ -39,7 +39,6 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,6 @@ from mailslot.chat.identity import ChatRef, NameBook, generate_name
 from mailslot.chat.locate import LIST_MAX, list_chats
 from mailslot.chat.status import HUMAN_PREFIX, ChatStatus, compute_status
 from mailslot.core.clock import FUTURE_SKEW, now
-from mailslot.core.cursor import ByteCursor, CursorStore
 from mailslot.core.durable import sync_appended
 from mailslot.core.errors import (
     Conflict,
@@ -80,6 +78,11 @@ from mailslot.core.fsio import (
 from mailslot.core.limits import check_chars, check_one_line
 from mailslot.core.lockwait import mkdir_lock
 from mailslot.core.names import validate_agent
+from mailslot.core.record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from mailslot.core.cursor import ByteCursor, CursorStore
 
 __all__ = [
     "CURSOR_MAX",
@@ -137,15 +140,30 @@ FORGET_REMOVED_AFTER_SECONDS = 7 * 86400.0
 HUMAN = "human"
 
 
-@dataclass(slots=True)
-class Batch:
+class Batch(Record):
     """Messages read from a chat and the byte cursor just past them; ``warnings`` says what the
-    reader could not read or store of its own state (a cursor), never what it was given."""
+    reader could not read or store of its own state (a cursor), never what it was given.
 
+    A ``core.record`` record, not a dataclass: every ``chat say`` loads this module."""
+
+    __match_args__ = ("messages", "cursor", "ended", "warnings")
+    __slots__ = ("cursor", "ended", "messages", "warnings")
     messages: list[ChatMessage]
     cursor: int
-    ended: bool = False
-    warnings: list[str] = field(default_factory=list)
+    ended: bool
+    warnings: list[str]
+
+    def __init__(
+        self,
+        messages: list[ChatMessage],
+        cursor: int,
+        ended: bool = False,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.messages = messages
+        self.cursor = cursor
+        self.ended = ended
+        self.warnings = [] if warnings is None else warnings
 
     def to_json(self) -> dict[str, Any]:
         """``{"messages": [{"from", "time", "body", ...}], "cursor": N, "ended": bool}``, and
@@ -160,14 +178,23 @@ class Batch:
         return out
 
 
-@dataclass
-class Joined:
-    """The result of ``new_chat``/``join``: the file, the caller's name, what it has seen."""
+class Joined(Record):
+    """The result of ``new_chat``/``join``: the file, the caller's name, what it has seen.
 
+    A ``core.record`` record, not a dataclass: every ``chat say`` loads this module."""
+
+    __match_args__ = ("path", "name", "history", "cursor")
+    __slots__ = ("cursor", "history", "name", "path")
     path: Path
     name: str
     history: list[ChatMessage]
     cursor: int
+
+    def __init__(self, path: Path, name: str, history: list[ChatMessage], cursor: int) -> None:
+        self.path = path
+        self.name = name
+        self.history = history
+        self.cursor = cursor
 
     @property
     def topic(self) -> str | None:
@@ -379,6 +406,8 @@ def forget_removed(state: Path | None = None) -> list[Path]:
     chat that exists is read once in that time, not by every sweep: ``CursorStore.sweep``);
     the files removed. Run by ``new_chat`` and ``join``, which add state of their own; never
     fails them (a sweep that cannot list or remove leaves the files for the next)."""
+    from mailslot.core.cursor import CursorStore  # here: a say needs no cursor
+
     removed: list[Path] = []
     for namespace in ("chat", "chat-names"):
         with contextlib.suppress(OSError):
@@ -390,6 +419,8 @@ def forget_removed(state: Path | None = None) -> list[Path]:
 
 def _load_cursor(store: CursorStore, chat: ChatRef, name: str) -> ByteCursor | None:
     """The cursor stored for ``name`` in ``chat`` under its real path, else its spelling."""
+    from mailslot.core.cursor import ByteCursor
+
     for path in chat.keys:
         key = _cursor_key(path, name)
         value = store.load(key)
@@ -413,6 +444,8 @@ def new_chat(
     ``LimitExceeded`` for a bad topic, ``InvalidName``/``Conflict`` for the name,
     ``NoSpace``/``OSError`` when the state dir cannot hold the name (the new file is removed).
     """
+    from mailslot.core.cursor import ByteCursor, CursorStore  # here: a say needs no cursor
+
     topic = topic.strip()
     check_utf8("topic", topic)
     check_chars("topic", topic, 1, TOPIC_MAX_CHARS)
@@ -470,6 +503,8 @@ def join(
     (ended chat; a name that already speaks here; a session that already speaks, without
     ``--as``), ``NoSpace``/``OSError`` (the state dir).
     """
+    from mailslot.core.cursor import ByteCursor, CursorStore  # here: a say needs no cursor
+
     ref = ChatRef.of(path)
     path = ref.path
     _require_file(path)

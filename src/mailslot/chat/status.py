@@ -22,11 +22,11 @@ following the file by hand -- reaches the same answer from the same bytes:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from mailslot.chat.format import ChatMessage
 from mailslot.core.clock import format_time
+from mailslot.core.record import Record
 
 __all__ = [
     "HUMAN_PREFIX",
@@ -44,22 +44,79 @@ HUMAN_PREFIX = "human:"
 _TOPIC_RE = re.compile(r"^[ \t]*TOPIC:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 
 
-@dataclass
-class ChatStatus:
-    """What the file says about the conversation (computed from every block, in order)."""
+class ChatStatus(Record):
+    """What the file says about the conversation (computed from every block, in order).
 
-    topic: str | None = None
-    participants: list[str] = field(default_factory=list)
-    end_request: dict[str, Any] | None = None
-    ended: bool = False
-    ended_at: str | None = None
-    last_rejection: dict[str, Any] | None = None
-    human_checks: list[dict[str, Any]] = field(default_factory=list)
-    messages: int = 0
-    torn: dict[str, Any] | None = None  # ``<file>.torn``: fragments of appends killed mid-write
-    left: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gone: dict[str, dict[str, Any]] = field(default_factory=dict)
-    last_block: dict[str, ChatMessage] = field(default_factory=dict)
+    A ``core.record`` record, not a dataclass: every ``chat say`` checks one."""
+
+    __match_args__ = (
+        "topic",
+        "participants",
+        "end_request",
+        "ended",
+        "ended_at",
+        "last_rejection",
+        "human_checks",
+        "messages",
+        "torn",
+        "left",
+        "gone",
+        "last_block",
+    )
+    __slots__ = (
+        "end_request",
+        "ended",
+        "ended_at",
+        "gone",
+        "human_checks",
+        "last_block",
+        "last_rejection",
+        "left",
+        "messages",
+        "participants",
+        "topic",
+        "torn",
+    )
+    topic: str | None
+    participants: list[str]
+    end_request: dict[str, Any] | None
+    ended: bool
+    ended_at: str | None
+    last_rejection: dict[str, Any] | None
+    human_checks: list[dict[str, Any]]
+    messages: int
+    torn: dict[str, Any] | None  # ``<file>.torn``: fragments of appends killed mid-write
+    left: dict[str, dict[str, Any]]
+    gone: dict[str, dict[str, Any]]
+    last_block: dict[str, ChatMessage]
+
+    def __init__(
+        self,
+        topic: str | None = None,
+        participants: list[str] | None = None,
+        end_request: dict[str, Any] | None = None,
+        ended: bool = False,
+        ended_at: str | None = None,
+        last_rejection: dict[str, Any] | None = None,
+        human_checks: list[dict[str, Any]] | None = None,
+        messages: int = 0,
+        torn: dict[str, Any] | None = None,
+        left: dict[str, dict[str, Any]] | None = None,
+        gone: dict[str, dict[str, Any]] | None = None,
+        last_block: dict[str, ChatMessage] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.participants = [] if participants is None else participants
+        self.end_request = end_request
+        self.ended = ended
+        self.ended_at = ended_at
+        self.last_rejection = last_rejection
+        self.human_checks = [] if human_checks is None else human_checks
+        self.messages = messages
+        self.torn = torn
+        self.left = {} if left is None else left
+        self.gone = {} if gone is None else gone
+        self.last_block = {} if last_block is None else last_block
 
     @property
     def human_check(self) -> dict[str, Any] | None:
