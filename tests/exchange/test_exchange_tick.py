@@ -434,6 +434,28 @@ def test_a_tick_with_nothing_new_keeps_every_outcome_without_reading_the_state(
     assert {p.name: p.stat().st_mtime_ns for p in (root / ".mailslot").glob("tick-*.json")} == kept
 
 
+def test_debts_passed_over_are_those_the_whole_run_works_out_in_order(ex, monkeypatch) -> None:
+    """The debts a quiet tick takes from its kept outcomes are, field for field and in order,
+    the ones a tick that works every topic out (no quiet records) tells, a ``detail`` included."""
+    from mailslot.exchange import tick as tick_mod
+
+    _full_listing_never(monkeypatch)
+    root = ex.root
+    _quiet_tree(root)
+    hand_entry(root, "olu", "2026-11-04-garbled", 1, "claude", "2098-11-01T09:00:00Z", "maybe")
+    hand_entry(root, "claude", "2026-11-05-both", 1, "olu", "2098-11-01T09:00:00Z", "required")
+    hand_state(root, "claude", "2026-11-05-both", "done", "2098-11-01T09:05:00Z")
+    _age_tree(root)
+    first = tick_mod.tick(ex)  # the general path: no kept outcome, every topic settled
+    assert any("detail" in d for d in first.debts) and len(first.debts) >= 4
+    (root / ".mailslot" / "tick-quiet.json").unlink()  # and again, from the whole state
+    general = tick_mod.tick(ex)
+    _no_whole_state(monkeypatch)
+    passed = tick_mod.tick(ex)  # every topic passed over: its debts as kept
+    assert passed.debts == general.debts == first.debts
+    assert [list(d) for d in passed.debts] == [list(d) for d in general.debts]
+
+
 def test_a_copy_passed_over_beside_a_changed_one_is_quiet_in_its_next_slot(ex, monkeypatch) -> None:
     """A topic with news on one side: the other side's copy, rebuilt from its record, keeps
     the digest of its last listing, so its next full listing finds it unchanged and the tick
@@ -527,8 +549,8 @@ def _damage_kept_records(meta: Path) -> None:
     """Every record in the tick's kept files replaced by something of the wrong shape, each
     file still naming the state it goes with (as a damaged or planted file would)."""
     quiet = json.loads((meta / "tick-quiet.json").read_text())
-    for name, kept in quiet["known"].items():  # a debt cut short, in a record true otherwise
-        quiet["known"][name] = [*kept[:3], [["x"]]] if kept else [[1], "status", None, []]
+    names, sides, rows, counts, statuses, debts = quiet["known"]
+    quiet["known"] = [names, sides, rows, counts, statuses, debts[:-1]]  # a debt cut short
     (meta / "tick-quiet.json").write_text(json.dumps(quiet))
     _damage_monitor_records(meta)
 
@@ -563,10 +585,33 @@ def test_kept_records_of_the_wrong_shape_are_read_afresh_never_trusted(ex) -> No
     assert (root / "INDEX.md").read_text() == index
     _damage_kept_records(meta)  # the quiet tick above may not have rewritten them
     quiet = json.loads((meta / "tick-quiet.json").read_text())
-    quiet["copies"] = {key: ["mtime", -1] for key in quiet["copies"]}
-    (meta / "tick-quiet.json").write_text(json.dumps(quiet))
-    again = tick(root)
-    assert again["debts"] == first["debts"] and not again["errors"] and not again["new_topics"]
+    keys, ints, digests, names = quiet["copies"]
+    for copies in (  # the quick records' columns, each damaged one way
+        {key: ["mtime", -1] for key in keys},
+        [keys, [*ints[:-1], "1"], digests, names],
+        [keys, [*ints[:-1], True], digests, names],
+        [keys, ints[:-1], digests, names],
+        [keys, ints, digests, [*names[:-1], None]],
+        [keys, ints, digests],
+        [[*keys[:-1], 7], ints, digests, names],
+    ):
+        (meta / "tick-quiet.json").write_text(json.dumps({**quiet, "copies": copies}))
+        again = tick(root)
+        assert again["debts"] == first["debts"] and not again["errors"] and not again["new_topics"]
+    quiet = json.loads((meta / "tick-quiet.json").read_text())
+    names, sides, rows, counts, statuses, debts = quiet["known"]
+    for known in (  # the outcomes' columns, each damaged one way
+        {name: None for name in names},
+        [names, sides, rows, [*counts[:-1], counts[-1] + 1], statuses, debts],
+        [names, sides, rows, [-1, *counts[1:]], statuses, debts],
+        [names, sides, rows, counts, [*statuses[:-1], 1], debts],
+        [names, sides, rows, counts, statuses, [None, *debts[1:]]],
+        [names, [*sides[:-1], 3], rows, counts, statuses, debts],
+        [names, sides, rows[:-1], counts, statuses, debts],
+    ):
+        (meta / "tick-quiet.json").write_text(json.dumps({**quiet, "known": known}))
+        again = tick(root)
+        assert again["debts"] == first["debts"] and not again["errors"] and not again["new_topics"]
 
 
 def test_monitor_records_of_the_wrong_shape_are_read_afresh_never_trusted(ex) -> None:
@@ -670,10 +715,10 @@ def test_a_full_disk_never_hides_an_archive_the_tick_already_made(
     assert f"`{topic}`" not in (ex.root / "INDEX.md").read_text()
 
 
-def test_kept_records_are_named_in_memory_and_lists_on_disk(ex, monkeypatch) -> None:
-    """``tick-quiet.json`` holds each ``QuickRecord`` and ``Outcome`` as a JSON list in field
-    order, which every release reads; read back, each is a record by name, and written again it
-    is the same bytes."""
+def test_kept_records_are_named_in_memory_and_flat_columns_on_disk(ex, monkeypatch) -> None:
+    """``tick-quiet.json`` holds the ``QuickRecord``s (``quick_columns``) and the ``Outcome``s
+    (``known_columns``) as flat columns; read back, each is a record by name, and written again
+    it is the same bytes."""
     from mailslot.exchange import tickstate
 
     _full_listing_never(monkeypatch)
@@ -684,23 +729,28 @@ def test_kept_records_are_named_in_memory_and_lists_on_disk(ex, monkeypatch) -> 
     meta = root / ".mailslot"
     text = (meta / "tick-quiet.json").read_text()
     on_disk = json.loads(text)
-    assert on_disk["copies"] and all(
-        [type(x) for x in v] == [int, int, int, str, int, str] for v in on_disk["copies"].values()
-    )
-    outcomes = {n: v for n, v in on_disk["known"].items() if v is not None}
-    assert outcomes and all(type(v) is list and len(v) == 4 for v in outcomes.values())
+    keys, ints, digests, names = on_disk["copies"]
+    assert keys and len(ints) == 4 * len(keys) == 4 * len(digests) == 4 * len(names)
+    assert {type(x) for x in ints} == {int} and {type(x) for x in digests + names} == {str}
+    topics, sides, rows, counts, statuses, debts = on_disk["known"]
+    assert len(topics) == len(sides) == len(rows) == len(counts) // 2 and None not in sides
+    assert sum(counts[0::2]) == len(statuses) and 4 * sum(counts[1::2]) == len(debts)
 
     quiet = tickstate.load_quiet(meta)
-    assert quiet is not None
-    for key, q in quiet["copies"].items():
+    assert quiet is not None and list(quiet["copies"]) == keys
+    for i, (key, q) in enumerate(quiet["copies"].items()):
         assert isinstance(q, tickstate.QuickRecord)
-        fields = [q.dir_mtime, q.state_size, q.state_mtime, q.key, q.dir_ctime, q.names]
-        assert fields == on_disk["copies"][key]
+        assert [q.dir_mtime, q.state_size, q.state_mtime, q.dir_ctime] == ints[4 * i : 4 * i + 4]
+        assert (q.key, q.names) == (digests[i], names[i])
+        assert q.names == "/".join(sorted(p.name for p in (root / key).iterdir()))
     index = (root / "INDEX.md").read_text()
-    for name, o in outcomes.items():
-        kept = quiet["known"][name]
+    assert list(quiet["known"]) == topics
+    for i, kept in enumerate(quiet["known"].values()):
         assert isinstance(kept, tickstate.Outcome)
-        assert [kept.sides, kept.status, kept.row, kept.debts] == o and kept.row in index
+        assert (kept.sides, kept.row) == (sides[i], rows[i]) and kept.row in index
+        assert [len(kept.status), len(kept.debts)] == counts[2 * i : 2 * i + 2]
+    told = [d for o in quiet["known"].values() for d in o.debts]
+    assert [x for d in told for x in d] == debts and all(len(d) == 4 for d in told)
 
     (meta / "tick-quiet.json").unlink()
     fields = {k: v for k, v in quiet.items() if k not in ("version", "state")}
