@@ -469,3 +469,85 @@ def test_a_file_open_past_the_bound_is_whole_with_a_note(tmp_path: Path, monkeyp
     assert settled(path, st, None, st.st_ctime - 3600).again == pytest.approx(
         st.st_ctime - 3600 + wait.QUIET_SETTLE
     )
+
+
+def _script(d: Path, what: str) -> None:
+    """File work in ``d`` whose events a ``Watch`` then takes."""
+    if what in ("one rename", "two renames"):
+        for name in ("0001-olu.md", "0002-olu.md")[: 1 if what == "one rename" else 2]:
+            (d / f".{name}.tmp").write_text("hi\n")  # a writer's temp: its events pass over
+            os.rename(d / f".{name}.tmp", d / name)
+    elif what == "written in place":
+        (d / "0001-olu.md").write_text("hi\n")
+    elif what == "a directory made":
+        (d / "sub").mkdir()
+    elif what == "linked in":
+        (d / ".x").write_text("hi\n")
+        os.link(d / ".x", d / "0001-olu.md")
+    elif what == "renamed then removed":
+        (d / ".t").write_text("hi\n")
+        os.rename(d / ".t", d / "0001-olu.md")
+        (d / "0001-olu.md").unlink()
+
+
+@pytest.mark.parametrize(
+    "what",
+    [
+        "one rename",
+        "two renames",
+        "written in place",
+        "a directory made",
+        "linked in",
+        "renamed then removed",
+    ],
+)
+def test_take_one_is_the_single_rename_and_leaves_every_other_wake_to_take_changes(
+    tmp_path: Path, what: str
+) -> None:
+    """``take_one`` gives the ``Change`` of one name renamed in (dot names aside) and nothing
+    else; otherwise it leaves the events exactly as ``take_changes`` alone would give them."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    with Watch([a], dot_names=False) as wa, Watch([b], dot_names=False) as wb:
+        _script(a, what)
+        _script(b, what)
+        assert wa.wait(5.0) and wb.wait(5.0)
+        time.sleep(0.05)  # every event of the script queued
+        one = wa.take_one()
+        changes = wa.take_changes()
+        plain = wb.take_changes()  # the same work, never asked for one
+        assert plain is not None and changes is not None
+        if what == "one rename":
+            assert one == wait_mod.Change(a, "0001-olu.md", False, CLOSED) and changes == {}
+            assert set(plain[b]) == {"0001-olu.md"}  # type: ignore[index]
+        else:
+            assert one is None
+            as_b = {
+                p.name: None if n is None else {k: (c.is_dir, c.state) for k, c in n.items()}
+                for p, n in changes.items()
+            }
+            as_plain = {
+                p.name.replace("b", "a"): None
+                if n is None
+                else {k: (c.is_dir, c.state) for k, c in n.items()}
+                for p, n in plain.items()
+            }
+            assert as_b == as_plain and as_b
+        assert wa.take_one() is None and wa.take_changes() == {}
+
+
+def test_a_rename_kept_as_one_change_is_overtaken_by_later_events(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux")
+    with Watch([tmp_path], dot_names=False) as w:
+        _script(tmp_path, "one rename")
+        assert w.wait(5.0)  # read: kept as one change
+        (tmp_path / "0001-olu.md").unlink()
+        assert w.wait(5.0)  # the removal read after it: the two are one name's changes
+        assert w.take_one() is None
+        changed = w.take_changes()
+        assert changed is not None
+        assert {k: c.state for k, c in (changed[tmp_path] or {}).items()} == {"0001-olu.md": GONE}

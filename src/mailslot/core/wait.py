@@ -40,6 +40,7 @@ import fcntl
 import os
 import select
 import signal
+import struct
 import sys
 import threading
 import time
@@ -94,6 +95,19 @@ QUIET_SETTLE = 2.0
 REUSE_MAX = 2
 
 T = TypeVar("T")
+
+# ``struct inotify_event`` (as ``core.inotify`` reads it): wd, mask, cookie, then the length of
+# the NUL-padded name that follows; read here straight into what changed, no ``Event`` made
+_HEADER = struct.Struct("iIII")
+_HEADER_SIZE = _HEADER.size
+_unpack = _HEADER.unpack_from
+_READ_SIZE = 64 << 10  # events queued at once: about a thousand, read in one call
+# A read that came this close to filling the buffer may have left events queued: the kernel
+# hands out whole events only, each at most a header and a name of NAME_MAX + 1 bytes, padded
+_FULL_MARGIN = _HEADER_SIZE + 256 + 16
+_DOT = ord(".")
+_FS_ENCODING = sys.getfilesystemencoding()  # names decoded as ``os.fsdecode`` decodes them
+_FS_ERRORS = sys.getfilesystemencodeerrors()
 
 # What the last event on a name in a watched directory says about its content.
 APPEARED = "appeared"  # created or linked in: whether it is whole is not known from events
@@ -156,6 +170,10 @@ class _Backend:
         carried (``None``: an event on the path itself); ``None``: not known (any may)."""
         return None
 
+    def take_one(self) -> Change | None:
+        """The one ``Change`` since the last take, when that is all (inotify's only)."""
+        return None
+
     def watching(self, path: Path) -> bool:
         """Whether events for ``path`` still come (the kernel has not dropped its watch)."""
         return True
@@ -190,6 +208,14 @@ class _Inotify(_Backend):
         self._closed = int(flags.CLOSE_WRITE | flags.MOVED_TO)
         self._appeared = int(flags.CREATE)
         self._gone = int(flags.DELETE | flags.MOVED_FROM)
+        # the one name renamed or closed into an armed directory, when that is all the events
+        # taken since the last take said (dot names aside): kept as it is, no ``Changes`` made
+        # for it until they are asked for (``take_one``)
+        self._one: Change | None = None
+        self._more = False  # whether the last read filled its buffer (more may be queued)
+        self._fd = self._ino.fileno()
+        self._moved_to = int(flags.MOVED_TO)
+        self._close_write = int(flags.CLOSE_WRITE)
         self._wd: dict[int, Path] = {}
         self._live: dict[Path, int] = {}  # path -> its watch, while the kernel keeps it
         # armed path -> a Change per name its events carried (None: an event on the directory
@@ -230,6 +256,7 @@ class _Inotify(_Backend):
         while self._ino.read(timeout=0):  # one read each: the descriptor never blocks
             pass
         self._changed = {}
+        self._one = None
         self._taken = False
 
     def wait(self, timeout: float | None) -> bool:
@@ -239,8 +266,8 @@ class _Inotify(_Backend):
             if not self._poller.poll(ms):
                 return False
             taken = self._drain()
-            self._taken = not self._ino.more
-            if taken or self._ino.more or self.dot_names:
+            self._taken = not self._more
+            if taken or self._more or self.dot_names:
                 return True
             # only names passed over (a writer's temp, before it is renamed into place): the
             # caller has nothing to look at, so the wait goes on
@@ -251,26 +278,57 @@ class _Inotify(_Backend):
                 ms = max(0, int(left * 1000))
 
     def _drain(self) -> int:
-        """Take the events queued now into ``_changed``; how many were taken (a name passed
-        over is none)."""
-        events = self._ino.read(timeout=0, dot_names=self.dot_names)
-        for event in events:
+        """Take the events queued now into ``_changed`` (or ``_one``); how many were taken (a
+        name passed over is none)."""
+        try:
+            data = os.read(self._fd, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        end = len(data)
+        self._more = end > _READ_SIZE - _FULL_MARGIN
+        events = []
+        at = 0
+        dots = not self.dot_names
+        while at + _HEADER_SIZE <= end:
+            wd, mask, _, size = _unpack(data, at)
+            at += _HEADER_SIZE
+            if size and dots and data[at] == _DOT:
+                at += size  # a writer's temp: never read, so nothing is made of it
+                continue
+            name = data[at : at + size].rstrip(b"\0").decode(_FS_ENCODING, _FS_ERRORS)
+            at += size
+            events.append((wd, mask, name))
+        if len(events) == 1 and self._one is None and self._changed == {}:
+            wd, mask, name = events[0]
+            path = self._wd.get(wd)
+            if name and path is not None and (mask == self._moved_to or mask == self._close_write):
+                self._one = Change(path, name, False, CLOSED)  # the common wake
+                return 1
+        self._keep_one()
+        for wd, mask, name in events:
             changed = self._changed
-            mask = event.mask
             if mask & self._overflow:
                 self._changed = None
-            elif changed is not None and (path := self._wd.get(event.wd)) is not None:
-                if not event.name or mask & self._ignored:
+            elif changed is not None and (path := self._wd.get(wd)) is not None:
+                if not name or mask & self._ignored:
                     changed[path] = None  # the directory itself: anything in it may differ
                 else:
                     names = changed[path] if path in changed else changed.setdefault(path, {})
                     if names is not None:
-                        self._note(names, path, event.name, mask)
+                        self._note(names, path, name, mask)
             if mask & self._ignored:  # the directory went away: no more events from it
-                gone = self._wd.pop(event.wd, None)
-                if gone is not None and self._live.get(gone) == event.wd:
+                gone = self._wd.pop(wd, None)
+                if gone is not None and self._live.get(gone) == wd:
                     del self._live[gone]
         return len(events)
+
+    def _keep_one(self) -> None:
+        """``_one`` put in ``_changed``, as the events would have put it."""
+        one, self._one = self._one, None
+        if one is not None and self._changed is not None:
+            names = self._changed.setdefault(one.directory, {})
+            if names is not None:
+                names[one.name] = one
 
     def _note(self, names: dict[str, Change], path: Path, name: str, mask: int) -> None:
         if mask & self._writing:
@@ -294,8 +352,22 @@ class _Inotify(_Backend):
         if not self._taken:
             self._drain()
         self._taken = False
+        self._keep_one()
         changed, self._changed = self._changed, {}
         return changed
+
+    def take_one(self) -> Change | None:
+        """``take_changed`` when all it would hold is one name renamed or closed into an armed
+        directory (dot names aside): that name's ``Change``; else ``None``, and the events
+        stay for ``take_changed`` (which reads no more than this did)."""
+        if not self._taken:
+            self._drain()
+            self._taken = True
+        one = self._one
+        if one is not None:
+            self._one = None
+            self._taken = False
+        return one
 
     def close(self) -> None:
         self._release()
@@ -515,6 +587,15 @@ class Watch:
         if changed is None:
             return None
         return {p: None if names is None else set(names) for p, names in changed.items()}
+
+    def take_one(self) -> Change | None:
+        """The one name renamed or closed into an armed directory since the last take, when
+        that is all that changed (names with a dot aside; kernel events only): its ``Change``
+        (``CLOSED``), made without the rest of ``take_changes``'s work; else ``None``, and
+        everything is left for ``take_changes``."""
+        if self._poll is not None or self._kernel is None:
+            return None
+        return self._kernel.take_one()
 
     def take_changes(self) -> Changes | None:
         """What changed since the last call: for each armed directory with events, a ``Change``
