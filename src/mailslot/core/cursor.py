@@ -341,6 +341,24 @@ class SeenLog:
                 raise
         return True
 
+    def held_as_read(self) -> bool:
+        """Whether the file is held open, is still the one at the name, and holds what was
+        read and no more (one ``lstat``): the set in memory is the file's, as ``load`` would
+        find it, and an ``add`` is one ``write``."""
+        if self._fd < 0:
+            return False
+        try:
+            st = os.lstat(self._where)
+        except OSError:
+            return False
+        at = self._at
+        return (
+            at is not None
+            and st.st_ino == self._ino == at[0]
+            and st.st_size == at[1] == self._end
+            and stat.S_ISREG(st.st_mode)
+        )
+
     def load(self) -> SeenSet:
         """The seen-set as the file says now; ``FormatError`` if it does not read."""
         if self._fd >= 0:

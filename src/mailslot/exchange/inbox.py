@@ -40,6 +40,7 @@ __all__ = [
     "inbox_items",
     "peek_entry",
     "peek_state",
+    "plain_head",
     "read_entry",
 ]
 
@@ -300,9 +301,22 @@ def read_entry(path: Path, side: str, topic: str, *, arrived_ns: int | None = No
 def _plain_entry(
     raw: bytes, name: re.Match[str], path: Path, side: str, topic: str, arrived: int
 ) -> Entry | None:
-    """``read_entry``'s result for the common entry (UTF-8 without a BOM or a CR, a head of
-    plain ``key: value`` lines, each key once, a valid ``action`` and ``at``), read in one
-    match; ``None`` for anything else, which the general path reads."""
+    """``read_entry``'s result for the common entry (``plain_head``'s), read in one match;
+    ``None`` for anything else, which the general path reads."""
+    head = plain_head(raw)
+    if head is None:
+        return None
+    fields, at, action, body = head
+    number, sender = name.group(1, 2)
+    return Entry(
+        int(number), sender, side, topic, path, at, action, body, fields, arrived_ns=arrived
+    )
+
+
+def plain_head(raw: bytes) -> tuple[dict[str, str], datetime, str, str] | None:
+    """``(fields, at, action, body)`` of the common entry (UTF-8 without a BOM or a CR, a head
+    of plain ``key: value`` lines, each key once, a valid ``action`` and ``at``), as
+    ``read_entry`` reads it; ``None`` for anything else, which the full parser reads."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -312,7 +326,7 @@ def _plain_entry(
         return None
     pairs: list[tuple[str, str]] = _PAIR.findall(head.group(1))
     fields = dict(pairs)
-    action = fields.get("action")
+    action = fields.get("action", "")
     if len(fields) != len(pairs) or action not in ACTIONS:
         return None
     at_text = fields.get("at")
@@ -322,11 +336,7 @@ def _plain_entry(
         at = datetime.fromisoformat(at_text).astimezone(UTC)
     except ValueError:  # a month 13, a 25th hour
         return None
-    number, sender = name.group(1, 2)
-    body = text[head.end() :]
-    return Entry(
-        int(number), sender, side, topic, path, at, action, body, fields, arrived_ns=arrived
-    )
+    return fields, at, action, text[head.end() :]
 
 
 def peek_entry(path: Path | str) -> EntryPeek:
