@@ -77,7 +77,7 @@ from mailslot.core.wait import (
 )
 from mailslot.exchange.entries import Entry, check_sender, members
 from mailslot.exchange.holds import hold_sig, is_trusted, load_holds
-from mailslot.exchange.inbox import InboxItem, read_entry
+from mailslot.exchange.inbox import InboxItem, plain_head, read_entry
 from mailslot.exchange.layout import DONE, HELD_NAME, Exchange
 from mailslot.exchange.listing import (
     ENTRY_RE,
@@ -114,6 +114,10 @@ CHANGED = "changed after it was shown (an entry is never edited): shown again as
 # change within one tick of the file system's clock can leave a directory's times as they were
 SETTLED_DIR_NS = 2_000_000_000
 
+# The largest entry the common wake reads in its one pass (one read); a larger one, up to
+# ``safeio.MAX_FILE_BYTES``, is read by the general path
+QUICK_BYTES = 64 * 1024
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WHOLE = Settled(True)  # ``settled``'s word on a file its events say was closed or renamed in
 # (key, entry) of each entry of one topic directory that was not seen when it was looked at
 Unseen = list[tuple[str, InboxItem]]
@@ -780,6 +784,146 @@ class Watcher:
         view.waiting[where] = None
         return [item for _, item in found]
 
+    def _quick(self, change: Change, show: Show | None) -> WatchResult | None:
+        """The common wake, start to end: one entry renamed (or closed) into a listed live
+        topic, while the last look left nothing unseen, no stray or hold, and nothing to look
+        at again; read in one pass, its head plain (``inbox.plain_head``), its sender a member
+        whose body claims no one else, in scope and whole; shown and marked as ``take`` does,
+        with the listing and what is unseen left as ``_placed`` and ``take`` leave them.
+
+        ``None``, having changed nothing (``change`` then goes to ``_pending``), for anything
+        else: any other event, a stray, a sender or claim that ``check_sender`` flags, a head
+        the full parser reads, a file over ``QUICK_BYTES`` or not regular, a seen-set re-read or
+        not yet made, a key seen already; so every unusual wake reads as the general path reads
+        it. A failure once it is shown (``show`` raised, the mark did not go) drops the view:
+        the next round looks at everything again."""
+        view = self._view
+        if (
+            view is None
+            or view.flagged
+            or len(view.waiting) > 1
+            or self._look_all
+            or self._names is None
+            or self._again
+            or self._rearm
+            or self._kept
+            or self.defer_until is not None
+            or not self._state_dir_made
+        ):
+            return None
+        resets = view.resets
+        log = self._log
+        if resets[0] != log.resets or resets[1] != self._dropped:
+            return None
+        name = change.name
+        where = str(change.directory)
+        hit = self._listings.get(where)
+        unseen = self._unseen.get(where)
+        if hit is None or unseen is None or (view.waiting and where not in view.waiting):
+            return None
+        before = hit[1]
+        keys = self.seen.keys
+        if unseen[0] is not before or unseen[1] != resets or before.strays or before.held:
+            return None
+        for u in unseen[2]:
+            if u[0] not in keys:  # found before and not seen since
+                return None
+        m = ENTRY_RE.match(name)
+        if m is None or before.archived:
+            return None
+        number, sender = int(m.group(1)), m.group(2)
+        e = (number, sender, name)
+        entries = before.entries
+        i = bisect.bisect_left(entries, e)
+        key = f"{before.topic}/{name[:-3]}"
+        if (i < len(entries) and entries[i] == e) or key in keys or sender not in self._members:
+            return None
+        self._round_ns = round_ns = time.time_ns()
+        path = f"{where}/{name}"
+        try:  # looked at before it is opened: nothing but a regular file is ever opened
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > QUICK_BYTES:
+                return None
+            fd = os.open(path, _READ_FLAGS)
+            try:
+                raw = os.read(fd, QUICK_BYTES + 1)
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+        if len(raw) != st.st_size:  # changed since the ``lstat``: the general path reads it
+            return None
+        head = plain_head(raw)
+        if head is None:
+            return None
+        fields, at, action, body = head
+        claimed = fields.get("from")
+        if (
+            (claimed is not None and claimed != sender)
+            or (body and body[-1] != "\n")
+            or (self.action == "required" and action != "required")
+        ):
+            return None
+        with self._lock:
+            listed = self._listed_now
+            if not log.held_as_read() or listed is None or log.meta.get("pruned_at") != listed:
+                return None  # written by another process, or due a prune: ``take``'s to do
+            current = self.seen
+            item = _child(self._dir_path(where), name)
+            entry = Entry(
+                number,
+                sender,
+                self._writer,
+                before.topic,
+                item,
+                at,
+                action,
+                body,
+                fields,
+                arrived_ns=st.st_ctime_ns,
+            )
+            found = [Delivered("entry", key, before.topic, item, False, entry)]
+            marks = [key]
+            if st.st_mtime_ns >= round_ns:  # written while this round looked (``_deliverable``)
+                marks.append(f"{key}@{st.st_size}.{st.st_mtime_ns}")
+            marked = log.meta.get("marked_ns")
+            if isinstance(marked, int) and marked > round_ns:
+                round_ns = marked
+            listing = TopicDir(
+                before.topic,
+                where,
+                False,
+                entries[:i] + (e,) + entries[i:] if i < len(entries) else entries + (e,),  # noqa: RUF005
+                False,
+                before.has_state,
+                (),
+            )
+            self._listings[where] = (hit[0], listing)
+            self._unseen[where] = (listing, resets, [])
+            view.waiting.pop(where, None)
+            meta = {"marked_ns": round_ns}
+
+            def mark() -> None:  # ``_mark`` when no prune is due: one line appended, no fsync
+                try:
+                    log.add(marks, meta)
+                except OSError:
+                    if not self._keep_unmarked(current, marks):
+                        raise
+
+            try:
+                if show is None:
+                    mark()
+                else:
+                    result = WatchResult(self.agent, self.side, found, False, list(self.warnings))
+                    show_then_record(lambda: show(result), mark)
+            except BaseException:
+                # not known to be marked: everything is looked at again, this entry as whole
+                self._view = None
+                del self._unseen[where], self._listings[where]
+                self._states[path] = CLOSED
+                raise
+        return WatchResult(self.agent, self.side, found, False, list(self.warnings))
+
     def _look(
         self, changed: Changes | None, seen: SeenSet, out: list[Delivered]
     ) -> tuple[_View | None, list[InboxItem], list[TopicDir]]:
@@ -836,6 +980,10 @@ class Watcher:
 
     def pending(self, seen: SeenSet | None = None) -> list[Delivered]:
         """Everything in scope not in ``seen`` (default: the loaded cursor), oldest first."""
+        return self._pending(seen, self._watch.take_changes() if self._watch is not None else None)
+
+    def _pending(self, seen: SeenSet | None, changed: Changes | None) -> list[Delivered]:
+        """``pending`` after the events ``changed`` (``None``: not known)."""
         seen = seen if seen is not None else self.seen
         self.defer_until = None
         self._recheck = False
@@ -843,7 +991,6 @@ class Watcher:
         self._also = {}
         self._looked = {}
         out: list[Delivered] = []
-        changed = self._watch.take_changes() if self._watch is not None else None
         placed = self._placed(changed, seen) if changed else None
         view: _View | None
         flagged: list[TopicDir]
@@ -975,6 +1122,36 @@ class Watcher:
         self._dropped += 1
         return True
 
+    def _mark(self, current: SeenSet, keys: list[str], round_ns: int) -> None:
+        """Mark ``keys`` seen in ``current`` (the seen-set just loaded under the lock), noting
+        ``round_ns``: appended, no fsync (a power cut re-delivers, never loses); the set is
+        rewritten when a prune dropped keys. A seen-mark that is not a file keeps them in
+        memory (said when it was loaded)."""
+        before = list(self._log.meta.get("pruned_at") or [])
+        try:
+            if self._prune(current):
+                current.keys.update(keys)
+                self._log.meta["marked_ns"] = round_ns
+                self._log.rewrite()
+            else:
+                after = self._log.meta.get("pruned_at")
+                meta: dict[str, Any] = {"marked_ns": round_ns}
+                if after != before:
+                    meta["pruned_at"] = after
+                self._log.add(keys, meta)
+        except OSError:
+            if not self._keep_unmarked(current, keys):
+                raise
+
+    def _keep_unmarked(self, current: SeenSet, keys: list[str]) -> bool:
+        """After a mark failed: whether the seen-mark is not a file (said when it was loaded),
+        and ``keys`` were then kept in memory (delivered again by the next reader)."""
+        if _not_a_file(self.store.path_for(self.key)) is None:
+            return False
+        self._kept.update(keys)
+        current.keys.update(self._kept)
+        return True
+
     def take(self, found: list[Delivered], show: Show | None = None) -> list[Delivered]:
         """Mark ``found`` seen under the cursor lock; returns what no one else took first.
 
@@ -997,25 +1174,8 @@ class Watcher:
             marked = self._log.meta.get("marked_ns")
             round_ns = max(self._round_ns, marked if isinstance(marked, int) else 0)
 
-            def mark() -> None:  # appended, no fsync: a power cut re-delivers, never loses
-                before = list(self._log.meta.get("pruned_at") or [])
-                try:
-                    if self._prune(current):
-                        current.keys.update(keys)
-                        self._log.meta["marked_ns"] = round_ns
-                        self._log.rewrite()
-                    else:
-                        after = self._log.meta.get("pruned_at")
-                        meta: dict[str, Any] = {"marked_ns": round_ns}
-                        if after != before:
-                            meta["pruned_at"] = after
-                        self._log.add(keys, meta)
-                except OSError:
-                    if _not_a_file(self.store.path_for(self.key)) is None:
-                        raise
-                    # said when it was loaded: kept in memory, delivered again by the next one
-                    self._kept.update(keys)
-                    current.keys.update(self._kept)
+            def mark() -> None:
+                self._mark(current, keys, round_ns)
 
             if show is None:  # nothing was output: no signal to hold until the mark is written
                 mark()
@@ -1047,7 +1207,15 @@ class Watcher:
             if on_armed is not None:
                 on_armed()
                 on_armed = None
-            found = self.pending()
+            one = self._watch.take_one() if self._watch is not None else None
+            if one is None:
+                changed = self._watch.take_changes() if self._watch is not None else None
+            else:  # the common wake: one name renamed or closed into an armed directory
+                quick = None if peek else self._quick(one, show)
+                if quick is not None:
+                    return quick
+                changed = {one.directory: {one.name: one}}
+            found = self._pending(None, changed)
             if found and self._recheck:
                 # a file created in place whose first write is in it but whose IN_MODIFY was
                 # not queued yet when the events were taken reads as linked in whole: the

@@ -1,0 +1,293 @@
+"""The common wake read in one pass (``Watcher._quick``): one entry renamed into a listed topic is
+delivered, shown and marked exactly as the general path does it, and every other wake -- a
+stray, a sender the transport does not back, a head the full parser reads, a file too large for
+one read, a topic moved, a full event queue, a seen-set another process wrote -- goes the
+general way, with the same result."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from exhelp import GENEROUS
+
+from mailslot.core.cursor import CursorStore
+from mailslot.core.errors import WaitTimeout
+from mailslot.exchange import send
+from mailslot.exchange.layout import Exchange
+from mailslot.exchange.watch import (
+    QUICK_BYTES,
+    WATCH_NAMESPACE,
+    Watcher,
+    WatchResult,
+    mark_all_seen,
+)
+
+RAISED = "raised"  # what the spy notes for a one-pass read that raised
+TEXT = "---\nfrom: claude\nat: 2026-11-29T18:14:00.5+01:00\naction: required\n---\nhi {n}\n"
+
+
+def _watcher(ex: Exchange, base: Path, *, general: bool = False, action: str = "any") -> Watcher:
+    """olu's watcher over its own seen-mark under ``base``, already past its first round; with
+    ``general``, its common wake is never read in one pass; ``quick`` lists what each wake's
+    one pass returned (``None``: handed to the general path)."""
+    store = CursorStore(WATCH_NAMESPACE, base)
+    mark_all_seen(ex, "olu", store=store)
+    w = Watcher(ex, "olu", store=store, action=action)
+    w.quick = []  # type: ignore[attr-defined]
+    real = w._quick
+
+    def spy(change: Any, show: Any) -> WatchResult | None:
+        w.quick.append(RAISED)  # type: ignore[attr-defined]
+        got = None if general else real(change, show)
+        w.quick[-1] = got  # type: ignore[attr-defined]
+        return got
+
+    w._quick = spy  # type: ignore[method-assign]
+    with pytest.raises(WaitTimeout):  # the first round lists and arms everything
+        w.watch(0)
+    w.quick.clear()  # type: ignore[attr-defined]
+    return w
+
+
+def _both_wake(
+    watchers: list[Watcher],
+    land: Callable[[], None],
+    *,
+    timeout: float = GENEROUS,
+    show: Callable[[WatchResult], None] | None = None,
+) -> list[WatchResult | BaseException]:
+    """Each watcher blocked in ``watch`` in a thread of its own, then ``land`` run."""
+    got: list[WatchResult | BaseException] = [RuntimeError("no result")] * len(watchers)
+    armed = [threading.Event() for _ in watchers]
+
+    def run(i: int) -> None:
+        try:
+            got[i] = watchers[i].watch(timeout, on_armed=armed[i].set, show=show)
+        except BaseException as e:  # handed to the test
+            got[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(watchers))]
+    for t in threads:
+        t.start()
+    for a in armed:
+        assert a.wait(GENEROUS)
+    land()
+    for t in threads:
+        t.join(GENEROUS)
+    return got
+
+
+def _pair(ex: Exchange, topic: str, tmp_path: Path, action: str = "any") -> list[Watcher]:
+    """A watcher reading the common wake in one pass and one that never does, each past its
+    first take (entry 0002: the first take of a watcher goes the general way, making its state
+    dir and noting what the inbox holds)."""
+    pair = [
+        _watcher(ex, tmp_path / "fast", action=action),
+        _watcher(ex, tmp_path / "slow", general=True, action=action),
+    ]
+    d = ex.inbox("olu") / topic
+    a, b = _both_wake(pair, _renamed_in(d, "0002-claude.md", TEXT.format(n=2)))
+    assert isinstance(a, WatchResult) and isinstance(b, WatchResult) and a == b
+    for w in pair:
+        w.quick.clear()  # type: ignore[attr-defined]
+    return pair
+
+
+def _renamed_in(directory: Path, name: str, text: str | bytes) -> Callable[[], None]:
+    tmp = directory / f".{name}.partial"
+    if isinstance(text, str):
+        text = text.encode()
+    tmp.write_bytes(text)
+    return lambda: os.rename(tmp, directory / name)
+
+
+def _seen_keys(ex: Exchange, base: Path) -> set[str]:
+    return set(CursorStore(WATCH_NAMESPACE, base).load_seen(f"olu@{ex.root}").keys)
+
+
+@pytest.fixture
+def topic(ex: Exchange) -> str:
+    return send(ex, "claude", "wake", "fyi", "opening").topic
+
+
+def test_the_common_wake_delivers_and_marks_what_the_general_path_does(
+    ex: Exchange, topic: str, tmp_path: Path
+) -> None:
+    fast, slow = _pair(ex, topic, tmp_path)
+    d = ex.inbox("olu") / topic
+    for n in (3, 4, 5):  # each wake after the first one too: the listing it left is right
+        land = _renamed_in(d, f"{n:04d}-claude.md", TEXT.format(n=n))
+        if n == 5:  # written "after" the round began: also marked as it stands (its size, mtime)
+            future = time.time_ns() + 3600 * 10**9
+            os.utime(d / f".{n:04d}-claude.md.partial", ns=(future, future))
+        a, b = _both_wake([fast, slow], land)
+        assert isinstance(a, WatchResult) and isinstance(b, WatchResult)
+        assert fast.quick[-1] is not None and slow.quick[-1] is None  # type: ignore[attr-defined]
+        assert a == b and repr(a) == repr(b)
+        (x,), (y,) = a.items, b.items
+        for f in ("kind", "key", "topic", "path", "archived", "entry", "text", "why", "partial"):
+            assert getattr(x, f) == getattr(y, f), f
+        assert x.entry is not None and y.entry is not None
+        for f in x.entry.__dataclass_fields__:
+            assert getattr(x.entry, f) == getattr(y.entry, f), f
+        assert a.to_json(ex.root) == b.to_json(ex.root)
+        assert _seen_keys(ex, tmp_path / "fast") == _seen_keys(ex, tmp_path / "slow")
+        assert f"{topic}/{n:04d}-claude" in _seen_keys(ex, tmp_path / "fast")
+        assert any("@" in k for k in _seen_keys(ex, tmp_path / "fast")) == (n == 5)
+    # what it left behind finds nothing more, and a fresh look agrees
+    assert fast.pending() == [] and Watcher(ex, "olu", store=fast.store).pending() == []
+    with pytest.raises(dataclass_frozen_error()):
+        x.entry.body = "changed"  # type: ignore[misc]
+    fast.close()
+    slow.close()
+
+
+def dataclass_frozen_error() -> type[BaseException]:
+    from dataclasses import FrozenInstanceError
+
+    return FrozenInstanceError
+
+
+def test_the_common_wake_shows_before_it_marks_and_marks_nothing_shown_in_vain(
+    ex: Exchange, topic: str, tmp_path: Path
+) -> None:
+    w, slow = _pair(ex, topic, tmp_path)
+    slow.close()
+    d = ex.inbox("olu") / topic
+    key = f"{topic}/0003-claude"
+    marked_when_shown: list[bool] = []
+
+    def show(r: WatchResult) -> None:
+        marked_when_shown.append(key in _seen_keys(ex, tmp_path / "fast"))
+        raise BrokenPipeError("the reader went away")
+
+    (got,) = _both_wake([w], _renamed_in(d, "0003-claude.md", TEXT.format(n=3)), show=show)
+    assert isinstance(got, BrokenPipeError) and marked_when_shown == [False]
+    assert w.quick == [RAISED]  # type: ignore[attr-defined]
+    assert key not in _seen_keys(ex, tmp_path / "fast")
+    # not marked: the next watch delivers it again, and that one marks it
+    shown: list[WatchResult] = []
+    again = w.watch(GENEROUS, show=shown.append)
+    assert [i.key for i in again.items] == [key] == [i.key for i in shown[0].items]
+    assert key in _seen_keys(ex, tmp_path / "fast")
+    w.close()
+
+
+def _two(d: Path, ex: Exchange) -> Callable[[], None]:
+    first = _renamed_in(d, "0003-claude.md", TEXT.format(n=3))
+    second = _renamed_in(d, "0004-claude.md", TEXT.format(n=4))
+    return lambda: (first(), second())  # type: ignore[func-returns-value]
+
+
+def _moved(d: Path, ex: Exchange) -> Callable[[], None]:
+    (ex.inbox("olu") / "done").mkdir(exist_ok=True)
+    return lambda: os.rename(d, ex.inbox("olu") / "done" / d.name)
+
+
+def _entry_as(text: str) -> Callable[[Path, Exchange], Callable[[], None]]:
+    return lambda d, ex: _renamed_in(d, "0003-claude.md", text)
+
+
+ENTRY = TEXT.format(n=3)
+# what lands, made ready (a temp written) before the watchers block
+CASES: dict[str, Callable[[Path, Exchange], Callable[[], None]]] = {
+    "a stray": lambda d, ex: _renamed_in(d, "notes.txt", "not an entry\n"),
+    "a sender not on the side": lambda d, ex: _renamed_in(d, "0003-mallory.md", ENTRY),
+    "a body claiming someone else": _entry_as(ENTRY.replace("from: claude", "from: olu")),
+    "a head the full parser reads": _entry_as(ENTRY.replace("action: required", "action: 'fyi'")),
+    "CRLF line ends": _entry_as(ENTRY.replace("\n", "\r\n")),
+    "a head that does not parse": _entry_as("---\nfrom: [\n---\nx\n"),
+    "a body cut short": _entry_as(ENTRY.rstrip("\n")),
+    "a file too large for one read": _entry_as(TEXT.format(n="x" * (QUICK_BYTES + 10))),
+    # not even offered to the one pass: more than one name, or not renamed or closed in
+    "two entries in one wake": _two,
+    "a topic moved to done/": _moved,
+    "an entry linked in, not renamed": lambda d, ex: (
+        lambda: os.link(d / "0001-claude.md", d / "0009-claude.md")
+    ),
+}
+
+
+NOT_OFFERED = {
+    "two entries in one wake",
+    "a topic moved to done/",
+    "an entry linked in, not renamed",
+}
+# landed before the watchers look: both queued for one round, not a wake on the first
+BEFORE = {"two entries in one wake"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_other_wake_goes_the_general_way_with_the_same_result(
+    ex: Exchange, topic: str, tmp_path: Path, case: str
+) -> None:
+    d = ex.inbox("olu") / topic
+    fast, slow = _pair(ex, topic, tmp_path)
+    land = CASES[case](d, ex)
+    if case in BEFORE:
+        land()
+    a, b = _both_wake([fast, slow], (lambda: None) if case in BEFORE else land, timeout=3.0)
+    assert fast.quick == ([] if case in NOT_OFFERED else [None]), case  # type: ignore[attr-defined]
+    if isinstance(a, WatchResult) and isinstance(b, WatchResult):
+        assert a.items and a == b
+        assert a.to_json(ex.root) == b.to_json(ex.root)
+    else:  # a topic moved away: nothing to show, both time out
+        assert isinstance(a, WaitTimeout) and isinstance(b, WaitTimeout), (a, b)
+    assert _seen_keys(ex, tmp_path / "fast") == _seen_keys(ex, tmp_path / "slow")
+    fast.close()
+    slow.close()
+
+
+def test_a_full_event_queue_goes_the_general_way(ex: Exchange, topic: str, tmp_path: Path) -> None:
+    d = ex.inbox("olu") / topic
+    w, slow = _pair(ex, topic, tmp_path)
+    slow.close()
+    a, b = d / ".a", d / ".b"  # dot names: never strays, yet each event is queued
+    a.touch()
+    b.touch()
+    w._watch.take_changes()  # type: ignore[union-attr]
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    for _ in range(limit // 2 + 10):  # two names in turn: the kernel merges no two of them
+        os.utime(a)
+        os.utime(b)
+    _renamed_in(d, "0003-claude.md", TEXT.format(n=3))()
+    got = w.watch(GENEROUS)
+    assert not any(w.quick)  # type: ignore[attr-defined]
+    assert f"{topic}/0003-claude" in {i.key for i in got.items}
+    w.close()
+
+
+def test_a_seen_set_another_process_wrote_goes_the_general_way(
+    ex: Exchange, topic: str, tmp_path: Path
+) -> None:
+    d = ex.inbox("olu") / topic
+    w, slow = _pair(ex, topic, tmp_path)
+    slow.close()
+    other = Watcher(ex, "olu", store=w.store)
+    _renamed_in(d, "0003-claude.md", TEXT.format(n=3))()
+    assert [x.key for x in other.take(other.pending())] == [f"{topic}/0003-claude"]
+    other.close()
+    _renamed_in(d, "0004-claude.md", TEXT.format(n=4))()
+    got = w.watch(GENEROUS)
+    assert [i.key for i in got.items] == [f"{topic}/0004-claude"]  # 0003 was taken by the other
+    assert not any(w.quick)  # type: ignore[attr-defined]
+    w.close()
+
+
+def test_an_entry_out_of_scope_is_not_delivered_either_way(
+    ex: Exchange, topic: str, tmp_path: Path
+) -> None:
+    fast, slow = _pair(ex, topic, tmp_path, action="required")
+    d = ex.inbox("olu") / topic
+    fyi = TEXT.format(n=3).replace("action: required", "action: fyi")
+    results = _both_wake([fast, slow], _renamed_in(d, "0003-claude.md", fyi), timeout=1.0)
+    assert all(isinstance(r, WaitTimeout) for r in results)
+    assert not any(fast.quick)  # type: ignore[attr-defined]
+    fast.close()
+    slow.close()
