@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import FrozenInstanceError, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from exhelp import GENEROUS
 from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import WaitTimeout
 from mailslot.exchange import send
+from mailslot.exchange import watch as watch_mod
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.watch import (
     QUICK_BYTES,
@@ -116,9 +118,14 @@ def topic(ex: Exchange) -> str:
     return send(ex, "claude", "wake", "fyi", "opening").topic
 
 
+@pytest.mark.parametrize("made", ["filled", "constructed"])
 def test_the_common_wake_delivers_and_marks_what_the_general_path_does(
-    ex: Exchange, topic: str, tmp_path: Path
+    ex: Exchange, topic: str, tmp_path: Path, made: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if made == "constructed":  # what a dataclass ``_filler`` cannot fill takes its constructor
+        monkeypatch.setattr(watch_mod, "_ENTRY_REST", None)
+    else:
+        assert watch_mod._ENTRY_REST is not None and watch_mod._DELIVERED_REST is not None
     fast, slow = _pair(ex, topic, tmp_path)
     d = ex.inbox("olu") / topic
     for n in (3, 4, 5):  # each wake after the first one too: the listing it left is right
@@ -142,16 +149,10 @@ def test_the_common_wake_delivers_and_marks_what_the_general_path_does(
         assert any("@" in k for k in _seen_keys(ex, tmp_path / "fast")) == (n == 5)
     # what it left behind finds nothing more, and a fresh look agrees
     assert fast.pending() == [] and Watcher(ex, "olu", store=fast.store).pending() == []
-    with pytest.raises(dataclass_frozen_error()):
+    with pytest.raises(FrozenInstanceError):  # filled or made, still frozen
         x.entry.body = "changed"  # type: ignore[misc]
     fast.close()
     slow.close()
-
-
-def dataclass_frozen_error() -> type[BaseException]:
-    from dataclasses import FrozenInstanceError
-
-    return FrozenInstanceError
 
 
 def test_the_common_wake_shows_before_it_marks_and_marks_nothing_shown_in_vain(
@@ -291,3 +292,31 @@ def test_an_entry_out_of_scope_is_not_delivered_either_way(
     assert not any(fast.quick)  # type: ignore[attr-defined]
     fast.close()
     slow.close()
+
+
+def test_only_a_plain_dataclass_is_filled_in_place_of_its_constructor() -> None:
+    @dataclass(frozen=True)
+    class Plain:
+        a: int
+        b: str | None = None
+
+    @dataclass(frozen=True)
+    class Later:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+
+    @dataclass(frozen=True)
+    class Made:
+        a: int
+        b: list[int] = field(default_factory=list)
+
+    assert watch_mod._filler(Plain, ("a",)) == {"b": None}
+    assert watch_mod._filler(Plain, ("a", "c")) is None  # no such field
+    for cls in (Later, Slotted, Made):
+        assert watch_mod._filler(cls, ("a",)) is None, cls

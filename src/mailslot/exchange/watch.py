@@ -55,7 +55,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +273,33 @@ _make_child = getattr(Path, "_make_child_relpath", None)
 
 def _child(base: Path, name: str) -> Path:
     return base / name if _make_child is None else _make_child(base, name)
+
+
+def _filler(cls: type, given: tuple[str, ...]) -> dict[str, Any] | None:
+    """The defaults of the fields of the dataclass ``cls`` other than ``given``, when an
+    instance may be made as its generated ``__init__`` makes it by filling its ``__dict__``
+    with them and the ``given`` values (no ``__post_init__``, no slots, every other field a
+    plain default); else ``None``, and the constructor is called. For the common wake: one
+    ``dict.update`` in place of a frozen ``__init__``'s ``object.__setattr__`` per field."""
+    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
+        return None
+    rest = {}
+    names = set()
+    for f in fields(cls):
+        names.add(f.name)
+        if f.name not in given:
+            if f.default is MISSING or not f.init:
+                return None
+            rest[f.name] = f.default
+    return rest if names >= set(given) else None
+
+
+_ENTRY_REST = _filler(
+    Entry,
+    ("number", "sender", "side", "topic", "path", "at", "action", "body", "meta", "arrived_ns"),
+)
+_DELIVERED_REST = _filler(Delivered, ("kind", "key", "topic", "path", "archived", "entry"))
+_new = object.__new__
 
 
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
@@ -870,19 +897,47 @@ class Watcher:
                 return None  # written by another process, or due a prune: ``take``'s to do
             current = self.seen
             item = _child(self._dir_path(where), name)
-            entry = Entry(
-                number,
-                sender,
-                self._writer,
-                before.topic,
-                item,
-                at,
-                action,
-                body,
-                fields,
-                arrived_ns=st.st_ctime_ns,
-            )
-            found = [Delivered("entry", key, before.topic, item, False, entry)]
+            topic = before.topic
+            if _ENTRY_REST is None or _DELIVERED_REST is None:
+                entry = Entry(
+                    number,
+                    sender,
+                    self._writer,
+                    topic,
+                    item,
+                    at,
+                    action,
+                    body,
+                    fields,
+                    arrived_ns=st.st_ctime_ns,
+                )
+                delivered = Delivered("entry", key, topic, item, False, entry)
+            else:  # as their ``__init__`` fills them (``_filler``)
+                entry = _new(Entry)
+                entry.__dict__.update(
+                    _ENTRY_REST,
+                    number=number,
+                    sender=sender,
+                    side=self._writer,
+                    topic=topic,
+                    path=item,
+                    at=at,
+                    action=action,
+                    body=body,
+                    meta=fields,
+                    arrived_ns=st.st_ctime_ns,
+                )
+                delivered = _new(Delivered)
+                delivered.__dict__.update(
+                    _DELIVERED_REST,
+                    kind="entry",
+                    key=key,
+                    topic=topic,
+                    path=item,
+                    archived=False,
+                    entry=entry,
+                )
+            found = [delivered]
             marks = [key]
             if st.st_mtime_ns >= round_ns:  # written while this round looked (``_deliverable``)
                 marks.append(f"{key}@{st.st_size}.{st.st_mtime_ns}")
