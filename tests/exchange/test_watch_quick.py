@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 from exhelp import GENEROUS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mailslot.core.clock import parse_time
 from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import WaitTimeout
 from mailslot.exchange import send
@@ -320,3 +323,35 @@ def test_only_a_plain_dataclass_is_filled_in_place_of_its_constructor() -> None:
     assert watch_mod._filler(Plain, ("a", "c")) is None  # no such field
     for cls in (Later, Slotted, Made):
         assert watch_mod._filler(cls, ("a",)) is None, cls
+
+
+SENDERS = ["claude", "will", "a", "yes", "no", "n", "y", "null", "on", "off", "true", "x" * 40]
+SENDERS += ["x" * 41, "0claude", "_x", "Claude", "claude.bot", "a@b", "c-d_e"]
+TIMES = ["2026-11-29T18:14:00Z", "2026-11-29T18:14:00.5+01:00", "2026-11-29T18:14:00+0100"]
+TIMES += ["2026-02-30T18:14:00Z", "2026-11-29T25:14:00Z", "2026-11-29 18:14:00Z", "soon"]
+
+
+@settings(max_examples=400)
+@given(
+    sender=st.sampled_from(SENDERS),
+    at=st.sampled_from(TIMES),
+    action=st.sampled_from(["required", "fyi", "'fyi'", "maybe", "Required"]),
+    body=st.sampled_from(["", "hi\n", "---\nrule\n", "a\r\nb\n", "x"]),
+    extra=st.sampled_from(["", "tags: x\n", "from: claude\n"]),
+)
+def test_the_own_head_reads_as_any_plain_head_reads(
+    sender: str, at: str, action: str, body: str, extra: str
+) -> None:
+    """``plain_head``'s one match for the head ``exchange send`` writes gives what the general
+    scanner gives, and what the strict parser gives, for every head near that shape."""
+    from mailslot.exchange.entries import parse_entry_text
+    from mailslot.exchange.inbox import _plain_head, plain_head
+
+    text = f"---\nfrom: {sender}\nat: {at}\naction: {action}\n{extra}---\n{body}"
+    got = plain_head(text.encode())
+    assert got == (None if "\r" in text else _plain_head(text))
+    if got is not None:
+        meta, full_body, error = parse_entry_text(text.encode(), Path("0001-x.md"))
+        fields, when, act, rest = got
+        assert error is None and (fields, act, rest) == (meta, meta["action"], full_body)
+        assert when.isoformat() == parse_time(meta["at"]).isoformat()

@@ -74,6 +74,12 @@ _PAIR = re.compile(r"([^:\n]+): ([^\n]*)\n")
 # The common entry's head in one match: a fence, plain ``key: value`` lines (``_PLAIN_HEADER``'s),
 # a fence; what ``_simple_fields`` then finds, and the body after it, is the match's own
 _PLAIN_ENTRY = re.compile(rf"---\n((?:{_PLAIN_KEY}(?:{_TIME_VALUE}|{_WORD})\n)+)---\n")
+# The head ``exchange send`` writes (``entries.render_entry``), in one match without a lookahead:
+# a sender that is a word (``_WORD``'s) and is tested apart for a YAML boolean or null, a time
+# of ``_TIME_VALUE``'s shape, an action; ``plain_head`` reads anything else by ``_PLAIN_ENTRY``
+_OWN_HEAD = re.compile(
+    rf"---\nfrom: ([a-z][a-z0-9_-]{{0,39}})\nat: ({_TIME_VALUE})\naction: (required|fyi)\n---\n"
+)
 # Outside YAML's printable set, or a line break to YAML (NEL, LS, PS, a lone CR), or a BOM.
 _UNSAFE = re.compile(
     "[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
@@ -321,8 +327,23 @@ def plain_head(raw: bytes) -> tuple[dict[str, str], datetime, str, str] | None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    if "\r" in text:
+        return None
+    own = _OWN_HEAD.match(text)
+    if own is not None and own.group(1) not in _NOT_STRINGS:
+        sender, at_text, action = own.group(1, 2, 3)
+        try:
+            at = datetime.fromisoformat(at_text).astimezone(UTC)
+        except ValueError:  # a month 13, a 25th hour
+            return None
+        return {"from": sender, "at": at_text, "action": action}, at, action, text[own.end() :]
+    return _plain_head(text)
+
+
+def _plain_head(text: str) -> tuple[dict[str, str], datetime, str, str] | None:
+    """``plain_head`` of ``text`` (decoded, no CR) by ``_PLAIN_ENTRY``, any plain head."""
     head = _PLAIN_ENTRY.match(text)
-    if head is None or "\r" in text:
+    if head is None:
         return None
     pairs: list[tuple[str, str]] = _PAIR.findall(head.group(1))
     fields = dict(pairs)
