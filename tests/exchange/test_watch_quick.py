@@ -194,6 +194,11 @@ def _moved(d: Path, ex: Exchange) -> Callable[[], None]:
     return lambda: os.rename(d, ex.inbox("olu") / "done" / d.name)
 
 
+def _made_then_renamed(d: Path, make: Callable[[Path], None]) -> Callable[[], None]:
+    make(d / ".0003-claude.md.tmp")
+    return lambda: os.rename(d / ".0003-claude.md.tmp", d / "0003-claude.md")
+
+
 def _entry_as(text: str) -> Callable[[Path, Exchange], Callable[[], None]]:
     return lambda d, ex: _renamed_in(d, "0003-claude.md", text)
 
@@ -209,7 +214,12 @@ CASES: dict[str, Callable[[Path, Exchange], Callable[[], None]]] = {
     "a head that does not parse": _entry_as("---\nfrom: [\n---\nx\n"),
     "a body cut short": _entry_as(ENTRY.rstrip("\n")),
     "a file too large for one read": _entry_as(TEXT.format(n="x" * (QUICK_BYTES + 10))),
+    "a FIFO named like an entry": lambda d, ex: _made_then_renamed(d, os.mkfifo),
+    "a symlink named like an entry": lambda d, ex: _made_then_renamed(
+        d, lambda p: os.symlink("/etc/passwd", p)
+    ),
     # not even offered to the one pass: more than one name, or not renamed or closed in
+    "a directory named like an entry": lambda d, ex: _made_then_renamed(d, os.mkdir),
     "two entries in one wake": _two,
     "a topic moved to done/": _moved,
     "an entry linked in, not renamed": lambda d, ex: (
@@ -219,6 +229,7 @@ CASES: dict[str, Callable[[Path, Exchange], Callable[[], None]]] = {
 
 
 NOT_OFFERED = {
+    "a directory named like an entry",
     "two entries in one wake",
     "a topic moved to done/",
     "an entry linked in, not renamed",
