@@ -32,6 +32,16 @@ def in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, dict]:
     return t, box
 
 
+def blocked_in_poll(t: threading.Thread, timeout: float = 30) -> None:
+    """Return once thread ``t`` sleeps in the kernel's poll (a wait armed and blocked), as the
+    kernel reports it in ``/proc/self/task/TID/wchan``; fail after ``timeout`` s."""
+    wchan = Path(f"/proc/self/task/{t.native_id}/wchan")
+    deadline = time.monotonic() + timeout
+    while "poll" not in wchan.read_text():
+        assert t.is_alive() and time.monotonic() < deadline, "the wait never blocked"
+        time.sleep(0.005)
+
+
 # Debian's chromium, driven through Playwright by the web tests that need a real browser.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

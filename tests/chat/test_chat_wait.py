@@ -25,7 +25,7 @@ from mailslot.core.errors import (
     NotFound,
     WaitTimeout,
 )
-from shared_helpers import in_thread
+from shared_helpers import blocked_in_poll, in_thread
 
 
 def test_wait_filters_own_messages_and_persists_the_cursor(chat_file: Path) -> None:
@@ -79,7 +79,7 @@ def test_wait_times_out_with_nothing_new(chat_file: Path) -> None:
 def test_removing_the_file_ends_a_blocked_wait_with_gone(chat_file: Path) -> None:
     chat.join(chat_file, "bob")
     t, box = in_thread(chat.wait, chat_file, "bob", timeout=60)
-    t.join(0.2)
+    blocked_in_poll(t)
     chat_file.unlink()
     t.join(30)
     assert isinstance(box.get("error"), Gone), box
