@@ -137,9 +137,10 @@ def commands(tmp: Path, pe: Peers) -> list[Result]:
                 got[k],
                 "ms",
                 key=f"cmd.{k}",
-                target="p50 <= 60 ms",
+                target="p50 <= 60 ms or <= 1x agent-chat post",
                 ok=pct(got[k], 50) <= 60,
-                vs=[Vs("cmd.post", "agent-chat post")],
+                vs=[Vs("cmd.post", "agent-chat post", max_ratio=1.0)],
+                need="any",
                 note="start, send durably, print, exit",
             )
         )

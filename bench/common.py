@@ -60,7 +60,7 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
     key: str = ""  # stable id another row's ``Vs.base`` names
     vs: list[Vs] = field(default_factory=list)
-    need: str = "all"  # "all": every Vs target must hold; "any": one is enough
+    need: str = "all"  # "all": every target must hold; "any": one is enough (``ok`` is one)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,8 +142,12 @@ def compare(rows: Sequence[Result]) -> None:
         if texts and not r.target:
             r.target = "p50 " + (" or " if r.need == "any" else " and ").join(texts)
         if verdicts:
-            rel = any(verdicts) if r.need == "any" else all(verdicts)
-            r.ok = rel if r.ok is None else (r.ok and rel)
+            if r.need == "any":  # one target is enough, the absolute one among them
+                rel = any(verdicts)
+                r.ok = rel if r.ok is None else (r.ok or rel)
+            else:
+                rel = all(verdicts)
+                r.ok = rel if r.ok is None else (r.ok and rel)
 
 
 def fmt(v: float | None) -> str:

@@ -57,6 +57,20 @@ def test_an_absolute_target_and_a_ratio_target_must_both_hold(common: ModuleType
     assert row.ok is False
 
 
+def test_an_absolute_target_or_a_ratio_target_is_enough_when_any_one_is(common: ModuleType):
+    def verdict(p50: float, peer_p50: float | None) -> bool | None:
+        peer = common.Result("post", "ms", p50=peer_p50, key="post")
+        vs = [common.Vs("post", max_ratio=1.0)]
+        row = common.Result("send", "ms", p50=p50, ok=p50 <= 60, vs=vs, need="any")
+        common.compare([peer, row])
+        return row.ok
+
+    assert verdict(55.0, 40.0) is True  # within 60 ms, though behind the peer
+    assert verdict(70.0, 75.0) is True  # over 60 ms on a slow day, ahead of the peer
+    assert verdict(70.0, 65.0) is False  # neither
+    assert verdict(70.0, None) is False  # no peer: the absolute target alone
+
+
 def test_a_missing_baseline_leaves_the_ratio_at_na_and_the_verdict_to_the_rest(common: ModuleType):
     gone = common.Result("peer", "ms", key="peer", note="n/a (peer not installable: offline)")
     row = common.Result(
