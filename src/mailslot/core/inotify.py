@@ -12,10 +12,11 @@ import errno
 import os
 import select
 import struct
+import sys
 from enum import IntFlag
 from typing import Any, NamedTuple
 
-__all__ = ["Event", "INotify", "flags"]
+__all__ = ["Event", "INotify", "flags", "read_events"]
 
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len (of the NUL-padded name that follows)
 _HEADER_SIZE = _HEADER.size
@@ -24,6 +25,8 @@ _READ_SIZE = 64 << 10  # events queued at once: about a thousand, read in one ca
 # hands out whole events only, each at most a header and a name of NAME_MAX + 1 bytes, padded
 _FULL_MARGIN = _HEADER.size + 256 + 16
 _DOT = ord(".")
+_FS_ENCODING = sys.getfilesystemencoding()  # names decoded as ``os.fsdecode`` decodes them
+_FS_ERRORS = sys.getfilesystemencodeerrors()
 _libc: Any = None
 
 
@@ -120,33 +123,45 @@ class INotify:
             wait = None if timeout is None else timeout / 1000
             if not select.select([self.fd], [], [], wait)[0]:
                 return []
-        self.more = False
         try:
-            data = os.read(self.fd, _READ_SIZE)
-        except BlockingIOError:
-            return []
+            events, self.more = read_events(self.fd, dot_names=dot_names)
         except OSError as e:
             if e.errno == errno.EINTR:
+                self.more = False
                 return []
             raise
-        end = len(data)
-        self.more = end > _READ_SIZE - _FULL_MARGIN
-        out = []
-        at = 0
-        unpack = _HEADER.unpack_from
-        while at + _HEADER_SIZE <= end:
-            wd, mask, cookie, size = unpack(data, at)
-            at += _HEADER_SIZE
-            if size and not dot_names and data[at] == _DOT:
-                at += size
-                continue
-            name = os.fsdecode(data[at : at + size].rstrip(b"\0")) if size else ""
-            at += size
-            out.append(Event(wd, mask, cookie, name))
-        return out
+        return [Event(*e) for e in events]
 
     def close(self) -> None:
         """Close the descriptor (slow: see ``core.ending.slow_close``); once."""
         fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
+
+
+def read_events(fd: int, *, dot_names: bool = True) -> tuple[list[tuple[int, int, int, str]], bool]:
+    """One ``read`` of the events queued on the non-blocking inotify descriptor ``fd``: each as
+    ``(wd, mask, cookie, name)`` ("" for the directory itself), and whether that read may have
+    left events queued (it came close to filling the buffer). Nothing queued: ``([], False)``.
+    Without ``dot_names``, events on a name that starts with a dot (an in-flight temp) are
+    passed over before anything is made of them.
+    """
+    try:
+        data = os.read(fd, _READ_SIZE)
+    except BlockingIOError:
+        return [], False
+    end = len(data)
+    out = []
+    at = 0
+    unpack = _HEADER.unpack_from
+    while at + _HEADER_SIZE <= end:
+        wd, mask, cookie, size = unpack(data, at)
+        at += _HEADER_SIZE
+        if size and not dot_names and data[at] == _DOT:
+            at += size
+            continue
+        out.append(
+            (wd, mask, cookie, data[at : at + size].rstrip(b"\0").decode(_FS_ENCODING, _FS_ERRORS))
+        )
+        at += size
+    return out, end > _READ_SIZE - _FULL_MARGIN

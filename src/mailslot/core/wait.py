@@ -40,7 +40,6 @@ import fcntl
 import os
 import select
 import signal
-import struct
 import sys
 import threading
 import time
@@ -96,18 +95,6 @@ REUSE_MAX = 2
 
 T = TypeVar("T")
 
-# ``struct inotify_event`` (as ``core.inotify`` reads it): wd, mask, cookie, then the length of
-# the NUL-padded name that follows; read here straight into what changed, no ``Event`` made
-_HEADER = struct.Struct("iIII")
-_HEADER_SIZE = _HEADER.size
-_unpack = _HEADER.unpack_from
-_READ_SIZE = 64 << 10  # events queued at once: about a thousand, read in one call
-# A read that came this close to filling the buffer may have left events queued: the kernel
-# hands out whole events only, each at most a header and a name of NAME_MAX + 1 bytes, padded
-_FULL_MARGIN = _HEADER_SIZE + 256 + 16
-_DOT = ord(".")
-_FS_ENCODING = sys.getfilesystemencoding()  # names decoded as ``os.fsdecode`` decodes them
-_FS_ERRORS = sys.getfilesystemencodeerrors()
 
 # What the last event on a name in a watched directory says about its content.
 APPEARED = "appeared"  # created or linked in: whether it is whole is not known from events
@@ -184,9 +171,10 @@ class _Backend:
 
 class _Inotify(_Backend):
     def __init__(self) -> None:
-        from mailslot.core.inotify import INotify, flags
+        from mailslot.core.inotify import INotify, flags, read_events
 
         self._ino = INotify()
+        self._read_events = read_events
         self.dot_names = True  # whether events on dot-names are kept (``Watch(dot_names=...)``)
         # whether ``wait`` just took every event queued: the next take need not read again
         self._taken = False
@@ -281,31 +269,17 @@ class _Inotify(_Backend):
         """Take the events queued now into ``_changed`` (or ``_one``); how many were taken (a
         name passed over is none)."""
         try:
-            data = os.read(self._fd, _READ_SIZE)
-        except (BlockingIOError, InterruptedError):
+            events, self._more = self._read_events(self._fd, dot_names=self.dot_names)
+        except InterruptedError:
             return 0
-        end = len(data)
-        self._more = end > _READ_SIZE - _FULL_MARGIN
-        events = []
-        at = 0
-        dots = not self.dot_names
-        while at + _HEADER_SIZE <= end:
-            wd, mask, _, size = _unpack(data, at)
-            at += _HEADER_SIZE
-            if size and dots and data[at] == _DOT:
-                at += size  # a writer's temp: never read, so nothing is made of it
-                continue
-            name = data[at : at + size].rstrip(b"\0").decode(_FS_ENCODING, _FS_ERRORS)
-            at += size
-            events.append((wd, mask, name))
         if len(events) == 1 and self._one is None and self._changed == {}:
-            wd, mask, name = events[0]
+            wd, mask, _, name = events[0]
             path = self._wd.get(wd)
             if name and path is not None and (mask == self._moved_to or mask == self._close_write):
                 self._one = Change(path, name, False, CLOSED)  # the common wake
                 return 1
         self._keep_one()
-        for wd, mask, name in events:
+        for wd, mask, _, name in events:
             changed = self._changed
             if mask & self._overflow:
                 self._changed = None
