@@ -24,3 +24,14 @@ def test_error_tree() -> None:
         for n in mailslot.errors.__all__
     )
     assert mailslot.WaitTimeout.exit_code == 3 and mailslot.Gone.exit_code == 4
+
+
+def test_a_module_that_offers_another_modules_names_on_first_use_offers_all_of_them() -> None:
+    """``exchange.entries`` offers ``exchange.entry``'s readers without importing it up front:
+    every name ``entry`` exports, and only those, resolves through ``entries``."""
+    from mailslot.exchange import entries, entry
+
+    assert entries._READERS == set(entry.__all__)
+    for name in entry.__all__:
+        assert getattr(entries, name) is getattr(entry, name), name
+        assert name in entries.__all__, name
