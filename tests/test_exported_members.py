@@ -31,7 +31,7 @@ def test_a_module_that_offers_another_modules_names_on_first_use_offers_all_of_t
     every name ``entry`` exports, and only those, resolves through ``entries``."""
     from mailslot.exchange import entries, entry
 
-    assert entries._READERS == set(entry.__all__)
+    assert set(entry.__all__) == entries._READERS
     for name in entry.__all__:
         assert getattr(entries, name) is getattr(entry, name), name
         assert name in entries.__all__, name
