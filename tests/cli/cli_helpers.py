@@ -42,3 +42,16 @@ def in_kernel_wait(proc: subprocess.Popen[bytes]) -> bool:
         return any(os.readlink(fd) == "anon_inode:inotify" for fd in fds)
     except OSError:
         return False
+
+
+def asleep_in_its_wait(proc: subprocess.Popen[bytes]) -> bool:
+    """The command is inside its blocking wait: it holds an inotify descriptor and sleeps in
+    ``poll``. The descriptor alone is not enough: ``relay ask`` arms its watch before it sends,
+    so a removal started then races the send, which creates the lock file and the inbox's intent
+    sidecar again in the directory being removed ("Directory not empty")."""
+    if not in_kernel_wait(proc):
+        return False
+    try:
+        return "poll" in Path(f"/proc/{proc.pid}/wchan").read_text()
+    except OSError:
+        return False

@@ -10,20 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import DEADLINE, in_kernel_wait, spawn, until
-
-
-def _asleep_in_its_wait(proc: subprocess.Popen[bytes]) -> bool:
-    """The command is inside its blocking wait: it holds an inotify descriptor and sleeps in
-    ``poll``. The descriptor alone is not enough: ``relay ask`` arms its watch before it sends,
-    so a removal started then races the send, which creates the lock file and the inbox's intent
-    sidecar again in the directory being removed ("Directory not empty")."""
-    if not in_kernel_wait(proc):
-        return False
-    try:
-        return "poll" in Path(f"/proc/{proc.pid}/wchan").read_text()
-    except OSError:
-        return False
+from cli_helpers import DEADLINE, asleep_in_its_wait, spawn, until
 
 
 def _exchange(tmp: Path) -> tuple[Path, list[str]]:
@@ -90,7 +77,7 @@ def test_removing_the_directory_ends_a_blocked_wait_with_exit_4(tmp_path, comman
     root, args = SETUPS[command](tmp_path)
     proc = spawn(*args, env={"XDG_STATE_HOME": str(tmp_path / "state")})
     try:
-        until(lambda: _asleep_in_its_wait(proc), proc)
+        until(lambda: asleep_in_its_wait(proc), proc)
         shutil.rmtree(root)
         _, err = proc.communicate(timeout=DEADLINE)
     finally:
