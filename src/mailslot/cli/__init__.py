@@ -2,10 +2,10 @@
 errors -> exit codes).
 
 This package loads nothing itself: ``mailslot.cli.quick`` runs the commands agents call most
-(``exchange send``, ``chat say``, ``exchange watch``, ``chat wait``) without loading click, and
-a module of this package must be importable without pulling the click group in. ``cli``,
-``main`` and every other name of ``mailslot.cli.command`` are still read from here (``from
-mailslot.cli import cli``); the first such read loads the group.
+(``exchange send``, ``chat say``, ``exchange watch``, ``chat wait``, ``relay ask``, ``outbox
+take``) without loading click, and a module of this package must be importable without pulling
+the click group in. ``cli``, ``main`` and every other name of ``mailslot.cli.command`` are still
+read from here (``from mailslot.cli import cli``); the first such read loads the group.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from mailslot.cli.common import stdin_bytes
-from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env, read_body
+from mailslot.cli.helpers import Env, emit, json_option, pass_env, read_body
+from mailslot.cli.waits import OUTBOX_TAKE, outbox_take
 from mailslot.core.display import shown_line
 
 __all__ = ["bus", "log", "outbox", "owners", "tasks"]
@@ -219,38 +220,7 @@ def outbox_list(env: Env, taken: bool, as_json: bool) -> None:
     _emit_rows("items", items, as_json, _item_line, empty)
 
 
-@outbox.command("take")
-@click.option(
-    "--wait", "wait", type=SECONDS, default=0.0, metavar="S", help="Wait up to S seconds."
-)
-@json_option
-@pass_env
-def outbox_take(env: Env, wait: float, as_json: bool) -> None:
-    """Claim the oldest item into outbox/taken/ and print its absolute path; exit 3 if none.
-
-    With --wait, exit 4 when outbox/ is removed while waiting.
-
-    Only the writer of outbox/taken/ in DIVISION-OF-WORK.md may take. Two takers racing never
-    get the same item. If the path cannot be printed (a closed pipe, Ctrl-C) the item goes
-    back to outbox/; a taker killed in between leaves it in outbox/taken/ (list --taken).
-
-    \b
-    Example:
-      path=$(mailslot outbox take --as beacon) && echo "integrate $path"
-    """
-    from mailslot.bus import outbox as busoutbox
-
-    exit_promptly()
-
-    def show(item: Any) -> None:  # the claim is undone if this fails
-        if item.sha256_ok is False:
-            click.echo(
-                f"mailslot: warning: {item.abspath} does not match the sha256 in its record",
-                err=True,
-            )
-        emit(item.to_json(), as_json, item.abspath)
-
-    busoutbox.take(env.need_root(), env.need_agent(), wait=wait, show=show)
+take_cmd = outbox.command("take")(OUTBOX_TAKE.decorate(pass_env(outbox_take)))
 
 
 # -- tasks -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The commands agents call most, run without loading click: ``exchange send``, ``chat say``,
-``exchange watch`` and ``chat wait`` (``FAST``).
+``exchange watch``, ``chat wait``, ``relay ask`` and ``outbox take`` (``FAST``).
 
 Loading click is half of a send's start-up, and these run many times a day. ``run`` reads the
 command line level by level with the command's own ``spec.Spec`` as click would -- the top-level
@@ -42,6 +42,8 @@ FAST: dict[str, dict[str, tuple[str, str, str]]] = {
         "say": ("mailslot.cli.sends", "CHAT_SAY", "chat_say"),
         "wait": ("mailslot.cli.waits", "CHAT_WAIT", "chat_wait"),
     },
+    "relay": {"ask": ("mailslot.cli.waits", "RELAY_ASK", "relay_ask")},
+    "outbox": {"take": ("mailslot.cli.waits", "OUTBOX_TAKE", "outbox_take")},
 }
 
 

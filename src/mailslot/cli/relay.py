@@ -1,33 +1,24 @@
 """``mailslot relay``: the face of ``mailslot.relay``; parses, calls, prints.
 
 A ``say=`` is the other side's words: text output prints it escaped onto one line
-(``mailslot.cli.shown``), so no vertical tab, U+2028 or ANSI escape in it can print a second
-line that passes for another turn or a status line of ours. ``--json`` is raw.
+(``mailslot.cli.shown``, ``mailslot.cli.relay_text``), so no vertical tab, U+2028 or ANSI escape
+in it can print a second line that passes for another turn or a status line of ours. ``--json``
+is raw. ``relay ask`` is declared in ``mailslot.cli.waits`` (it also runs without click).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from mailslot.cli.helpers import SECONDS, Env, emit, exit_promptly, json_option, pass_env
+from mailslot.cli.helpers import SECONDS, Env, emit, json_option, pass_env
+from mailslot.cli.relay_text import delivery_text, loud, read_cap, with_unreadable
 from mailslot.cli.shown import read_text, shown_line
-
-if TYPE_CHECKING:
-    from mailslot.relay.lines import Unreadable
-
+from mailslot.cli.waits import RELAY_ASK, relay_ask
 
 __all__ = ["relay"]
-
-
-def _read_cap(chars: int) -> int:
-    """Bytes to read from standard input for text of at most ``chars`` characters: four per
-    character (UTF-8's widest) and room for the whitespace the channel strips; the channel then
-    checks the exact limit."""
-    return 4 * chars + 1024
 
 
 _timeout = click.option(
@@ -73,87 +64,14 @@ def init_cmd(directory: str, worker: str, manager: str, as_json: bool) -> None:
     emit(data, as_json, f"{r.root}\nworker: {r.worker}  manager: {r.manager}")
 
 
-def _loud() -> tuple[list[dict[str, Any]], Callable[[Unreadable], None]]:
-    """A reporter for lines in the caller's inbox that are not turns: one warning line on stderr
-    each, and the list for the ``unreadable`` field of ``--json``."""
-    found: list[dict[str, Any]] = []
-
-    def report(u: Unreadable) -> None:
-        found.append(u.to_json())
-        click.echo(f"mailslot: warning: {shown_line(u.describe())}; not read as a turn", err=True)
-
-    return found, report
-
-
-def _with_unreadable(data: dict[str, Any], found: list[dict[str, Any]]) -> dict[str, Any]:
-    return {**data, "unreadable": found} if found else data
-
-
-def _delivery_text(d: dict[str, Any]) -> str:
-    return shown_line(str(d["say"])) + ("\n(RECOVERED)" if d["recovered"] else "")
-
-
-@relay.command("ask")
-@click.argument("text", required=False)
-@click.option("--to", help="The other side (checked against the mailbox config).")
-@click.option(
-    "--kind",
-    type=click.Choice(["C", "Q"], case_sensitive=False),
-    help="C (worker turn) or Q (manager-led interview); default from your role.",
-)
-@_timeout
-@click.option("--no-wait", is_flag=True, help="Append the turn and return without waiting.")
-@json_option
-@pass_env
-def ask_cmd(
-    env: Env,
-    text: str | None,
-    to: str | None,
-    kind: str | None,
-    timeout: float,
-    no_wait: bool,
-    as_json: bool,
-) -> None:
-    """Open the next turn (C<N>, or Q<N> for the manager) and print the matching reply's say=.
-
-    Arms and saves the cursor before appending, selects the reply by id. On timeout (exit 3)
-    the turn stays open; `relay recover` finishes it. Exit 4 when the relay is stopped or
-    its mailbox removed while waiting.
-
-    \b
-    Example:
-      mailslot --as w1 relay ask --to manager "The human asks when we ship."
-    """
-    from mailslot.relay import ask
-    from mailslot.relay.mailbox import SAY_MAX_CHARS
-
-    found, report = _loud()
-    exit_promptly()
-
-    def show(d: Any) -> None:  # written and flushed before the delivery is recorded
-        emit(_with_unreadable(d.to_json(), found), as_json, _delivery_text)
-
-    result = ask(
-        env.need_root(),
-        env.need_agent(),
-        read_text(text, limit=_read_cap(SAY_MAX_CHARS), what="TEXT"),
-        timeout=timeout,
-        kind=kind,
-        to=to,
-        wait=not no_wait,
-        on_unreadable=report,
-        show=show,
-    )
-    if no_wait:
-        data = _with_unreadable(result.to_json(), found)
-        emit(data, as_json, f"sent {data['id']}")
+ask_cmd = relay.command("ask")(RELAY_ASK.decorate(pass_env(relay_ask)))
 
 
 def _reply(env: Env, ask_id: str, text: str | None, as_json: bool) -> None:
     from mailslot.relay import reply
     from mailslot.relay.mailbox import SAY_MAX_CHARS
 
-    said = read_text(text, limit=_read_cap(SAY_MAX_CHARS), what="TEXT")
+    said = read_text(text, limit=read_cap(SAY_MAX_CHARS), what="TEXT")
     line = reply(env.need_root(), env.need_agent(), ask_id, said)
     emit(line.to_json(), as_json, f"sent {line.id}")
 
@@ -206,9 +124,9 @@ def serve_cmd(env: Env, timeout: float, as_json: bool) -> None:
     """
     from mailslot.relay import serve
 
-    found, report = _loud()
+    found, report = loud()
     t = serve(env.need_root(), env.need_agent(), timeout=timeout, on_unreadable=report)
-    emit(_with_unreadable(t.to_json(), found), as_json, f"{t.id} {shown_line(t.say or '')}")
+    emit(with_unreadable(t.to_json(), found), as_json, f"{t.id} {shown_line(t.say or '')}")
 
 
 relay.add_command(serve_cmd, "watch")  # the same command under the name a hand-run manager uses
@@ -227,10 +145,10 @@ def recover_cmd(env: Env, timeout: float, as_json: bool) -> None:
     """
     from mailslot.relay import recover
 
-    found, report = _loud()
+    found, report = loud()
 
     def show(d: Any) -> None:  # written and flushed before the delivery is recorded
-        emit(_with_unreadable(d.to_json(), found), as_json, _delivery_text)
+        emit(with_unreadable(d.to_json(), found), as_json, delivery_text)
 
     recover(env.need_root(), env.need_agent(), timeout=timeout, on_unreadable=report, show=show)
 
@@ -248,7 +166,7 @@ def note_cmd(env: Env, text: str | None) -> None:
     from mailslot.relay import note
     from mailslot.relay.mailbox import NOTE_MAX_BYTES
 
-    said = read_text(text, limit=_read_cap(NOTE_MAX_BYTES), what="TEXT")
+    said = read_text(text, limit=read_cap(NOTE_MAX_BYTES), what="TEXT")
     click.echo(str(note(env.need_root(), env.need_agent(), said)))
 
 

@@ -28,9 +28,10 @@ __all__ = ["COMMON", "Param", "Spec", "Unread", "read_params"]
 # What a value is, as click's type would check and convert it:
 #   text: a string as given; flag: no value (True when given); int: click.INT;
 #   seconds: helpers.SECONDS, a float from 0 to WAIT_MAX_SECONDS;
+#   choice: click.Choice(choices), by default case-insensitive: one of the choices as declared;
 #   dir: click.Path(file_okay=False), a string; file: click.Path(dir_okay=False), a string;
 #   file_path: click.Path(dir_okay=False, path_type=pathlib.Path).
-KINDS = ("text", "flag", "int", "seconds", "dir", "file", "file_path")
+KINDS = ("text", "flag", "int", "seconds", "choice", "dir", "file", "file_path")
 
 # The longest wait a command accepts: a week. Longer means "until something comes", which is
 # what leaving the option out asks for; past about 24 days the kernel's poll cannot be told.
@@ -46,6 +47,8 @@ class Param:
     command: the name its value is passed under, what it is (``KINDS``), and its help."""
 
     __slots__ = (
+        "case_sensitive",
+        "choices",
         "default",
         "envvar",
         "flags",
@@ -72,9 +75,12 @@ class Param:
         default: Any = None,
         show_default: bool = False,
         multiple: bool = False,
+        choices: tuple[str, ...] = (),
+        case_sensitive: bool = False,
     ) -> None:
         assert kind in KINDS, kind
         assert not (multiple and kind == "flag"), name
+        assert bool(choices) == (kind == "choice"), name
         self.name = name
         self.flags = flags
         self.kind = kind
@@ -86,6 +92,8 @@ class Param:
         self.default = default
         self.show_default = show_default
         self.multiple = multiple
+        self.choices = choices
+        self.case_sensitive = case_sensitive
 
     def click_type(self) -> Any:
         """The click type this parameter's kind stands for (``None``: click's plain string)."""
@@ -93,6 +101,8 @@ class Param:
 
         if self.kind == "int":
             return click.INT
+        if self.kind == "choice":
+            return click.Choice(self.choices, case_sensitive=self.case_sensitive)
         if self.kind == "seconds":
             from mailslot.cli.helpers import SECONDS
 
@@ -148,6 +158,13 @@ class Param:
             if not 0 <= seconds <= WAIT_MAX_SECONDS:  # False for nan too
                 raise Unread(self.name)
             return seconds
+        if self.kind == "choice":
+            # click.Choice: the declared choice whose (case-folded) spelling matches
+            key = value if self.case_sensitive else value.casefold()
+            for choice in self.choices:
+                if key == (choice if self.case_sensitive else choice.casefold()):
+                    return choice
+            raise Unread(self.name)
         if self.kind in ("dir", "file", "file_path"):
             try:
                 st = os.stat(value)

@@ -1,12 +1,14 @@
-"""The commands that block until something comes, ``exchange watch`` and ``chat wait``: what
-each takes (a ``spec.Spec``, declared once) and its body, with no click.
+"""The commands that block until something comes, ``exchange watch``, ``chat wait``, ``relay
+ask`` and ``outbox take`` (``--wait``): what each takes (a ``spec.Spec``, declared once) and its
+body, with no click.
 
-``mailslot.cli.exchange_health`` and ``mailslot.cli.chat`` build their click commands from
-these, and ``mailslot.cli.quick`` runs the same bodies straight from the command line: an agent
-blocked on one starts it on every waking. Each body parses nothing, calls one channel function
-and prints; output is written and flushed before anything is marked seen (the channel's
-``show``). A warning is printed with ``click.echo``, as by every other command, loading click
-only then.
+``mailslot.cli.exchange_health``, ``mailslot.cli.chat``, ``mailslot.cli.relay`` and
+``mailslot.cli.bus`` build their click commands from these, and ``mailslot.cli.quick`` runs the
+same bodies straight from the command line: an agent blocked on one starts it on every waking,
+and waits for its exit. Each body parses nothing, calls one channel function and prints; output
+is written and flushed before anything is marked seen, recorded delivered or left claimed (the
+channel's ``show``). A warning is printed with ``click.echo``, as by every other command, loading
+click only then.
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["CHAT_WAIT", "EXCHANGE_WATCH", "SCOPE_HELP", "chat_wait", "exchange_watch", "watch_text"]
+__all__ = [
+    "CHAT_WAIT",
+    "EXCHANGE_WATCH",
+    "OUTBOX_TAKE",
+    "RELAY_ASK",
+    "SCOPE_HELP",
+    "chat_wait",
+    "exchange_watch",
+    "outbox_take",
+    "relay_ask",
+    "watch_text",
+]
 
 # validated in the channel (exit 1, a clear message), listed here for --help
 SCOPE_HELP = "required: only 'action: required' entries; any: every entry."
@@ -181,3 +194,103 @@ def chat_wait(env: Env, file: str, timeout: float, cursor: int | None, as_json: 
 
     batch = wait(Path(file), env.agent, timeout=timeout, cursor=cursor, show=show)
     _warn(batch.warnings)
+
+
+RELAY_ASK = Spec(
+    Param("text"),
+    Param("to", "--to", help="The other side (checked against the mailbox config)."),
+    Param(
+        "kind",
+        "--kind",
+        kind="choice",
+        choices=("C", "Q"),
+        help="C (worker turn) or Q (manager-led interview); default from your role.",
+    ),
+    Param(
+        "timeout",
+        "--timeout",
+        kind="seconds",
+        default=120.0,
+        show_default=True,
+        help="Seconds to hold the wait; exit 3 when nothing came.",
+    ),
+    Param("no_wait", "--no-wait", kind="flag", help="Append the turn and return without waiting."),
+    JSON,
+)
+
+
+def relay_ask(
+    env: Env,
+    text: str | None,
+    to: str | None,
+    kind: str | None,
+    timeout: float,
+    no_wait: bool,
+    as_json: bool,
+) -> None:
+    """Open the next turn (C<N>, or Q<N> for the manager) and print the matching reply's say=.
+
+    Arms and saves the cursor before appending, selects the reply by id. On timeout (exit 3)
+    the turn stays open; `relay recover` finishes it. Exit 4 when the relay is stopped or
+    its mailbox removed while waiting.
+
+    \b
+    Example:
+      mailslot --as w1 relay ask --to manager "The human asks when we ship."
+    """
+    from mailslot.cli.common import read_text
+    from mailslot.cli.relay_text import delivery_text, loud, read_cap, with_unreadable
+    from mailslot.relay import ask
+    from mailslot.relay.mailbox import SAY_MAX_CHARS
+
+    found, report = loud()
+    exit_promptly()
+
+    def show(d: Any) -> None:  # written and flushed before the delivery is recorded
+        emit(with_unreadable(d.to_json(), found), as_json, delivery_text)
+
+    result = ask(
+        env.need_root(),
+        env.need_agent(),
+        read_text(text, limit=read_cap(SAY_MAX_CHARS), what="TEXT"),
+        timeout=timeout,
+        kind=kind,
+        to=to,
+        wait=not no_wait,
+        on_unreadable=report,
+        show=show,
+    )
+    if no_wait:
+        data = with_unreadable(result.to_json(), found)
+        emit(data, as_json, f"sent {data['id']}")
+
+
+OUTBOX_TAKE = Spec(
+    Param("wait", "--wait", kind="seconds", default=0.0, metavar="S", help="Wait up to S seconds."),
+    JSON,
+)
+
+
+def outbox_take(env: Env, wait: float, as_json: bool) -> None:
+    """Claim the oldest item into outbox/taken/ and print its absolute path; exit 3 if none.
+
+    With --wait, exit 4 when outbox/ is removed while waiting.
+
+    Only the writer of outbox/taken/ in DIVISION-OF-WORK.md may take. Two takers racing never
+    get the same item. If the path cannot be printed (a closed pipe, Ctrl-C) the item goes
+    back to outbox/; a taker killed in between leaves it in outbox/taken/ (list --taken).
+
+    \b
+    Example:
+      path=$(mailslot outbox take --as beacon) && echo "integrate $path"
+    """
+    from mailslot.bus import outbox as busoutbox
+
+    exit_promptly()
+
+    def show(item: Any) -> None:  # the claim is undone if this fails
+        if item.sha256_ok is False:
+            _warn([f"{item.abspath} does not match the sha256 in its record"])
+        emit(item.to_json(), as_json, item.abspath)
+
+    busoutbox.take(env.need_root(), env.need_agent(), wait=wait, show=show)
