@@ -248,3 +248,14 @@ def test_a_blocking_command_agents_run_on_every_waking_loads_no_click(
     assert "mailslot.cli.quick" in loaded
     assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
     assert not _under(loaded, "mailslot.cli.chat", "mailslot.cli.exchange_health")
+
+
+@pytest.mark.parametrize("setup", [_relay_ask, _outbox_take], ids=["relay ask", "outbox take"])
+def test_relay_ask_and_outbox_take_load_no_click(tmp_path: Path, setup: Any) -> None:
+    # read by mailslot.cli.quick, as exchange watch and chat wait are: the asker waits for the
+    # exit, whose teardown grows with what the process mapped (click alone is megabytes)
+    args, deliver = setup(tmp_path)
+    loaded = _deliver_then_modules(tmp_path, args, deliver)
+    assert "mailslot.cli.quick" in loaded
+    assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
+    assert not _under(loaded, "mailslot.cli.relay", "mailslot.cli.bus")
