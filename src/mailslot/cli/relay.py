@@ -16,18 +16,12 @@ import click
 from mailslot.cli.helpers import SECONDS, Env, emit, json_option, pass_env
 from mailslot.cli.relay_text import delivery_text, loud, read_cap, with_unreadable
 from mailslot.cli.shown import read_text, shown_line
-from mailslot.cli.waits import RELAY_ASK, relay_ask
+from mailslot.cli.waits import RELAY_ASK, RELAY_TIMEOUT, relay_ask
 
 __all__ = ["relay"]
 
 
-_timeout = click.option(
-    "--timeout",
-    type=SECONDS,
-    default=120.0,
-    show_default=True,
-    help="Seconds to hold the wait; exit 3 when nothing came.",
-)
+_timeout = RELAY_TIMEOUT.decorator()
 
 
 @click.group("relay")

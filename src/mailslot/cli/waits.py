@@ -13,7 +13,7 @@ click only then.
 
 from __future__ import annotations
 
-from mailslot.cli.common import Env, emit
+from mailslot.cli.common import Env, emit, read_text
 from mailslot.cli.shown import shown_line
 from mailslot.cli.spec import JSON, Param, Spec
 from mailslot.core.ending import end_promptly as exit_promptly
@@ -27,6 +27,7 @@ __all__ = [
     "EXCHANGE_WATCH",
     "OUTBOX_TAKE",
     "RELAY_ASK",
+    "RELAY_TIMEOUT",
     "SCOPE_HELP",
     "chat_wait",
     "exchange_watch",
@@ -196,6 +197,16 @@ def chat_wait(env: Env, file: str, timeout: float, cursor: int | None, as_json: 
     _warn(batch.warnings)
 
 
+# how long a relay command holds its wait (relay ask, and relay serve under click)
+RELAY_TIMEOUT = Param(
+    "timeout",
+    "--timeout",
+    kind="seconds",
+    default=120.0,
+    show_default=True,
+    help="Seconds to hold the wait; exit 3 when nothing came.",
+)
+
 RELAY_ASK = Spec(
     Param("text"),
     Param("to", "--to", help="The other side (checked against the mailbox config)."),
@@ -206,14 +217,7 @@ RELAY_ASK = Spec(
         choices=("C", "Q"),
         help="C (worker turn) or Q (manager-led interview); default from your role.",
     ),
-    Param(
-        "timeout",
-        "--timeout",
-        kind="seconds",
-        default=120.0,
-        show_default=True,
-        help="Seconds to hold the wait; exit 3 when nothing came.",
-    ),
+    RELAY_TIMEOUT,
     Param("no_wait", "--no-wait", kind="flag", help="Append the turn and return without waiting."),
     JSON,
 )
@@ -238,7 +242,6 @@ def relay_ask(
     Example:
       mailslot --as w1 relay ask --to manager "The human asks when we ship."
     """
-    from mailslot.cli.common import read_text
     from mailslot.cli.relay_text import delivery_text, loud, read_cap, with_unreadable
     from mailslot.relay import ask
     from mailslot.relay.mailbox import SAY_MAX_CHARS
