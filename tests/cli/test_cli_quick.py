@@ -70,7 +70,9 @@ def _spec_kind(p: Param) -> str:
 
 
 def _click_params(cmd: click.Command) -> list[tuple[Any, ...]]:
-    ctx = click.Context(cmd)
+    # the top level's settings, as a run has them: click keeps the help option of the first
+    # context it is asked in, and a later --help (in this process) would print that one
+    ctx = click.Context(cmd, **cli.context_settings)
     return [
         (
             p.name,
