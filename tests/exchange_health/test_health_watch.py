@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -400,6 +404,79 @@ def test_a_directory_at_the_seen_mark_is_a_warning_and_a_fresh_reader(ex) -> Non
     mark.rmdir()
     assert len(watch(ex, "olu", timeout=5).items) == 2  # marked on disk again from here
     with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)
+
+
+def _mark_fails(limit: int) -> None:
+    """In the child: files may not grow past ``limit`` bytes (EFBIG, SIGXFSZ ignored), as a
+    full state dir refuses the seen-mark's write; the output is a pipe, which no limit holds."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_a_seen_mark_that_cannot_be_written_after_the_output_is_a_warning(ex) -> None:
+    send(ex, "claude", "marked", "fyi", "one")
+    watch(ex, "olu", timeout=5)  # the seen-mark exists from here on
+    mark = CursorStore(WATCH_NAMESPACE).path_for(cursor_key(ex, "olu"))
+    r = send(ex, "claude", "marked", "fyi", "two")
+    argv = [sys.executable, "-m", "mailslot", "--root", str(ex.root), "--as", "olu"]
+    size = mark.stat().st_size
+    for extra in ([], ["--json"]):
+        p = subprocess.run(
+            [*argv, "exchange", "watch", "--timeout", "5", *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: _mark_fails(size),
+        )
+        assert p.returncode == 0, p.stderr  # shown: delivered, though not marked
+        assert str(r.path.relative_to(ex.root)) in p.stdout
+        assert f"mailslot: warning: seen-mark {mark} cannot be stored" in p.stderr
+        assert "delivers these entries again" in p.stderr and mark.stat().st_size == size
+    again = watch(ex, "olu", timeout=5)  # once the state dir takes the mark
+    assert [i.path for i in again.items] == [r.path] and not again.warnings
+    with pytest.raises(WaitTimeout):
+        watch(ex, "olu", timeout=0.2)
+
+
+_LONG_LIVED_MARK_FAILS = r"""
+import json, os, resource, signal, sys
+from pathlib import Path
+from mailslot.exchange.layout import load_exchange
+from mailslot.exchange.watch import Watcher
+ex, mark = load_exchange(Path(sys.argv[1])), Path(sys.argv[2])
+topic = next(ex.inbox("olu").glob("*-marked"))
+out = []
+with Watcher(ex, "olu") as w:
+    w.watch(5)  # the first take: the general way, marked
+    head = "---\nfrom: claude\nat: 2026-12-01T10:00:00Z\naction: fyi\n---\n"
+    (topic / ".incoming").write_text(head + "two\n")
+    os.rename(topic / ".incoming", topic / "0002-claude.md")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (mark.stat().st_size, resource.RLIM_INFINITY))
+    for limited in (True, False):
+        r = w.watch(5)
+        out.append([[i.key for i in r.items], r.warnings, mark.stat().st_size])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print(json.dumps(out))
+"""
+
+
+def test_a_long_lived_watcher_whose_seen_mark_cannot_be_written_delivers_again(ex) -> None:
+    """The common wake's mark failing is a warning too, and the entry is not taken as seen."""
+    send(ex, "claude", "marked", "fyi", "one")
+    mark = CursorStore(WATCH_NAMESPACE).path_for(cursor_key(ex, "olu"))
+    p = subprocess.run(
+        [sys.executable, "-c", _LONG_LIVED_MARK_FAILS, str(ex.root), str(mark)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    (failed, stored) = json.loads(p.stdout)
+    assert failed[0] == stored[0] and len(failed[0]) == 1 and failed[0][0].endswith("0002-claude")
+    assert any("cannot be stored" in w for w in failed[1]) and stored[2] > failed[2]
+    with pytest.raises(WaitTimeout):  # marked on disk by the second delivery
         watch(ex, "olu", timeout=0.2)
 
 

@@ -139,7 +139,9 @@ def exchange_watch(
 
     with w.Watcher(ex, env.need_agent(), action=scope) as watcher:
         _warn(watcher.warnings)
+        said = len(watcher.warnings)
         watcher.watch(timeout, peek=peek, show=show)
+        _warn(watcher.warnings[said:])  # a seen-mark that could not be written after the output
 
 
 CHAT_WAIT = Spec(

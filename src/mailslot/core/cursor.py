@@ -444,8 +444,25 @@ class SeenLog:
         caller's lock."""
         if not keys and not meta:
             return
+        new = [k for k in keys if k not in self.seen.keys]
+        meta_before = dict(self.meta)
         self.seen.keys.update(keys)
         self.meta.update(meta or {})
+        try:
+            self._add(keys, meta)
+        except BaseException:  # not written (a full state dir): not seen, here either
+            self.seen.keys.difference_update(new)
+            self.meta = meta_before
+            self._unwritten()
+            raise
+
+    def _unwritten(self) -> None:
+        """After a write that failed: the file is no longer known to be what this set last
+        read or wrote, so the next ``load`` reads it whole."""
+        self.close()
+        self._at = None
+
+    def _add(self, keys: list[str], meta: dict[str, Any] | None) -> None:
         if self._at is None or self._added + len(keys) > max(COMPACT_KEYS, self._first):
             self.rewrite()
             return
@@ -492,8 +509,12 @@ class SeenLog:
             record["meta"] = self.meta
         data = json.dumps(record, ensure_ascii=False)
         line = data.encode() + b"\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _replace(self.path, line, durable=False)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _replace(self.path, line, durable=False)
+        except BaseException:
+            self._unwritten()
+            raise
         _sweep(self.path.parent)
         self._at = os.stat(self.path).st_ino, len(line)
         self._end = len(line)

@@ -61,7 +61,7 @@ from typing import Any
 
 from mailslot.core.clock import format_time
 from mailslot.core.cursor import CursorStore, SeenSet
-from mailslot.core.errors import FormatError, Gone, InvalidName, NotFound, WaitTimeout
+from mailslot.core.errors import FormatError, Gone, InvalidName, NoSpace, NotFound, WaitTimeout
 from mailslot.core.fsio import HeldLock
 from mailslot.core.handover import show_then_record
 from mailslot.core.wait import (
@@ -958,12 +958,15 @@ class Watcher:
             view.waiting.pop(where, None)
             meta = {"marked_ns": round_ns}
 
+            stored = [True]
+
             def mark() -> None:  # ``_mark`` when no prune is due: one line appended, no fsync
                 try:
                     log.add(marks, meta)
-                except OSError:
+                except (OSError, NoSpace) as e:
                     if not self._keep_unmarked(current, marks):
-                        raise
+                        self._not_stored(e)
+                        stored[0] = False
 
             try:
                 if show is None:
@@ -972,11 +975,13 @@ class Watcher:
                     result = WatchResult(self.agent, self.side, found, False, list(self.warnings))
                     show_then_record(lambda: show(result), mark)
             except BaseException:
-                # not known to be marked: everything is looked at again, this entry as whole
-                self._view = None
-                del self._unseen[where], self._listings[where]
-                self._states[path] = CLOSED
+                stored[0] = False
                 raise
+            finally:
+                if not stored[0]:  # not known to be marked: all looked at again, this one whole
+                    self._view = None
+                    del self._unseen[where], self._listings[where]
+                    self._states[path] = CLOSED
         return WatchResult(self.agent, self.side, found, False, list(self.warnings))
 
     def _look(
@@ -1185,18 +1190,34 @@ class Watcher:
         before = list(self._log.meta.get("pruned_at") or [])
         try:
             if self._prune(current):
+                new = [k for k in keys if k not in current.keys]
                 current.keys.update(keys)
                 self._log.meta["marked_ns"] = round_ns
-                self._log.rewrite()
+                try:
+                    self._log.rewrite()
+                except BaseException:  # not written: not seen, here either
+                    current.keys.difference_update(new)
+                    raise
             else:
                 after = self._log.meta.get("pruned_at")
                 meta: dict[str, Any] = {"marked_ns": round_ns}
                 if after != before:
                     meta["pruned_at"] = after
                 self._log.add(keys, meta)
-        except OSError:
+        except (OSError, NoSpace) as e:
             if not self._keep_unmarked(current, keys):
-                raise
+                self._not_stored(e)
+
+    def _not_stored(self, e: OSError | NoSpace) -> None:
+        """A seen-mark that could not be written (a full or failing state dir): a warning, not
+        an error, since what it marks was delivered; the next watch delivers it again."""
+        why = getattr(e, "strerror", None) or str(e)
+        msg = (
+            f"seen-mark {self.store.path_for(self.key)} cannot be stored ({why}); the next watch "
+            "delivers these entries again"
+        )
+        if msg not in self.warnings:
+            self.warnings.append(msg)
 
     def _keep_unmarked(self, current: SeenSet, keys: list[str]) -> bool:
         """After a mark failed: whether the seen-mark is not a file (said when it was loaded),
