@@ -79,7 +79,7 @@ def _set_root(ctx: click.Context, _: click.Parameter, value: str | None) -> None
     if value:
         from pathlib import Path
 
-        _env(ctx).root = Path(value).expanduser().absolute()
+        _env(ctx).root = Path(os.path.expanduser(value)).absolute()  # ~nobody: kept as given
 
 
 def _set_agent(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
@@ -184,7 +184,7 @@ def roots_given(ctx: click.Context, roots: tuple[Path, ...]) -> list[Path]:
     if not roots:
         top = ctx.find_root().obj
         roots = (top.need_root() if isinstance(top, Env) else Path.cwd(),)
-    return [r.expanduser().absolute() for r in roots]
+    return [Path(os.path.expanduser(r)).absolute() for r in roots]
 
 
 class SplitGroup(click.Group):

@@ -145,7 +145,8 @@ def _env(levels: list[dict[str, Any]]) -> Env:
         if "root" in level:
             from pathlib import Path
 
-            env.root = Path(by_name["root"].convert(level["root"])).expanduser().absolute()
+            root = os.path.expanduser(by_name["root"].convert(level["root"]))  # ~nobody: as given
+            env.root = Path(root).absolute()
         if "agent" in level:
             env.agent = by_name["agent"].convert(level["agent"])
     return env
