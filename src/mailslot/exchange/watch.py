@@ -958,27 +958,26 @@ class Watcher:
             view.waiting.pop(where, None)
             meta = {"marked_ns": round_ns}
 
-            stored = [True]
-
-            def mark() -> None:  # ``_mark`` when no prune is due: one line appended, no fsync
+            def mark() -> bool:  # ``_mark`` when no prune is due: one line appended, no fsync
                 try:
                     log.add(marks, meta)
                 except (OSError, NoSpace) as e:
                     if not self._keep_unmarked(current, marks):
                         self._not_stored(e)
-                        stored[0] = False
+                        return False
+                return True
 
             try:
                 if show is None:
-                    mark()
+                    stored = mark()
                 else:
                     result = WatchResult(self.agent, self.side, found, False, list(self.warnings))
-                    show_then_record(lambda: show(result), mark)
+                    stored = show_then_record(lambda: show(result), mark)
             except BaseException:
-                stored[0] = False
+                stored = False
                 raise
             finally:
-                if not stored[0]:  # not known to be marked: all looked at again, this one whole
+                if not stored:  # not known to be marked: all looked at again, this one whole
                     self._view = None
                     del self._unseen[where], self._listings[where]
                     self._states[path] = CLOSED
