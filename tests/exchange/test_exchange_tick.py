@@ -293,13 +293,20 @@ def test_settled_directories_still_see_the_newest_entry_rewritten(ex, monkeypatc
     assert out["rewritten"] and out["released"] == [T] and out["archived"] == [T]
 
 
-def test_a_new_entry_in_a_settled_directory_is_seen(ex, monkeypatch) -> None:
+def _one_entry_settled(ex, monkeypatch) -> Path:
+    """Topic T with one entry in ``to-claude/``, ticked twice with every directory settled and
+    no full listing outside a directory's slot; the exchange's root."""
     _full_listing_never(monkeypatch)
     root = ex.root
     hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
     _age_tree(root)
     tick(root)
     tick(root)
+    return root
+
+
+def test_a_new_entry_in_a_settled_directory_is_seen(ex, monkeypatch) -> None:
+    root = _one_entry_settled(ex, monkeypatch)
     hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
     assert tick(root)["new_entries"] == [f"to-claude/{T}/0002-olu.md"]
     topics = json.loads(run(root, "exchange", "topics", "--json").stdout)["topics"]
@@ -380,12 +387,7 @@ def test_an_entry_added_behind_a_put_back_directory_mtime_is_found_in_its_slot(
 
     from mailslot.exchange import scan
 
-    _full_listing_never(monkeypatch)
-    root = ex.root
-    hand_entry(root, "claude", T, 1, "olu", "2098-11-01T09:00:00Z")
-    _age_tree(root)
-    tick(root)
-    tick(root)
+    root = _one_entry_settled(ex, monkeypatch)
     d = root / "to-claude" / T
     before = d.stat()
     hand_entry(root, "claude", T, 2, "olu", "2098-11-01T09:01:00Z")
