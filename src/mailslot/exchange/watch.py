@@ -275,6 +275,12 @@ def _child(base: Path, name: str) -> Path:
     return base / name if _make_child is None else _make_child(base, name)
 
 
+def _inserted(entries: tuple[Any, ...], i: int, e: Any) -> tuple[Any, ...]:
+    """``entries`` with ``e`` at index ``i``, a new tuple in one copy: concatenated, since
+    ``(*entries, e)`` goes through a list, twice the copying."""
+    return entries[:i] + (e,) + entries[i:] if i < len(entries) else entries + (e,)  # noqa: RUF005
+
+
 def _filler(cls: type, given: tuple[str, ...]) -> dict[str, Any] | None:
     """The defaults of the fields of the dataclass ``cls`` other than ``given``, when an
     instance may be made as its generated ``__init__`` makes it by filling its ``__dict__``
@@ -795,8 +801,7 @@ class Watcher:
                 return None
             if not stat.S_ISREG(st.st_mode):
                 return None
-            # concatenated: ``(*entries, e)`` goes through a list, twice the copying
-            entries = entries[:i] + (e,) + entries[i:] if i < len(entries) else entries + (e,)  # noqa: RUF005
+            entries = _inserted(entries, i, e)
             new.append((key, e, path, st))
         listing = TopicDir(before.topic, where, False, entries, False, before.has_state, ())
         self._listings[where] = (hit[0], listing)
@@ -948,7 +953,7 @@ class Watcher:
                 before.topic,
                 where,
                 False,
-                entries[:i] + (e,) + entries[i:] if i < len(entries) else entries + (e,),  # noqa: RUF005
+                _inserted(entries, i, e),
                 False,
                 before.has_state,
                 (),
