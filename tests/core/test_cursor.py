@@ -442,3 +442,41 @@ def test_a_seen_log_held_open_follows_what_others_do_to_its_file(tmp_path: Path)
     mine.load()
     mine.close()
     assert _open_on(path) == 0
+
+
+def test_a_take_checked_as_read_writes_what_add_writes_and_a_failed_write_marks_nothing(
+    tmp_path: Path,
+) -> None:
+    """``add_as_read`` (after ``held_as_read`` said true) leaves the file byte for byte as
+    ``add`` does, folding back when ``add`` would; a line removed under it goes to the name; a
+    write that fails keeps nothing of it in memory and the next load reads the file whole."""
+    fast, slow = CursorStore("w", tmp_path / "fast"), CursorStore("w", tmp_path / "slow")
+    a, b = fast.seen_log("olu"), slow.seen_log("olu")
+    a.hold = b.hold = True
+    for log in (a, b):
+        log.load()
+        log.add(["t/0000-a"], {"marked_ns": 1})
+    for n in range(1, 600):  # past COMPACT_KEYS: folded back at the same takes
+        a.load()
+        assert a.held_as_read()
+        a.add_as_read([f"t/{n:04d}-a", f"t/{n:04d}-a@3.4"], n)
+        b.load()
+        b.add([f"t/{n:04d}-a", f"t/{n:04d}-a@3.4"], {"marked_ns": n})
+        assert fast.path_for("olu").read_bytes() == slow.path_for("olu").read_bytes(), n
+        assert a.seen.keys == b.seen.keys and a.meta == b.meta
+    a.load()
+    assert a.held_as_read()
+    fast.path_for("olu").unlink()
+    a.add_as_read(["u/0001-b"], 7)
+    assert fast.path_for("olu").read_bytes() == b'{"add": ["u/0001-b"], "meta": {"marked_ns": 7}}\n'
+    a.load()
+    assert a.held_as_read()
+    before, size = set(a.seen.keys), fast.path_for("olu").stat().st_size
+    ro = os.open(fast.path_for("olu"), os.O_RDONLY)
+    os.dup2(ro, a._fd)  # the held file now refuses the write (EBADF)
+    os.close(ro)
+    with pytest.raises(OSError):
+        a.add_as_read(["u/0002-b"], 8)
+    assert a.seen.keys == before and a.meta.get("marked_ns") != 8
+    assert fast.path_for("olu").stat().st_size == size
+    assert "u/0002-b" not in a.load().keys

@@ -456,6 +456,32 @@ class SeenLog:
             self._unwritten()
             raise
 
+    def add_as_read(self, keys: list[str], marked_ns: int) -> None:
+        """``add(keys, {"marked_ns": marked_ns})`` right after ``held_as_read`` said true under
+        the caller's lock: the file held open holds what was read and no more, so the line goes
+        through it as it stands (one ``write``, one ``fstat``) unless the set is due a rewrite;
+        anything unusual goes through ``add``."""
+        if self._added + len(keys) > max(COMPACT_KEYS, self._first):
+            self.add(keys, {"marked_ns": marked_ns})
+            return
+        line = _marked_line(keys, marked_ns).encode()
+        try:
+            size = self._append_held(line)
+        except BaseException:  # not written: nothing changed in memory either
+            self._unwritten()
+            raise
+        if size < 0:  # removed since it was looked at: the line goes by the name
+            self.add(keys, {"marked_ns": marked_ns})
+            return
+        self.seen.keys.update(keys)
+        self.meta["marked_ns"] = marked_ns
+        if size != self._end + len(line):  # someone else wrote too: read it all next time
+            self._at = None
+            return
+        self._at = self._at[0], size  # type: ignore[index]  # held as read: ``_at`` is set
+        self._end = size
+        self._added += len(keys)
+
     def _unwritten(self) -> None:
         """After a write that failed: the file is no longer known to be what this set last
         read or wrote, so the next ``load`` reads it whole."""
@@ -531,16 +557,21 @@ def _add_line(keys: list[str], meta: dict[str, Any] | None) -> str:
     "meta": meta}``, spelled out for the common line (string keys, no notes or one integer
     ``marked_ns``), which each take writes."""
     if all(type(k) is str for k in keys):
-        listed = ", ".join(map(_quote, keys))
         if not meta:
-            return f'{{"add": [{listed}]}}'
+            return f'{{"add": [{", ".join(map(_quote, keys))}]}}'
         marked = meta.get("marked_ns")
         if len(meta) == 1 and type(marked) is int:
-            return f'{{"add": [{listed}], "meta": {{"marked_ns": {marked}}}}}'
+            return _marked_line(keys, marked)[:-1]
     record: dict[str, Any] = {"add": keys}
     if meta:
         record["meta"] = meta
     return _encode(record)
+
+
+def _marked_line(keys: list[str], marked_ns: int) -> str:
+    """The ``SeenLog`` line, with its newline, adding ``keys`` (strings) with the one note
+    ``marked_ns``: the line each take writes."""
+    return f'{{"add": [{", ".join(map(_quote, keys))}], "meta": {{"marked_ns": {marked_ns}}}}}\n'
 
 
 @lru_cache(maxsize=64)  # one form per reader and set of fields
