@@ -47,9 +47,9 @@ def _watcher(ex: Exchange, base: Path, *, general: bool = False, action: str = "
     w.quick = []  # type: ignore[attr-defined]
     real = w._quick
 
-    def spy(change: Any, show: Any) -> WatchResult | None:
+    def spy(change: Any, show: Any, ready: Any) -> WatchResult | None:
         w.quick.append(RAISED)  # type: ignore[attr-defined]
-        got = None if general else real(change, show)
+        got = None if general else real(change, show, ready)
         w.quick[-1] = got  # type: ignore[attr-defined]
         return got
 

@@ -305,7 +305,18 @@ _ENTRY_REST = _filler(
     ("number", "sender", "side", "topic", "path", "at", "action", "body", "meta", "arrived_ns"),
 )
 _DELIVERED_REST = _filler(Delivered, ("kind", "key", "topic", "path", "archived", "entry"))
+_RESULT_REST = _filler(WatchResult, ("agent", "side", "items", "peek", "warnings"))
 _new = object.__new__
+
+
+def _result(agent: str, side: str, found: list[Delivered], warnings: list[str]) -> WatchResult:
+    """``WatchResult(agent, side, found, False, list(warnings))``, filled as its ``__init__``
+    fills it where ``_filler`` allows."""
+    if _RESULT_REST is None:
+        return WatchResult(agent, side, found, False, list(warnings))
+    r = _new(WatchResult)
+    r.__dict__.update(agent=agent, side=side, items=found, peek=False, warnings=list(warnings))
+    return r
 
 
 def _sort_key(d: Delivered) -> tuple[str, str, str]:
@@ -816,19 +827,12 @@ class Watcher:
         view.waiting[where] = None
         return [item for _, item in found]
 
-    def _quick(self, change: Change, show: Show | None) -> WatchResult | None:
-        """The common wake, start to end: one entry renamed (or closed) into a listed live
-        topic, while the last look left nothing unseen, no stray or hold, and nothing to look
-        at again; read in one pass, its head plain (``inbox.plain_head``), its sender a member
-        whose body claims no one else, in scope and whole; shown and marked as ``take`` does,
-        with the listing and what is unseen left as ``_placed`` and ``take`` leave them.
-
-        ``None``, having changed nothing (``change`` then goes to ``_pending``), for anything
-        else: any other event, a stray, a sender or claim that ``check_sender`` flags, a head
-        the full parser reads, a file over ``QUICK_BYTES`` or not regular, a seen-set re-read or
-        not yet made, a key seen already; so every unusual wake reads as the general path reads
-        it. A failure once it is shown (``show`` raised, the mark did not go) drops the view:
-        the next round looks at everything again."""
+    def _ready(self) -> tuple[_View, tuple[int, int], set[str]] | None:
+        """What the common wake (``_quick``) needs of the state before any event is read: the
+        view, its ``resets`` and the keys seen, when the last look left nothing unseen, no stray
+        or hold, nothing to look at again, and a seen-set as this watcher last read it and not
+        due a prune; else ``None`` (the wake goes the general way). Made just before the wait
+        blocks, since nothing else changes this state until the wake."""
         view = self._view
         if (
             view is None
@@ -845,21 +849,49 @@ class Watcher:
             return None
         resets = view.resets
         log = self._log
-        if resets[0] != log.resets or resets[1] != self._dropped:
+        listed = self._listed_now
+        if (
+            resets[0] != log.resets
+            or resets[1] != self._dropped
+            or listed is None
+            or log.meta.get("pruned_at") != listed
+        ):
             return None
-        name = change.name
+        return view, resets, self.seen.keys
+
+    def _quick(
+        self,
+        change: Change,
+        show: Show | None,
+        ready: tuple[_View, tuple[int, int], set[str]] | None,
+    ) -> WatchResult | None:
+        """The common wake, start to end: one entry renamed (or closed) into a listed live
+        topic, while ``ready`` (``_ready``, made before the wait) holds; read in one pass, its
+        head plain (``inbox.plain_head``), its sender a member whose body claims no one else, in
+        scope and whole; shown and marked as ``take`` does, with the listing and what is unseen
+        left as ``_placed`` and ``take`` leave them.
+
+        ``None``, having changed nothing (``change`` then goes to ``_pending``), for anything
+        else: any other event, a stray, a sender or claim that ``check_sender`` flags, a head
+        the full parser reads, a file over ``QUICK_BYTES`` or not regular, a seen-set written by
+        another process since, a key seen already; so every unusual wake reads as the general
+        path reads it. A failure once it is shown (``show`` raised, the mark did not go) drops
+        the view: the next round looks at everything again."""
+        if ready is None:
+            return None
+        view, resets, keys = ready
         where = str(change.directory)
         hit = self._listings.get(where)
         unseen = self._unseen.get(where)
         if hit is None or unseen is None or (view.waiting and where not in view.waiting):
             return None
         before = hit[1]
-        keys = self.seen.keys
         if unseen[0] is not before or unseen[1] != resets or before.strays or before.held:
             return None
         for u in unseen[2]:
             if u[0] not in keys:  # found before and not seen since
                 return None
+        name = change.name
         m = ENTRY_RE.match(name)
         if m is None or before.archived:
             return None
@@ -867,7 +899,8 @@ class Watcher:
         e = (number, sender, name)
         entries = before.entries
         i = bisect.bisect_left(entries, e)
-        key = f"{before.topic}/{name[:-3]}"
+        topic = before.topic
+        key = f"{topic}/{name[:-3]}"
         if (i < len(entries) and entries[i] == e) or key in keys or sender not in self._members:
             return None
         self._round_ns = round_ns = time.time_ns()
@@ -896,13 +929,11 @@ class Watcher:
             or (self.action == "required" and action != "required")
         ):
             return None
+        log = self._log
         with self._lock:
-            listed = self._listed_now
-            if not log.held_as_read() or listed is None or log.meta.get("pruned_at") != listed:
-                return None  # written by another process, or due a prune: ``take``'s to do
-            current = self.seen
+            if not log.held_as_read():
+                return None  # written by another process since: ``take``'s to do
             item = _child(self._dir_path(where), name)
-            topic = before.topic
             if _ENTRY_REST is None or _DELIVERED_REST is None:
                 entry = Entry(
                     number,
@@ -950,43 +981,33 @@ class Watcher:
             if isinstance(marked, int) and marked > round_ns:
                 round_ns = marked
             listing = TopicDir(
-                before.topic,
-                where,
-                False,
-                _inserted(entries, i, e),
-                False,
-                before.has_state,
-                (),
+                topic, where, False, _inserted(entries, i, e), False, before.has_state, ()
             )
             self._listings[where] = (hit[0], listing)
             self._unseen[where] = (listing, resets, [])
             view.waiting.pop(where, None)
-            meta = {"marked_ns": round_ns}
+            result = _result(self.agent, self.side, found, self.warnings)
 
             def mark() -> bool:  # ``_mark`` when no prune is due: one line appended, no fsync
                 try:
-                    log.add(marks, meta)
+                    log.add_as_read(marks, round_ns)
                 except (OSError, NoSpace) as e:
-                    if not self._keep_unmarked(current, marks):
+                    if not self._keep_unmarked(self.seen, marks):
                         self._not_stored(e)
                         return False
                 return True
 
+            stored = False
             try:
-                if show is None:
-                    stored = mark()
-                else:
-                    result = WatchResult(self.agent, self.side, found, False, list(self.warnings))
-                    stored = show_then_record(lambda: show(result), mark)
-            except BaseException:
-                stored = False
-                raise
+                stored = mark() if show is None else show_then_record(lambda: show(result), mark)
             finally:
                 if not stored:  # not known to be marked: all looked at again, this one whole
                     self._view = None
                     del self._unseen[where], self._listings[where]
                     self._states[path] = CLOSED
-        return WatchResult(self.agent, self.side, found, False, list(self.warnings))
+        if self.warnings != result.warnings:  # a warning the mark gave
+            result = _result(self.agent, self.side, found, self.warnings)
+        return result
 
     def _look(
         self, changed: Changes | None, seen: SeenSet, out: list[Delivered]
@@ -1282,6 +1303,7 @@ class Watcher:
         it gets it too, and nothing is marked.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        ready = None  # ``_ready`` as the wait began: the state it left stands until the wake
         while True:
             w = self._arm()
             if on_armed is not None:
@@ -1291,10 +1313,13 @@ class Watcher:
             if one is None:
                 changed = self._watch.take_changes() if self._watch is not None else None
             else:  # the common wake: one name renamed or closed into an armed directory
-                quick = None if peek else self._quick(one, show)
+                if ready is None and not peek:  # a wake before the first wait
+                    ready = self._ready()
+                quick = None if peek else self._quick(one, show, ready)
                 if quick is not None:
                     return quick
                 changed = {one.directory: {one.name: one}}
+            ready = None
             found = self._pending(None, changed)
             if found and self._recheck:
                 # a file created in place whose first write is in it but whose IN_MODIFY was
@@ -1324,6 +1349,7 @@ class Watcher:
             if self.defer_until is not None:
                 grace = max(0.0, self.defer_until - time.monotonic())
                 left = grace if left is None else min(left, grace)
+            ready = None if peek else self._ready()
             w.wait(left)
 
 
