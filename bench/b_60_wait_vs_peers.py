@@ -7,7 +7,9 @@ changed, not the size of the inbox) and one in ``chat.Waiter.wait``
 (both kept across waits, with their defaults: the cursor is saved), one calling ``chat.wait``
 afresh for each message (a new watch each time: for reference), letterbox's ``Watcher``
 (watchdog's inotify thread feeding an asyncio queue) and the bare kernel wake (``core.wait.Watch``
-on a file) run side by side and are served round-robin, so a busy machine slows them all alike.
+on a file) run side by side and are served round-robin, so a busy machine slows them all alike;
+so does a waiter making the exchange wake's system calls with none of its logic (``FLOOR``), to
+tell what of the exchange row is the disk's and what is Python's.
 Commands: ``mailslot exchange watch``, ``mailslot chat wait``, ``mailslot relay ask`` (the
 manager's reply appended by hand) and ``mailslot outbox take --wait`` (an item renamed in, its
 bytes fsync'd first as ``outbox put`` does) started, left to block, then the message lands; timed
@@ -75,6 +77,41 @@ with Watch([log]) as w:
             w.wait(30)
         out.write(f"{time.monotonic_ns()}\n")
         seen = os.stat(log).st_size
+"""
+
+# The exchange wake's system calls with none of its logic: the entry ``lstat``'d, opened, read
+# and closed, then the seen-mark's lock taken, its two names ``lstat``'d, one line appended and
+# ``fstat``'d, the lock let go. What the exchange row costs over this is Python, not the disk.
+FLOOR = r"""
+import fcntl, os, sys, time
+from pathlib import Path
+from mailslot.core.wait import Watch
+topic, state, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+out = os.fdopen(1, "w", buffering=1)
+lock, log = str(state / "floor.lock"), str(state / "floor.json")
+lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+log_fd = os.open(log, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+with Watch([topic], dot_names=False) as w:
+    for _ in range(n):
+        out.write("armed\n")
+        one = None
+        while one is None:
+            w.wait(30)
+            one = w.take_one()
+        path = f"{topic}/{one.name}"
+        st = os.lstat(path)
+        fd = os.open(path, flags)
+        os.read(fd, 65537)
+        os.close(fd)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        os.lstat(lock)
+        os.lstat(log)
+        line = f'{{"add": ["{one.name}"], "meta": {{"marked_ns": {st.st_mtime_ns}}}}}\n'
+        os.write(log_fd, line.encode())
+        os.fstat(log_fd)
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        out.write(f"{time.monotonic_ns()} 1\n")
 """
 
 EXCHANGE = r"""
@@ -238,12 +275,19 @@ def in_process(tmp: Path) -> list[Result]:
     n = str(ROUNDS)
     ex_root, ex_fire = _exchange(tmp / "ex", tmp / "state")
     big_root, big_fire = _exchange(tmp / "ex-big", tmp / "state", SEEN_ENTRIES)
+    floor_root, floor_fire = _exchange(tmp / "ex-floor", tmp / "state")
+    floor_topic = floor_root / "to-olu" / "2026-11-29-bench"
     chat_path, chat_fire = _chat(tmp, "wait")
     call_path, call_fire = _chat(tmp, "wait-call")
     waiters = {
         "raw": _Waiter(
             [sys.executable, "-c", RAW, str(log), n],
             lambda i, _: lambda: _append(log),
+            env,
+        ),
+        "floor": _Waiter(
+            [sys.executable, "-c", FLOOR, str(floor_topic), str(tmp / "state"), n],
+            floor_fire,
             env,
         ),
         "exchange": _Waiter([sys.executable, "-c", EXCHANGE, str(ex_root), n], ex_fire, env),
@@ -278,6 +322,14 @@ def in_process(tmp: Path) -> list[Result]:
             "ms",
             key="wait.raw",
             note="baseline: core.wait.Watch armed once; the kernel's own wake",
+        ),
+        dist(
+            "wait, bare inotify + the exchange wake's system calls (no logic)",
+            waiters["floor"].samples,
+            "ms",
+            key="wait.floor",
+            vs=[Vs("wait.raw", "raw inotify")],
+            note="an entry renamed in; read, then one line appended under a lock, as a take does",
         ),
         dist(
             "exchange Watcher.watch, visible -> returned (default, cursor saved)",
