@@ -42,7 +42,6 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -55,6 +54,7 @@ from mailslot.core.fsio import (
     sweep_temps,
     write_all,
 )
+from mailslot.core.record import FrozenRecord, Record
 
 __all__ = ["ByteCursor", "CursorStore", "SeenLog", "SeenSet", "ValueLog", "state_dir"]
 
@@ -69,15 +69,26 @@ def state_dir() -> Path:
     return base / "mailslot"
 
 
-@dataclass(frozen=True)
-class ByteCursor:
+class ByteCursor(FrozenRecord):
     """A position in an append-only file: ``offset`` bytes consumed of the file ``inode``;
     ``before``, when known, the CRC-32 of the bytes just before ``offset`` as they were read (a
-    file rewritten in place under the same inode differs there)."""
+    file rewritten in place under the same inode differs there).
 
-    offset: int = 0
-    inode: int | None = None
-    before: int | None = None
+    A ``core.record`` record, not a dataclass: every blocking command loads this module."""
+
+    __match_args__ = ("offset", "inode", "before")
+    __slots__ = ("before", "inode", "offset")
+    offset: int
+    inode: int | None
+    before: int | None
+
+    def __init__(
+        self, offset: int = 0, inode: int | None = None, before: int | None = None
+    ) -> None:
+        init = object.__setattr__
+        init(self, "offset", offset)
+        init(self, "inode", inode)
+        init(self, "before", before)
 
     def valid_for(self, path: Path) -> bool:
         """Whether this cursor still points into ``path`` (same file, not shorter than offset)."""
@@ -121,11 +132,15 @@ class ByteCursor:
         return cls(st.st_size, st.st_ino)
 
 
-@dataclass
-class SeenSet:
+class SeenSet(Record):
     """The keys of directory entries a reader has already taken."""
 
+    __match_args__ = ("keys",)
+    __slots__ = ("keys",)
     keys: set[str]
+
+    def __init__(self, keys: set[str]) -> None:
+        self.keys = keys
 
     def unseen(self, keys: list[str]) -> list[str]:
         """``keys`` not yet seen, order kept."""
