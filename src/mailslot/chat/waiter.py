@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from mailslot.chat.format import HANDSHAKE_KINDS, ChatMessage, parse_messages
+from mailslot.chat.format import HANDSHAKE_KINDS, ChatMessage, parse_messages, parse_one
 from mailslot.chat.identity import ChatRef, NameBook
 from mailslot.chat.room import (
     DEFAULT_WAIT_SECONDS,
@@ -104,6 +104,9 @@ class Waiter:
         self.path = ref.path
         self.who = NameBook(state).resolve(ref, name)
         self.warnings: list[str] = []
+        # Whether a wait reads the common wake in one pass
+        # (``_quick``); False: every wake is read by ``_check`` (the tests compare the two).
+        self.quick = True
         self._spath = str(self.path)
         store = CursorStore("chat", state)
         if cursor is not None:
@@ -251,6 +254,44 @@ class Waiter:
             raise Gone("the chat has ended by mutual agreement", path=self.path)
         return None
 
+    def _quick(self) -> ChatMessage | None:
+        """The common wake, read in one pass: the file the place was taken in (its inode armed
+        and held, the bytes before the place known) grown by exactly one whole block as
+        ``render_message`` writes it (``parse_one``), from another participant, its body holding
+        no ``---`` (no marker: the chat's end is not in question); read with the same reader
+        under the same checks as ``_check``. That message, the place moved past it as
+        ``_check`` moves it.
+
+        ``None``, having changed nothing, for anything else -- the name missing or holding
+        another file, nothing appended, the bytes before the place changed, two blocks, a
+        partial one, a block the general parser reads, the caller's own, a possible marker --
+        and ``_check`` then reads it as it reads any wake."""
+        try:
+            st = os.stat(self._spath)
+        except OSError:
+            return None
+        ino, pos, tail = st.st_ino, self._pos, self._tail
+        if (
+            tail is None
+            or st.st_size <= pos
+            or ino != self._ino
+            or ino != self._armed
+            or ino != self._reader.ino
+        ):
+            return None
+        back = pos if pos < TAIL_BYTES else TAIL_BYTES
+        try:
+            data = self._reader.read(pos - back, ino, st.st_size)
+        except NotFound:
+            return None
+        if self._reader.ino != ino or data[:back] != tail:
+            return None
+        m = parse_one(data[back:], pos)
+        if m is None or m.sender == self.who or "---" in m.body:
+            return None
+        self._pos, self._tail = m.end, data[-TAIL_BYTES:]
+        return m
+
     def _is_ended(self, messages: list[ChatMessage]) -> bool:
         """Whether the chat has ended, read from the whole file only when it may have changed."""
         if self._ended is None or self._ended or _has_handshake(messages):
@@ -306,6 +347,8 @@ class Waiter:
         batch's), not raised.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        quick = self.quick
+        one = None  # the message ``_quick`` read
         if self._log is not None:
             self._log.fold()  # here, not between a wake and the return
             if self._log.changed():
@@ -320,6 +363,9 @@ class Waiter:
                 if left is not None and left <= 0:
                     raise WaitTimeout(f"no message from another participant within {timeout:g}s")
                 self._watch.wait(left)
+                if quick and (one := self._quick()) is not None:
+                    found = [one]
+                    break
         except Gone:
             raise
         except WaitTimeout as e:
@@ -332,7 +378,7 @@ class Waiter:
             self._back()
             self._save(self._shown)
             raise
-        ended = _has_handshake(found) and self._is_ended(found)
+        ended = one is None and _has_handshake(found) and self._is_ended(found)
         before, place = self._shown, _Place(self._pos, self._tail)
         if show is None:  # returned is shown: nothing to hold signals around
             try:
