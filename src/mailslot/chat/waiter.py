@@ -76,6 +76,13 @@ class _Place(NamedTuple):
     tail: bytes | None
 
 
+# Bound once: a process just woken pays for every look-up on its way from the wake to the return.
+_crc32 = zlib.crc32
+# ``_Place(offset, tail)`` without the Python-level ``__new__`` of a ``NamedTuple``: the place
+# taken on every wake is made by this one C call.
+_new_place = tuple.__new__
+
+
 def _has_handshake(messages: list[ChatMessage]) -> bool:
     """Whether any of ``messages`` can change whether the chat has ended (every marker starts
     with ``---``: a body without one is talk, told without working out its kind)."""
@@ -312,7 +319,7 @@ class Waiter:
         if place.tail is None:
             line = self._place_form % (self._ino, place.offset)
         else:
-            line = self._checked_form % (zlib.crc32(place.tail), self._ino, place.offset)
+            line = self._checked_form % (_crc32(place.tail), self._ino, place.offset)
         try:
             log.save_line(line)
         except (OSError, NoSpace) as e:
@@ -379,7 +386,7 @@ class Waiter:
             self._save(self._shown)
             raise
         ended = one is None and _has_handshake(found) and self._is_ended(found)
-        before, place = self._shown, _Place(self._pos, self._tail)
+        before, place = self._shown, _new_place(_Place, (self._pos, self._tail))
         if show is None:  # returned is shown: nothing to hold signals around
             try:
                 if keep_cursor is None:
@@ -391,7 +398,7 @@ class Waiter:
                     self._save(before)  # interrupted before the caller had it: not taken
                 self._back()  # not shown: the next wait delivers it
                 raise
-            return Batch(found, place.offset, ended, list(self.warnings))
+            return Batch(found, place.offset, ended, self.warnings[:] if self.warnings else [])
         batch = Batch(found, place.offset, ended, list(self.warnings))
         try:
             show_then_record(lambda: show(batch), lambda: self._record(place, keep_cursor))
