@@ -9,6 +9,7 @@ one chat file at once; the write comes while both are blocked, so each reads it 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -302,3 +303,53 @@ def test_a_message_made_by_the_one_block_reading_is_a_whole_record() -> None:
         one.body = "changed"  # type: ignore[misc]
     assert hash(one) == hash(ChatMessage(one.sender, one.time_raw, "hi", 0, one.end))
     assert repr(one).startswith("ChatMessage(sender='alice'")
+
+
+def test_a_full_state_disk_is_the_same_warning_on_both_paths(
+    chat_file: Path, small_disk: Path, fill_disk, monkeypatch: Any
+) -> None:
+    """Both state dirs on a disk that is full when the message comes, their cursor files at the
+    end of a page (a save must take a new one): the message is returned with the no-space
+    warning on either path, and a new reader with room again is given it once more."""
+    with _pair(chat_file, small_disk, monkeypatch) as sides:
+        cursors = [
+            CursorStore("chat", s.state).path_for(_cursor_key(chat_file, "bob")) for s in sides
+        ]
+
+        def write() -> None:
+            for c in cursors:  # a blank line that ends the file's page: the next needs a new one
+                with open(c, "ab") as f:
+                    f.write(b" " * (4096 - c.stat().st_size - 1) + b"\n")
+            fill_disk(small_disk)
+            _use_up(small_disk / "top")  # the page the filler's cut left free too
+            chat.say(chat_file, "no room to note it", "alice")
+
+        got = _both(sides, write)
+        assert sides[0].took == [True]
+        quick, general = got
+        assert quick.messages == general.messages and quick.cursor == general.cursor
+        assert [w.replace("state-quick", "S") for w in quick.warnings] == [
+            w.replace("state-general", "S") for w in general.warnings
+        ]
+        assert "no space" in quick.warnings[0]
+        assert all(c.stat().st_size == 4096 for c in cursors)  # nothing of the line landed
+        (small_disk / "filler").unlink()
+        (small_disk / "top").unlink()
+    for s in sides:  # a new reader of each state: the message was not marked read
+        again = chat.wait(chat_file, "bob", state=s.state, timeout=5)
+        assert [m.body for m in again.messages][-1:] == ["no room to note it"]
+
+
+def _use_up(path: Path) -> None:
+    """Write to ``path`` until the disk refuses a byte."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while f.write(b"\0" * 512):
+                pass
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+        try:
+            while f.write(b"\0"):
+                pass
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
