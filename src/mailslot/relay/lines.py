@@ -39,11 +39,11 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mailslot.core.errors import FormatError
 from mailslot.core.limits import check_utf8
+from mailslot.core.record import FrozenRecord, Record
 
 __all__ = [
     "ACK_ID_RE",
@@ -112,19 +112,45 @@ def _label(word: str) -> str | None:
     return canonical_id(bare) if TURN_ID_RE.fullmatch(bare) else None
 
 
-@dataclass(frozen=True)
-class TurnLine:
-    """One parsed line. ``kind`` is ``turn`` (C/R/Q/A), ``ack``, ``seen`` or ``stop``."""
+class TurnLine(FrozenRecord):
+    """One parsed line. ``kind`` is ``turn`` (C/R/Q/A), ``ack``, ``seen`` or ``stop``.
 
+    A ``core.record`` record, not a dataclass: every relay command loads this module."""
+
+    __match_args__ = ("hhmm", "author", "kind", "id", "fields", "flags", "say", "offset", "label")
+    __slots__ = ("author", "fields", "flags", "hhmm", "id", "kind", "label", "offset", "say")
     hhmm: str
     author: str
     kind: str
     id: str
-    fields: dict[str, str] = field(default_factory=dict)
-    flags: frozenset[str] = frozenset()
-    say: str | None = None
-    offset: int = 0
-    label: str = ""  # the id as written (``C2``); ``id`` is canonical (``C02``)
+    fields: dict[str, str]
+    flags: frozenset[str]
+    say: str | None
+    offset: int
+    label: str  # the id as written (``C2``); ``id`` is canonical (``C02``)
+
+    def __init__(
+        self,
+        hhmm: str,
+        author: str,
+        kind: str,
+        id: str,
+        fields: dict[str, str] | None = None,  # None: a fresh empty dict
+        flags: frozenset[str] = frozenset(),
+        say: str | None = None,
+        offset: int = 0,
+        label: str = "",
+    ) -> None:
+        init = object.__setattr__
+        init(self, "hhmm", hhmm)
+        init(self, "author", author)
+        init(self, "kind", kind)
+        init(self, "id", id)
+        init(self, "fields", {} if fields is None else fields)
+        init(self, "flags", flags)
+        init(self, "say", say)
+        init(self, "offset", offset)
+        init(self, "label", label)
 
     @property
     def prefix(self) -> str:
@@ -312,15 +338,24 @@ def format_line(
     return line
 
 
-@dataclass(frozen=True)
-class Unreadable:
+class Unreadable(FrozenRecord):
     """A complete line in an inbox that is not a turn: which file, which line, and why."""
 
+    __match_args__ = ("file", "line", "offset", "reason", "text")
+    __slots__ = ("file", "line", "offset", "reason", "text")
     file: str
     line: int
     offset: int
     reason: str
     text: str
+
+    def __init__(self, file: str, line: int, offset: int, reason: str, text: str) -> None:
+        init = object.__setattr__
+        init(self, "file", file)
+        init(self, "line", line)
+        init(self, "offset", offset)
+        init(self, "reason", reason)
+        init(self, "text", text)
 
     def describe(self) -> str:
         """``to-w1.md line 3: <why> (<start of the line>)`` for a one-line report."""
@@ -329,18 +364,37 @@ class Unreadable:
 
     def to_json(self) -> dict[str, Any]:
         """``file, line, offset, reason, text``: the fields under their own names."""
-        return asdict(self)
+        return {
+            "file": self.file,
+            "line": self.line,
+            "offset": self.offset,
+            "reason": self.reason,
+            "text": self.text,
+        }
 
 
-@dataclass
-class InboxRead:
+class InboxRead(Record):
     """What ``read_inbox`` found: the turn lines, the last ``UNREADABLE_KEPT`` other complete
     lines (``unreadable``) and how many there are in all (``unreadable_count``)."""
 
-    lines: list[TurnLine] = field(default_factory=list)
-    unreadable: list[Unreadable] = field(default_factory=list)
-    unreadable_count: int = 0
-    numbers: dict[int, int] = field(default_factory=dict)
+    __match_args__ = ("lines", "unreadable", "unreadable_count", "numbers")
+    __slots__ = ("lines", "numbers", "unreadable", "unreadable_count")
+    lines: list[TurnLine]
+    unreadable: list[Unreadable]
+    unreadable_count: int
+    numbers: dict[int, int]
+
+    def __init__(
+        self,
+        lines: list[TurnLine] | None = None,  # None: each a fresh empty list or dict
+        unreadable: list[Unreadable] | None = None,
+        unreadable_count: int = 0,
+        numbers: dict[int, int] | None = None,
+    ) -> None:
+        self.lines = [] if lines is None else lines
+        self.unreadable = [] if unreadable is None else unreadable
+        self.unreadable_count = unreadable_count
+        self.numbers = {} if numbers is None else numbers
 
     def line_number(self, offset: int) -> int:
         """The line number of the turn line starting at ``offset``."""

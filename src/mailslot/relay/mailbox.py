@@ -37,7 +37,6 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from mailslot.core.fsio import atomic_create, file_lock, locked_append, read_fro
 from mailslot.core.handover import show_then_record
 from mailslot.core.limits import check_chars, check_controls, check_one_line, check_words
 from mailslot.core.names import validate_agent
+from mailslot.core.record import FrozenRecord, Record
 from mailslot.core.wait import Watch
 from mailslot.relay.lines import (
     TURN_ID_RE,
@@ -116,13 +116,23 @@ class RelayStopped(Conflict):
     """A turn refused because the relay was stopped (exit 1)."""
 
 
-@dataclass(frozen=True)
-class Relay:
-    """An initialised mailbox: its directory and who plays which part."""
+class Relay(FrozenRecord):
+    """An initialised mailbox: its directory and who plays which part.
 
+    This module's records are ``core.record`` records, not dataclasses: every relay command
+    loads it."""
+
+    __match_args__ = ("root", "worker", "manager")
+    __slots__ = ("manager", "root", "worker")
     root: Path
     worker: str
     manager: str
+
+    def __init__(self, root: Path, worker: str, manager: str) -> None:
+        init = object.__setattr__
+        init(self, "root", root)
+        init(self, "worker", worker)
+        init(self, "manager", manager)
 
     def inbox(self, name: str) -> Path:
         """``to-<name>.md``: the file ``name`` reads and the other side writes."""
@@ -154,15 +164,30 @@ class Relay:
         return self.manager if self.role(name) == "worker" else self.worker
 
 
-@dataclass
-class Conversation:
+class Conversation(Record):
     """What both inboxes say, parsed: turns by id, acks, the stop, and the open turn."""
 
-    turns: dict[str, TurnLine] = field(default_factory=dict)
-    acks: dict[str, TurnLine] = field(default_factory=dict)
-    stopped: TurnLine | None = None
-    unreadable: list[Unreadable] = field(default_factory=list)
-    unreadable_counts: dict[str, int] = field(default_factory=dict)
+    __match_args__ = ("turns", "acks", "stopped", "unreadable", "unreadable_counts")
+    __slots__ = ("acks", "stopped", "turns", "unreadable", "unreadable_counts")
+    turns: dict[str, TurnLine]
+    acks: dict[str, TurnLine]
+    stopped: TurnLine | None
+    unreadable: list[Unreadable]
+    unreadable_counts: dict[str, int]
+
+    def __init__(
+        self,
+        turns: dict[str, TurnLine] | None = None,  # None: each a fresh empty dict or list
+        acks: dict[str, TurnLine] | None = None,
+        stopped: TurnLine | None = None,
+        unreadable: list[Unreadable] | None = None,
+        unreadable_counts: dict[str, int] | None = None,
+    ) -> None:
+        self.turns = {} if turns is None else turns
+        self.acks = {} if acks is None else acks
+        self.stopped = stopped
+        self.unreadable = [] if unreadable is None else unreadable
+        self.unreadable_counts = {} if unreadable_counts is None else unreadable_counts
 
     @property
     def malformed(self) -> int:
@@ -194,17 +219,36 @@ class Conversation:
         }
 
 
-@dataclass
-class Delivery:
+class Delivery(Record):
     """A reply delivered to the asker: which turn, the text, the three stamps."""
 
+    __match_args__ = ("id", "reply_id", "say", "t0", "t1", "t2", "recovered")
+    __slots__ = ("id", "recovered", "reply_id", "say", "t0", "t1", "t2")
     id: str
     reply_id: str
     say: str
     t0: int | None
     t1: int | None
     t2: int
-    recovered: bool = False
+    recovered: bool
+
+    def __init__(
+        self,
+        id: str,
+        reply_id: str,
+        say: str,
+        t0: int | None,
+        t1: int | None,
+        t2: int,
+        recovered: bool = False,
+    ) -> None:
+        self.id = id
+        self.reply_id = reply_id
+        self.say = say
+        self.t0 = t0
+        self.t1 = t1
+        self.t2 = t2
+        self.recovered = recovered
 
     def to_json(self) -> dict[str, Any]:
         """``id, reply_id, say, T0, T1, T2, recovered``."""
@@ -298,19 +342,35 @@ def _read(path: Path, offset: int = 0) -> bytes:
         return b""
 
 
-@dataclass
-class _InboxScan:
+class _InboxScan(Record):
     """One inbox parsed through byte ``offset`` (complete lines only) of the file ``inode``."""
 
-    inode: int | None = None
-    offset: int = 0
-    lines: int = 0
-    turns: dict[str, TurnLine] = field(default_factory=dict)
-    numbers: dict[int, int] = field(default_factory=dict)  # a turn's offset -> its line number
-    acks: dict[str, TurnLine] = field(default_factory=dict)
-    stopped: TurnLine | None = None
-    unreadable: deque[Unreadable] = field(default_factory=lambda: deque(maxlen=UNREADABLE_KEPT))
-    count: int = 0
+    __match_args__ = (
+        "inode", "offset", "lines", "turns", "numbers", "acks", "stopped", "unreadable", "count"
+    )  # fmt: skip
+    __slots__ = (
+        "acks", "count", "inode", "lines", "numbers", "offset", "stopped", "turns", "unreadable"
+    )  # fmt: skip
+    inode: int | None
+    offset: int
+    lines: int
+    turns: dict[str, TurnLine]
+    numbers: dict[int, int]  # a turn's offset -> its line number
+    acks: dict[str, TurnLine]
+    stopped: TurnLine | None
+    unreadable: deque[Unreadable]
+    count: int
+
+    def __init__(self, inode: int | None = None) -> None:  # the rest: a scan of no bytes yet
+        self.inode = inode
+        self.offset = 0
+        self.lines = 0
+        self.turns = {}
+        self.numbers = {}
+        self.acks = {}
+        self.stopped = None
+        self.unreadable = deque(maxlen=UNREADABLE_KEPT)
+        self.count = 0
 
 
 class Scanner:

@@ -7,11 +7,11 @@ the mailbox itself, so the table is evidence: every figure names the lines it ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from mailslot.core.errors import NotFound
 from mailslot.core.fsio import read_from
+from mailslot.core.record import Record
 from mailslot.relay.lines import TurnLine, parse_inbox
 from mailslot.relay.mailbox import NOTES_MAX_BYTES, open_relay, scan
 
@@ -30,12 +30,21 @@ STAGES = (
 )
 
 
-@dataclass
-class Stats:
+class Stats(Record):
     """Per-turn stamps and the per-stage summary (milliseconds)."""
 
-    turns: list[dict[str, Any]] = field(default_factory=list)
-    stages: list[dict[str, Any]] = field(default_factory=list)
+    __match_args__ = ("turns", "stages")
+    __slots__ = ("stages", "turns")
+    turns: list[dict[str, Any]]
+    stages: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        turns: list[dict[str, Any]] | None = None,  # None: each a fresh empty list
+        stages: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.turns = [] if turns is None else turns
+        self.stages = [] if stages is None else stages
 
     def to_json(self) -> dict[str, Any]:
         """``{"turns": [...], "stages": [{"stage", "label", "n", "median_ms", ...}]}``."""
