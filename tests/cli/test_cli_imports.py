@@ -259,3 +259,11 @@ def test_relay_ask_and_outbox_take_load_no_click(tmp_path: Path, setup: Any) -> 
     assert "mailslot.cli.quick" in loaded
     assert not _under(loaded, "click", "mailslot.cli.command", "mailslot.cli.helpers")
     assert not _under(loaded, "mailslot.cli.relay", "mailslot.cli.bus")
+
+
+def test_relay_ask_loads_no_dataclasses(tmp_path: Path) -> None:
+    # dataclasses loads inspect, ast, dis and tokenize: a heap the asker waits to see torn down at
+    # exit; the relay's records (the mailbox, the turn lines, the delivery) are core.record records
+    args, deliver = _relay_ask(tmp_path)
+    loaded = _deliver_then_modules(tmp_path, args, deliver)
+    assert not loaded & {"dataclasses", "inspect", "ast", "dis", "tokenize"}
