@@ -267,3 +267,12 @@ def test_relay_ask_loads_no_dataclasses(tmp_path: Path) -> None:
     args, deliver = _relay_ask(tmp_path)
     loaded = _deliver_then_modules(tmp_path, args, deliver)
     assert not loaded & {"dataclasses", "inspect", "ast", "dis", "tokenize"}
+
+
+def test_outbox_take_loads_no_dataclasses_and_no_unicode_tables(tmp_path: Path) -> None:
+    # a taker waits for the exit, whose teardown grows with the heap: dataclasses brings
+    # inspect, ast, dis and tokenize; unicodedata's tables name a put's item, never a take's
+    args, deliver = _outbox_take(tmp_path)
+    loaded = _deliver_then_modules(tmp_path, args, deliver)
+    assert "mailslot.bus.outbox" in loaded
+    assert not _under(loaded, "dataclasses", "inspect", "ast", "dis", "unicodedata")

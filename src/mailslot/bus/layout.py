@@ -29,12 +29,12 @@ the outbox skips every dot-named file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from mailslot.core.errors import Conflict, NotFound
 from mailslot.core.fsio import atomic_create
 from mailslot.core.names import validate_agent
+from mailslot.core.record import FrozenRecord
 
 __all__ = ["CHARTER", "GITIGNORE", "GITIGNORE_TEXT", "LOG", "README", "TASKS", "Layout", "init"]
 
@@ -56,11 +56,17 @@ GITIGNORE_TEXT = """\
 """
 
 
-@dataclass(frozen=True)
-class Layout:
-    """The paths of one bus rooted at ``root`` (an absolute path)."""
+class Layout(FrozenRecord):
+    """The paths of one bus rooted at ``root`` (an absolute path).
 
+    A ``core.record`` record, not a dataclass: ``outbox take`` loads this module on every start."""
+
+    __match_args__ = ("root",)
+    __slots__ = ("root",)
     root: Path
+
+    def __init__(self, root: Path) -> None:
+        object.__setattr__(self, "root", root)
 
     @classmethod
     def at(cls, root: Path) -> Layout:

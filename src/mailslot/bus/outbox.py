@@ -45,9 +45,7 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -79,6 +77,7 @@ from mailslot.core.handover import held_signals
 from mailslot.core.limits import check_chars, check_controls, check_one_line
 from mailslot.core.move import safe_move
 from mailslot.core.names import validate_agent
+from mailslot.core.record import FrozenRecord, Record
 from mailslot.core.wait import wait_until
 
 __all__ = ["ITEM_MAX_BYTES", "NOTE_MAX", "Item", "OutboxEmpty", "list_items", "put", "take"]
@@ -107,25 +106,79 @@ class OutboxEmpty(WaitTimeout):
     label = "empty"
 
 
-@dataclass
-class Item:
-    """One deliverable in ``outbox/`` (or ``outbox/taken/``) and what its record says."""
+class Item(Record):
+    """One deliverable in ``outbox/`` (or ``outbox/taken/``) and what its record says.
 
+    A ``core.record`` record, not a dataclass: ``outbox take`` makes one on every start, and a
+    process that loads ``dataclasses`` (and ``inspect``, ``ast``, ``dis``) is slower to exit."""
+
+    __match_args__ = (
+        "name",
+        "path",
+        "abspath",
+        "sender",
+        "recipient",
+        "note",
+        "sha256",
+        "size",
+        "at",
+        "source",
+        "taken_by",
+        "taken_at",
+        "has_record",
+        "sha256_ok",
+        "extra",
+    )
+    __slots__ = tuple(sorted(__match_args__))
     name: str
     path: str  # relative to the bus root
     abspath: str
-    sender: str | None = None
-    recipient: str | None = None
-    note: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    at: str | None = None
-    source: str | None = None
-    taken_by: str | None = None
-    taken_at: str | None = None
-    has_record: bool = False
-    sha256_ok: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    sender: str | None
+    recipient: str | None
+    note: str | None
+    sha256: str | None
+    size: int | None
+    at: str | None
+    source: str | None
+    taken_by: str | None
+    taken_at: str | None
+    has_record: bool
+    sha256_ok: bool | None
+    extra: dict[str, Any]
+
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        abspath: str,
+        sender: str | None = None,
+        recipient: str | None = None,
+        note: str | None = None,
+        sha256: str | None = None,
+        size: int | None = None,
+        at: str | None = None,
+        source: str | None = None,
+        taken_by: str | None = None,
+        taken_at: str | None = None,
+        has_record: bool = False,
+        sha256_ok: bool | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.path = path
+        self.abspath = abspath
+        self.sender = sender
+        self.recipient = recipient
+        self.note = note
+        self.sha256 = sha256
+        self.size = size
+        self.at = at
+        self.source = source
+        self.taken_by = taken_by
+        self.taken_at = taken_at
+        self.has_record = has_record
+        self.sha256_ok = sha256_ok
+        self.extra = {} if extra is None else extra
 
     def to_json(self) -> dict[str, Any]:
         """The item as a JSON-ready dict (``from``/``for`` as in the record)."""
@@ -148,6 +201,8 @@ class Item:
 
 
 def _safe_name(source: str) -> str:
+    import unicodedata  # here: a put names an item, a take never loads its tables
+
     name = _UNSAFE_RE.sub("-", unicodedata.normalize("NFKC", source)).lstrip(".-") or "item"
     return name[-100:]
 
@@ -410,14 +465,22 @@ def _own_sha256() -> Any:
         return None
 
 
-@dataclass(frozen=True)
-class _Claim:
+class _Claim(FrozenRecord):
     """A taken item, and what undoing the take needs: where it came from and its record."""
 
+    __match_args__ = ("item", "src", "dest", "record")
+    __slots__ = ("dest", "item", "record", "src")
     item: Item
     src: Path
     dest: Path
     record: dict[str, Any] | None
+
+    def __init__(self, item: Item, src: Path, dest: Path, record: dict[str, Any] | None) -> None:
+        init = object.__setattr__
+        init(self, "item", item)
+        init(self, "src", src)
+        init(self, "dest", dest)
+        init(self, "record", record)
 
 
 def _claim(layout: Layout, agent: str) -> _Claim | None:

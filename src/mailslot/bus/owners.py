@@ -46,7 +46,6 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +60,7 @@ from mailslot.core.errors import (
 )
 from mailslot.core.fsio import atomic_write, read_from
 from mailslot.core.names import validate_agent
+from mailslot.core.record import FrozenRecord
 
 __all__ = [
     "HOOK_MARK",
@@ -147,13 +147,20 @@ def _compile(pattern: str) -> tuple[re.Pattern[str], int, bool]:
     return re.compile(f"^{regex}{tail}$", re.DOTALL), literal, wild
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(FrozenRecord):
     """One charter row: ``pattern`` (normalised) is written only by ``writer``."""
 
+    __match_args__ = ("pattern", "writer", "lineno")
+    __slots__ = ("lineno", "pattern", "writer")
     pattern: str
     writer: str
     lineno: int
+
+    def __init__(self, pattern: str, writer: str, lineno: int) -> None:
+        init = object.__setattr__
+        init(self, "pattern", pattern)
+        init(self, "writer", writer)
+        init(self, "lineno", lineno)
 
     @property
     def is_dir(self) -> bool:
@@ -175,13 +182,20 @@ class Rule:
         return {"path": self.pattern, "writer": self.writer, "line": self.lineno}
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(FrozenRecord):
     """Whether ``agent`` may write ``path``; ``rule`` is the row that decided (None: free)."""
 
+    __match_args__ = ("path", "agent", "rule")
+    __slots__ = ("agent", "path", "rule")
     path: str
     agent: str
     rule: Rule | None
+
+    def __init__(self, path: str, agent: str, rule: Rule | None) -> None:
+        init = object.__setattr__
+        init(self, "path", path)
+        init(self, "agent", agent)
+        init(self, "rule", rule)
 
     @property
     def owner(self) -> str | None:
@@ -200,12 +214,21 @@ class Verdict:
         }
 
 
-@dataclass(frozen=True)
-class Charter:
-    """The parsed rows of a charter (``path`` is ``None`` for a bus without one)."""
+class Charter(FrozenRecord):
+    """The parsed rows of a charter (``path`` is ``None`` for a bus without one).
 
+    ``Rule``, ``Verdict`` and this are ``core.record`` records, not dataclasses: ``outbox put``
+    and ``take`` load this module on every start."""
+
+    __match_args__ = ("rules", "path")
+    __slots__ = ("path", "rules")
     rules: list[Rule]
-    path: Path | None = None
+    path: Path | None
+
+    def __init__(self, rules: list[Rule], path: Path | None = None) -> None:
+        init = object.__setattr__
+        init(self, "rules", rules)
+        init(self, "path", path)
 
     def owner(self, path: str) -> Rule | None:
         """The deciding row for a normalised ``path``; ``Unresolved`` for a tie of writers."""
