@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from bus_helpers import finish, release, spawn
 from mailslot.bus import outbox
 from mailslot.core.errors import (
     Conflict,
+    Gone,
     InvalidValue,
     LimitExceeded,
     MailslotError,
@@ -203,6 +205,88 @@ def test_take_race_each_item_exactly_once(root: Path, tmp_path: Path) -> None:
     assert visible(root / "outbox") == ["records", "taken"]
     assert len(visible(root / "outbox/taken")) == 101  # 100 items + records/
     assert len(os.listdir(root / "outbox/taken/records")) == 100
+
+
+WAITING_TAKER = r"""
+import sys
+from pathlib import Path
+from mailslot.bus import outbox
+from mailslot.core.errors import WaitTimeout
+root = Path(sys.argv[1])
+print("waiting", flush=True)
+while True:
+    try:
+        print(outbox.take(root, "beacon", wait=3).name, flush=True)
+    except WaitTimeout:
+        break
+"""
+
+
+@pytest.mark.slow
+def test_waiting_takers_woken_by_the_same_items_take_each_exactly_once(
+    root: Path, tmp_path: Path
+) -> None:
+    """Every waiting taker wakes for an item, one at a time or several: exactly one claims
+    each, the others look again and wait on; each taken item has its taker's record."""
+    procs = [spawn(WAITING_TAKER, str(root)) for _ in range(4)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "waiting\n"
+    for i in range(40):
+        outbox.put(root, "lantern", deliverable(tmp_path, f"item{i}.txt", str(i).encode()))
+        if i % 3 == 0:
+            time.sleep(0.02)  # a wake for one item, then for a few at once
+    taken = [name for out in finish(procs) for name in out.split()]
+    assert sorted(taken) == sorted(f"{i + 1:06d}-item{i}.txt" for i in range(40))
+    assert visible(root / "outbox") == ["records", "taken"]
+    for name in taken:
+        rec = json.loads((root / "outbox/taken/records" / f"{name}.json").read_text())
+        assert (rec["item"], rec["taken_by"]) == (name, "beacon")
+
+
+def test_a_take_waiting_on_an_outbox_replaced_under_it_takes_from_the_new_one(
+    root: Path, tmp_path: Path
+) -> None:
+    """outbox/ moved away and made again while a take waits: its watch followed the old one,
+    so the take arms the new one and takes what is put there."""
+    got: list[object] = []
+
+    def wait() -> None:
+        try:
+            got.append(outbox.take(root, "beacon", wait=30))
+        except BaseException as e:  # reported below
+            got.append(e)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.3)  # waiting (not a timing assertion: a take that had not yet waited passes too)
+    (root / "outbox").rename(root / "outbox.old")
+    (root / "outbox").mkdir()
+    time.sleep(0.2)
+    (root / "outbox" / "card.txt").write_text("dropped by hand\n")
+    t.join(timeout=60)
+    assert not t.is_alive()
+    (item,) = got
+    assert isinstance(item, outbox.Item) and item.name == "card.txt", item
+    assert (root / "outbox" / "taken" / "card.txt").read_text() == "dropped by hand\n"
+
+
+def test_a_take_waiting_on_an_outbox_removed_under_it_is_gone(root: Path) -> None:
+    got: list[object] = []
+
+    def wait() -> None:
+        try:
+            got.append(outbox.take(root, "beacon", wait=30))
+        except BaseException as e:  # reported below
+            got.append(e)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.3)
+    shutil.rmtree(root / "outbox")
+    t.join(timeout=60)
+    assert not t.is_alive()
+    (error,) = got
+    assert isinstance(error, Gone), error
 
 
 def test_take_with_nothing_answers_json_when_asked(root) -> None:

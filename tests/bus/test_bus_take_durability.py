@@ -186,12 +186,12 @@ def test_a_take_waiting_on_an_empty_outbox_has_settled_the_last(root: Path, tmp_
 @pytest.mark.parametrize(
     ("kill_at", "settles"),
     [
-        ("write:when=1", False),  # the taker's record, half in its temp
-        ("rename:when=1", False),  # the record's temp about to become the record
+        ("write:when=1", False),  # the taker's record, into its unnamed file
+        ("linkat:when=1", False),  # the record's file about to be linked under its name
         ("write:when=2", True),  # the output, about to be written (taken, never shown)
         ("exit_group:when=1", True),  # right after the output
     ],
-    ids=["record-temp", "record-rename", "output", "after-output"],
+    ids=["record-write", "record-link", "output", "after-output"],
 )
 def test_a_take_killed_at_any_step_is_settled_or_keeps_the_puts_record(
     root: Path, tmp_path: Path, kill_at: str, settles: bool
@@ -201,6 +201,8 @@ def test_a_take_killed_at_any_step_is_settled_or_keeps_the_puts_record(
     item = _put(root, tmp_path)
     _killed_take(root, kill_at)
     assert _whole(root, item) == "outbox/taken"
+    # The taker's record is whole under its name or not there: no temp of it is left over.
+    assert [n for n in os.listdir(root / "outbox" / "taken" / "records") if n[0] == "."] == []
     assert _take(root).returncode == 3  # nothing else to take; the settle ran
     assert _whole(root, item) == "outbox/taken"
     if settles:

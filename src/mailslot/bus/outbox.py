@@ -18,7 +18,13 @@ Invariants:
   simply missing.
 * Taking is a claim by ``rename`` into ``outbox/taken/``: of two consumers racing for one item
   exactly one rename succeeds and the other moves on, so no item is taken twice. The taker's
-  record (``taken_by``, ``taken_at``) goes to ``outbox/taken/records/``.
+  record (``taken_by``, ``taken_at``) goes to ``outbox/taken/records/``: made before the take
+  claims or waits as a file without a name (``O_TMPFILE``), written and linked under its name
+  once the item is moved, so a take killed at any step leaves no temp of it.
+* A waiting take wakes for a name renamed or written into ``outbox/``, never for a dot-named
+  temp. When one such item is all that came, it is claimed without listing ``outbox/``: the look
+  before the wait found none of this taker's, and every item since came with its event, so it
+  is the oldest. The output comes before the watch is let go.
 * A take is shown or undone: the move comes first (it is the claim), then the output; output
   that fails (a closed pipe, Ctrl-C) moves the item back. A taker killed between the move and
   its output leaves the item in ``outbox/taken/`` under its name (``outbox list --taken``).
@@ -41,10 +47,12 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -69,16 +77,18 @@ from mailslot.core.fsio import (
     fsync_dir,
     held_temp,
     highest_number,
+    no_space,
     publish_temp,
     read_from,
     sweep_temps,
+    write_all,
 )
 from mailslot.core.handover import held_signals
 from mailslot.core.limits import check_chars, check_controls, check_one_line
 from mailslot.core.move import safe_move
 from mailslot.core.names import validate_agent
 from mailslot.core.record import FrozenRecord, Record
-from mailslot.core.wait import wait_until
+from mailslot.core.wait import Watch
 
 __all__ = ["ITEM_MAX_BYTES", "NOTE_MAX", "Item", "OutboxEmpty", "list_items", "put", "take"]
 
@@ -396,10 +406,11 @@ def _pending(directory: Path) -> list[str]:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
         return []
+    found = [e for e in entries if not e.name.startswith(".") and e.is_file(follow_symlinks=False)]
+    if len(found) < 2:  # nothing to order: no stat (the one item of a waking take)
+        return [e.name for e in found]
     files = []
-    for e in entries:
-        if e.name.startswith(".") or not e.is_file(follow_symlinks=False):
-            continue
+    for e in found:
         with contextlib.suppress(FileNotFoundError):
             files.append((e.stat(follow_symlinks=False).st_mtime_ns, e.name))
     files.sort()
@@ -483,33 +494,79 @@ class _Claim(FrozenRecord):
         init(self, "record", record)
 
 
-def _claim(layout: Layout, agent: str) -> _Claim | None:
-    for name in _pending(layout.outbox):
+class _TakerRecord:
+    """The file of a taker's record, made before the take claims or waits: an unnamed file in
+    ``taken/records/`` (``O_TMPFILE``), so that once an item is claimed its record costs a write
+    and a ``link`` -- no file is created between the wake and the output. Never seen by anyone
+    until linked under its name: a take killed before that leaves no temp behind. Where the
+    system cannot (no ``O_TMPFILE``, no ``/proc``, the name taken already, ``taken/records/``
+    now on another file system), the record is written as any state file is, by
+    ``atomic_write``. Used for one record at most."""
+
+    __slots__ = ("fd", "used")
+
+    def __init__(self, directory: Path) -> None:
+        self.fd = -1
+        self.used = False
+        unnamed = getattr(os, "O_TMPFILE", 0)
+        if unnamed:
+            with contextlib.suppress(OSError):
+                self.fd = os.open(directory, os.O_WRONLY | unnamed | os.O_CLOEXEC, 0o666)
+
+    def write(self, path: Path, data: bytes) -> None:
+        """``path`` (absolute) made with ``data``, without fsync (a later take settles it);
+        ``NoSpace`` on a full disk. The file is closed by ``close``, after the output."""
+        fd = -1 if self.used else self.fd
+        self.used = True
+        if fd >= 0:
+            with no_space(path):
+                write_all(fd, data)
+                try:
+                    # linkat(AT_SYMLINK_FOLLOW) of /proc's link to the file, by the names where
+                    # the take is now (a descriptor given only makes os.link use linkat; both
+                    # paths are absolute, so it names no directory)
+                    os.link(f"/proc/self/fd/{fd}", path, dst_dir_fd=fd, follow_symlinks=True)
+                    return
+                except (FileNotFoundError, FileExistsError, PermissionError):
+                    pass  # no /proc, or a record left under the name: replaced below
+                except OSError as e:
+                    if e.errno != errno.EXDEV:
+                        raise
+        atomic_write(path, data, durable=False)
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _claim(
+    layout: Layout, agent: str, taker_record: _TakerRecord, names: list[str] | None = None
+) -> _Claim | None:
+    """Take the first of ``names`` (default: every item, oldest first) that is ``agent``'s."""
+    for name in _pending(layout.outbox) if names is None else names:
         src = layout.outbox / name
         record = _record(layout.records / f"{name}.json")
         wanted = (record or {}).get("for")
         if wanted and wanted != agent:
             continue
-        dest = layout.taken / src.name
-        if dest.exists():  # a hand-dropped name taken before: keep both
-            dest = layout.taken / f"{src.name}.{format_time().replace(':', '')}"
+        dest = layout.taken / name
         moved = False
         try:
             with held_signals():  # the move and its taken record, whole
-                try:  # the claim: exactly one racer's move finds the source (durable: take)
-                    safe_move(src, dest, durable=False)
-                except FileNotFoundError:
+                moved_to = _move_in(layout, src, dest)
+                if moved_to is None:
                     continue
+                dest = moved_to
                 moved = True
                 taken_record = {
                     **(record or {"item": src.name}),
                     "taken_by": agent,
                     "taken_at": format_time(),
                 }
-                atomic_write(
+                taker_record.write(  # as the move, without fsync: a later take settles it
                     layout.taken_records / f"{dest.name}.json",
-                    json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n",
-                    durable=False,  # as the move: a later take settles it (``_settle``)
+                    (json.dumps(taken_record, indent=2, ensure_ascii=False) + "\n").encode(),
                 )
             item = _item(layout, dest, taken_record if record is not None else None)
             item.taken_by, item.taken_at = agent, taken_record["taken_at"]
@@ -522,6 +579,30 @@ def _claim(layout: Layout, agent: str) -> _Claim | None:
                     _release(layout, src, dest, record)
             raise
     return None
+
+
+def _move_in(layout: Layout, src: Path, dest: Path, *, again: bool = True) -> Path | None:
+    """The claim: ``src`` moved to ``dest`` in ``taken/``, or beside it under a stamped name when
+    ``dest`` is there already (a hand-dropped name taken before: both kept); where it went, or
+    ``None`` when a racer moved it first (exactly one racer's move finds the source). Without
+    fsync: a later take settles it. A ``taken/`` missing (``outbox/`` made anew while a take
+    waited) is made, and the move tried again."""
+    try:
+        try:
+            safe_move(src, dest, durable=False)
+        except Conflict as e:
+            if e.path != dest:
+                raise
+            dest = layout.taken / f"{src.name}.{format_time().replace(':', '')}"
+            safe_move(src, dest, durable=False)
+    except FileNotFoundError:
+        if not again or layout.taken_records.is_dir():
+            return None
+        for folder in (layout.taken, layout.taken_records):
+            with contextlib.suppress(FileExistsError, FileNotFoundError):  # no outbox/: None
+                os.mkdir(folder)
+        return _move_in(layout, src, dest, again=False)
+    return dest
 
 
 def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | None) -> bool:
@@ -558,11 +639,67 @@ def _release(layout: Layout, src: Path, dest: Path, record: dict[str, Any] | Non
     return True
 
 
-def _claim_here(layout: Layout, agent: str) -> _Claim | None:
+def _claim_here(layout: Layout, agent: str, taker_record: _TakerRecord) -> _Claim | None:
     """``_claim``, or ``Gone`` (exit 4) once ``outbox/`` was removed under the wait."""
     if not layout.outbox.is_dir():
         raise Gone("outbox/ was removed while waiting", path=layout.outbox)
-    return _claim(layout, agent)
+    return _claim(layout, agent, taker_record)
+
+
+def _wait_for_claim(
+    layout: Layout, agent: str, taker_record: _TakerRecord, watch: Watch, wait: float
+) -> _Claim:
+    """``_claim`` once something comes, blocking on ``watch`` up to ``wait`` seconds.
+
+    ``outbox/`` is armed before each look that follows an arming, so nothing put meanwhile is
+    missed. Woken, the take looks first and arms again only if it found nothing: a claim then
+    costs no re-arming before its output, and a ``outbox/`` replaced under the wait (its watch
+    follows the old one) is armed anew and looked at again before the next wait."""
+    deadline = time.monotonic() + wait
+    watch.add(layout.outbox)
+    while (claim := _claim_here(layout, agent, taker_record)) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WaitTimeout(f"no outbox item to take within {wait:g}s", payload={"taken": None})
+        watch.wait(left)
+        woken = _woken(layout, watch)
+        if woken is not None:
+            claim = _claim(layout, agent, taker_record, woken)
+        if claim is None:
+            claim = _claim(layout, agent, taker_record)
+        if claim is not None:
+            return claim
+        watch.add(layout.outbox)
+    return claim
+
+
+def _woken(layout: Layout, watch: Watch) -> list[str] | None:
+    """The item a wake names, when one regular file renamed or written into ``outbox/`` is all
+    that came: the only item to take, so no listing (the look before the wait found none of
+    this taker's, and every item since came with its event). Else ``None``: list them all."""
+    one = watch.take_one()
+    if one is None:
+        watch.take_changes()  # dropped: the listing that follows looks at all of it
+        return None
+    if one.directory != layout.outbox:
+        return None
+    try:
+        mode = os.lstat(layout.outbox / one.name).st_mode
+    except FileNotFoundError:
+        return None
+    return [one.name] if stat.S_ISREG(mode) else None
+
+
+def _show(layout: Layout, claim: _Claim, show: Callable[[Item], None] | None) -> None:
+    """``show`` the item; if that fails, the take is undone (``_release``)."""
+    if show is None:
+        return
+    try:
+        show(claim.item)
+    except BaseException:
+        with held_signals():
+            _release(layout, claim.src, claim.dest, claim.record)
+        raise
 
 
 def take(
@@ -575,7 +712,8 @@ def take(
     next take. A taker killed after the move and before its output leaves the item in
     ``outbox/taken/`` with its ``taken_by`` (``outbox list --taken`` finds it).
     Before it claims or waits it settles the takes made before it (``_settle``), so nothing
-    after the output waits on the disk.
+    after the output waits on the disk. A waiting take shows the item before it lets go of its
+    watch (whose close is not the output's to wait for) and wakes for no dot-named temp.
     Raises ``Conflict`` unless the charter names ``agent`` as the writer of ``outbox/taken/``,
     ``OutboxEmpty`` (exit 3) when there is nothing to take, ``WaitTimeout`` after a wait, ``Gone``
     (exit 4) when ``outbox/`` is removed during it.
@@ -595,30 +733,21 @@ def take(
     layout.outbox.mkdir(exist_ok=True)
     _sweep(layout)
     _settle(layout)  # before the wait: the disk is waited on here, never after the output
-    if wait > 0:
-        _own_sha256()  # its module loaded now, not between the wake and the output
-        try:
-            claim = wait_until(
-                lambda: _claim_here(layout, agent),
-                [layout.outbox],
-                wait,
-                what="outbox item to take",
-            )
-        except WaitTimeout as e:
-            e.payload = {"taken": None}
-            raise
-    else:
-        found = _claim(layout, agent)
-        if found is None:
-            raise OutboxEmpty("nothing to take in outbox/", payload={"taken": None})
-        claim = found
-    if show is not None:
-        try:
-            show(claim.item)
-        except BaseException:
-            with held_signals():
-                _release(layout, claim.src, claim.dest, claim.record)
-            raise
+    taker_record = _TakerRecord(layout.taken_records)
+    try:
+        if wait > 0:
+            _own_sha256()  # its module loaded now, not between the wake and the output
+            with Watch(dot_names=False) as watch:
+                claim = _wait_for_claim(layout, agent, taker_record, watch, wait)
+                _show(layout, claim, show)
+        else:
+            found = _claim(layout, agent, taker_record)
+            if found is None:
+                raise OutboxEmpty("nothing to take in outbox/", payload={"taken": None})
+            claim = found
+            _show(layout, claim, show)
+    finally:
+        taker_record.close()
     if claim.record is not None and claim.dest.name != claim.src.name:
         # Taken under a stamped name: ``_settle`` pairs a put's record with its taker's by the
         # item's name, so this rare take is settled here, waiting on the disk.
