@@ -10,7 +10,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,15 @@ from hypothesis import strategies as st
 from mailslot.core.clock import parse_time
 from mailslot.core.cursor import CursorStore
 from mailslot.core.errors import WaitTimeout
+from mailslot.core.record import FrozenRecord
 from mailslot.exchange import send
 from mailslot.exchange import watch as watch_mod
+from mailslot.exchange.entry import Entry
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.watch import (
     QUICK_BYTES,
     WATCH_NAMESPACE,
+    Delivered,
     Watcher,
     WatchResult,
     mark_all_seen,
@@ -125,7 +127,7 @@ def topic(ex: Exchange) -> str:
 def test_the_common_wake_delivers_and_marks_what_the_general_path_does(
     ex: Exchange, topic: str, tmp_path: Path, made: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if made == "constructed":  # what a dataclass ``_filler`` cannot fill takes its constructor
+    if made == "constructed":  # what ``_filler`` cannot fill takes its constructor
         monkeypatch.setattr(watch_mod, "_ENTRY_REST", None)
     else:
         assert watch_mod._ENTRY_REST is not None and watch_mod._DELIVERED_REST is not None
@@ -144,7 +146,7 @@ def test_the_common_wake_delivers_and_marks_what_the_general_path_does(
         for f in ("kind", "key", "topic", "path", "archived", "entry", "text", "why", "partial"):
             assert getattr(x, f) == getattr(y, f), f
         assert x.entry is not None and y.entry is not None
-        for f in x.entry.__dataclass_fields__:
+        for f in x.entry.__match_args__:
             assert getattr(x.entry, f) == getattr(y.entry, f), f
         assert a.to_json(ex.root) == b.to_json(ex.root)
         assert _seen_keys(ex, tmp_path / "fast") == _seen_keys(ex, tmp_path / "slow")
@@ -152,7 +154,7 @@ def test_the_common_wake_delivers_and_marks_what_the_general_path_does(
         assert any("@" in k for k in _seen_keys(ex, tmp_path / "fast")) == (n == 5)
     # what it left behind finds nothing more, and a fresh look agrees
     assert fast.pending() == [] and Watcher(ex, "olu", store=fast.store).pending() == []
-    with pytest.raises(FrozenInstanceError):  # filled or made, still frozen
+    with pytest.raises(AttributeError):  # filled or made, still frozen
         x.entry.body = "changed"  # type: ignore[misc]
     fast.close()
     slow.close()
@@ -308,32 +310,85 @@ def test_an_entry_out_of_scope_is_not_delivered_either_way(
     slow.close()
 
 
-def test_only_a_plain_dataclass_is_filled_in_place_of_its_constructor() -> None:
-    @dataclass(frozen=True)
-    class Plain:
-        a: int
-        b: str | None = None
+def test_only_a_record_keeping_its_fields_in_a_dict_is_filled_in_place_of_its_constructor() -> None:
+    class Plain(FrozenRecord):
+        __match_args__ = ("a", "b")
 
-    @dataclass(frozen=True)
-    class Later:
-        a: int
+        def __init__(self, a: int, b: str | None = None) -> None:
+            self.__dict__.update(a=a, b=b)
 
-        def __post_init__(self) -> None:
-            pass
+    class Slotted(FrozenRecord):
+        __match_args__ = ("a", "b")
+        __slots__ = ("a", "b")
 
-    @dataclass(frozen=True, slots=True)
-    class Slotted:
-        a: int
+        def __init__(self, a: int, b: str | None = None) -> None:
+            object.__setattr__(self, "a", a)
+            object.__setattr__(self, "b", b)
 
-    @dataclass(frozen=True)
-    class Made:
-        a: int
-        b: list[int] = field(default_factory=list)
+    class Renamed(FrozenRecord):  # a parameter that is not a field
+        __match_args__ = ("a", "b")
+
+        def __init__(self, a: int, c: str | None = None) -> None:
+            self.__dict__.update(a=a, b=c)
+
+    class Rest(FrozenRecord):  # what it takes beyond its fields
+        __match_args__ = ("a", "b")
+
+        def __init__(self, a: int, b: str | None = None, **more: object) -> None:
+            self.__dict__.update(a=a, b=b)
 
     assert watch_mod._filler(Plain, ("a",)) == {"b": None}
+    assert watch_mod._filler(Plain, ("b",)) is None  # ``a`` has no default
     assert watch_mod._filler(Plain, ("a", "c")) is None  # no such field
-    for cls in (Later, Slotted, Made):
+    for cls in (Slotted, Renamed, Rest):
         assert watch_mod._filler(cls, ("a",)) is None, cls
+
+
+@pytest.mark.parametrize("cls", [Entry, Delivered, WatchResult])
+def test_each_record_the_common_wake_fills_is_what_its_init_makes(cls: type) -> None:
+    """The common wake fills ``Entry``, ``Delivered`` and ``WatchResult`` as ``_filler`` says;
+    each such fill equals the constructor's record, field for field, under a set of values
+    unlike any default."""
+    given: dict[str, Any] = {
+        Entry: {
+            "number": 7,
+            "sender": "claude",
+            "side": "claude",
+            "topic": "t",
+            "path": Path("/x/0007-claude.md"),
+            "at": parse_time("2026-11-29T10:00:00Z"),
+            "action": "fyi",
+            "body": "b\n",
+            "meta": {"from": "claude"},
+            "arrived_ns": 5,
+        },
+        Delivered: {
+            "kind": "entry",
+            "key": "t/0007-claude",
+            "topic": "t",
+            "path": Path("/x/0007-claude.md"),
+            "archived": False,
+            "entry": None,
+        },
+        WatchResult: {"agent": "olu", "side": "olu", "items": [], "peek": False, "warnings": []},
+    }[cls]
+    rest = watch_mod._filler(cls, tuple(given))
+    assert rest is not None
+    filled = object.__new__(cls)
+    filled.__dict__.update(rest, **given)
+    made = cls(**given)
+    assert vars(filled) == vars(made) and filled == made and repr(filled) == repr(made)
+    assert set(vars(made)) == set(cls.__match_args__)
+
+
+def test_a_record_copied_with_changes_is_made_anew_and_refuses_a_name_that_is_no_field() -> None:
+    e = Entry(1, "claude", "claude", "t", Path("/x/0001-claude.md"), body="hi\n")
+    w = e.replace(warning="w", verified=False)
+    assert (w.warning, w.verified, w.body) == ("w", False, "hi\n")
+    assert (e.warning, e.verified) == (None, True)  # the original stands
+    assert w.meta == {} and w.meta is e.meta  # as dataclasses.replace: the values, not copies
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        e.replace(nope=1)
 
 
 SENDERS = ["claude", "will", "a", "yes", "no", "n", "y", "null", "on", "off", "true", "x" * 40]

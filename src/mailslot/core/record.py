@@ -9,11 +9,17 @@ equality field by field with records of the same class, no hash, ``copy`` and ``
 ``FrozenRecord`` what a ``frozen=True`` one would (assignment refused with ``AttributeError``,
 as ``dataclasses.FrozenInstanceError`` is one, and a hash of the fields).
 
-What it does not give: ``dataclasses.replace``, ``fields`` and ``asdict`` do not take these
-records, so a record that others copy with ``replace`` stays a dataclass (off the start-up path).
+A record copied with changes uses its own ``replace(**changes)`` (``dataclasses.replace`` does
+not take these records, nor do ``fields`` and ``asdict``): a new one made through ``__init__``.
+A record without ``__slots__`` of its own keeps its fields in an instance ``__dict__``, which a
+hot path may fill in one ``dict.update`` where a test holds that to what ``__init__`` makes.
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Self
 
 __all__ = ["FrozenRecord", "Record"]
 
@@ -39,9 +45,21 @@ class Record:
 
     __hash__ = None  # type: ignore[assignment]  # a mutable record is unhashable, as a dataclass
 
-    def __setstate__(self, state: tuple[object, dict[str, object]]) -> None:
-        # ``copy`` and ``pickle`` restore slots through this (a frozen record refuses setattr)
-        for name, value in state[1].items():
+    def replace(self, **changes: object) -> Self:
+        """A new record of this class with ``changes`` over these fields, made by ``__init__``
+        (as ``dataclasses.replace`` makes one); ``TypeError`` for a name that is no field."""
+        unknown = changes.keys() - set(self.__match_args__)
+        if unknown:
+            raise TypeError(f"{type(self).__qualname__} has no field {sorted(unknown)[0]!r}")
+        values = {name: getattr(self, name) for name in self.__match_args__}
+        values.update(changes)
+        return type(self)(**values)
+
+    def __setstate__(self, state: dict[str, object] | tuple[object, dict[str, object]]) -> None:
+        # ``copy`` and ``pickle`` restore fields through this (a frozen record refuses setattr):
+        # a record with slots hands ``(None, slots)``, one without its ``__dict__``
+        fields = state[1] if isinstance(state, tuple) else state
+        for name, value in (fields or {}).items():
             object.__setattr__(self, name, value)
 
 

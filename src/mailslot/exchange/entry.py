@@ -6,15 +6,13 @@ entries are real and both are shown. Readers ignore dot-names (in-flight temps) 
 hand-written files (CRLF, quoted values, ``+00:00``, second precision) exactly like their own.
 A file that does not parse is still an entry: it is listed with the reason, never dropped.
 
-``Entry`` stays a dataclass (readers copy one with ``dataclasses.replace``), so it lives here,
-apart from ``entries.send``: a send neither reads entries nor pays for ``dataclasses``.
-``entries`` still offers every name here, loaded on first use.
+``Entry`` lives here, apart from ``entries.send``: a send reads no entries, so it never loads this
+module. ``entries`` still offers every name here, loaded on first use.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from mailslot.core.clock import format_time, parse_time
 from mailslot.core.display import brief
 from mailslot.core.errors import FormatError, NotFound
 from mailslot.core.formats import parse_frontmatter
+from mailslot.core.record import FrozenRecord
 from mailslot.exchange.entries import ACTIONS
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.listing import ENTRY_RE
@@ -40,25 +39,75 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One entry file: who wrote it (by file name and folder), when, what it asks, the body."""
+class Entry(FrozenRecord):
+    """One entry file: who wrote it (by file name and folder), when, what it asks, the body.
 
+    A ``core.record`` record, not a dataclass (every blocking command loads this module); its
+    fields live in the instance ``__dict__``, which ``exchange.watch``'s common wake fills in one
+    update, held by a test to what ``__init__`` makes."""
+
+    __match_args__ = (
+        "number",
+        "sender",
+        "side",
+        "topic",
+        "path",
+        "at",
+        "action",
+        "body",
+        "meta",
+        "error",
+        "warning",
+        "verified",
+        "arrived_ns",
+    )
     number: int
     sender: str
     side: str
     topic: str
     path: Path
-    at: datetime | None = None
-    action: str | None = None
-    body: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
+    at: datetime | None
+    action: str | None
+    body: str
+    meta: dict[str, Any]
+    error: str | None
     # Identity from the transport: the directory says which side wrote it; the file name's
     # sender is believed only if it is a member of that side. Set by ``check_sender``.
-    warning: str | None = None
-    verified: bool = True
-    arrived_ns: int = 0  # the file's ctime when read: when it arrived (its writer cannot set it)
+    warning: str | None
+    verified: bool
+    arrived_ns: int  # the file's ctime when read: when it arrived (its writer cannot set it)
+
+    def __init__(
+        self,
+        number: int,
+        sender: str,
+        side: str,
+        topic: str,
+        path: Path,
+        at: datetime | None = None,
+        action: str | None = None,
+        body: str = "",
+        meta: dict[str, Any] | None = None,
+        error: str | None = None,
+        warning: str | None = None,
+        verified: bool = True,
+        arrived_ns: int = 0,
+    ) -> None:
+        self.__dict__.update(
+            number=number,
+            sender=sender,
+            side=side,
+            topic=topic,
+            path=path,
+            at=at,
+            action=action,
+            body=body,
+            meta={} if meta is None else meta,
+            error=error,
+            warning=warning,
+            verified=verified,
+            arrived_ns=arrived_ns,
+        )
 
     @property
     def arrival(self) -> tuple[int, int, str]:
@@ -179,7 +228,7 @@ def check_sender(ex: Exchange, entry: Entry) -> Entry:
         problems.append(f"body claims from {brief(claimed)}; the transport says {shown!r}")
     if not problems:
         return entry
-    return replace(entry, verified=verified, warning="; ".join(problems))
+    return entry.replace(verified=verified, warning="; ".join(problems))
 
 
 def list_entries(ex: Exchange, topic: str) -> list[Entry]:

@@ -20,13 +20,13 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from mailslot.core.clock import parse_time
 from mailslot.core.errors import FormatError
 from mailslot.core.fsio import written_ns
+from mailslot.core.record import FrozenRecord
 from mailslot.exchange.entries import ACTIONS, ENTRY_RE, Entry, parse_entry, parse_entry_text
 from mailslot.exchange.layout import DONE, Exchange
 from mailslot.exchange.listing import TopicDir, list_dir, topic_names
@@ -86,15 +86,24 @@ _UNSAFE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class InboxItem:
+class InboxItem(FrozenRecord):
     """An entry file addressed to a side, keyed by ``(topic, number, from)``."""
 
+    __match_args__ = ("topic", "number", "sender", "path", "archived")
+    __slots__ = ("archived", "number", "path", "sender", "topic")
     topic: str
     number: int
     sender: str
     path: Path
     archived: bool
+
+    def __init__(self, topic: str, number: int, sender: str, path: Path, archived: bool) -> None:
+        init = object.__setattr__
+        init(self, "topic", topic)
+        init(self, "number", number)
+        init(self, "sender", sender)
+        init(self, "path", path)
+        init(self, "archived", archived)
 
     @property
     def key(self) -> str:
@@ -387,15 +396,31 @@ def peek_entry(path: Path | str) -> EntryPeek:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class StatePeek:
+class StatePeek(FrozenRecord):
     """A STATE.md's status (``open`` when missing, ``unknown`` when unreadable) and time."""
 
+    __match_args__ = ("status", "updated_at", "present", "error", "ctime_ns")
+    __slots__ = ("ctime_ns", "error", "present", "status", "updated_at")
     status: str
     updated_at: datetime | None
     present: bool
-    error: str | None = None
-    ctime_ns: int | None = None  # when the file was last written (fsio.written_ns: not a chmod)
+    error: str | None
+    ctime_ns: int | None  # when the file was last written (fsio.written_ns: not a chmod)
+
+    def __init__(
+        self,
+        status: str,
+        updated_at: datetime | None,
+        present: bool,
+        error: str | None = None,
+        ctime_ns: int | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "status", status)
+        init(self, "updated_at", updated_at)
+        init(self, "present", present)
+        init(self, "error", error)
+        init(self, "ctime_ns", ctime_ns)
 
 
 def peek_state(path: Path | str) -> StatePeek:

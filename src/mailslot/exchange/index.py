@@ -27,11 +27,11 @@ naming the file and why it does not read.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from mailslot.core.clock import format_time
+from mailslot.core.record import Record
 from mailslot.exchange.layout import Exchange
 from mailslot.exchange.listing import LIVE
 
@@ -132,8 +132,7 @@ class Owed(NamedTuple):
     detail: str | None = None
 
 
-@dataclass
-class TopicView:
+class TopicView(Record):
     """One topic as people and agents are shown it: where it is, each side's status and entry
     count, last activity, holds, why a done/done topic waits, and what each side owes.
 
@@ -142,15 +141,49 @@ class TopicView:
     required entry these are; ``held`` is keyed by the owing side.
     """
 
+    __match_args__ = (
+        "name",
+        "status",
+        "counts",
+        "last_activity",
+        "held",
+        "waiting",
+        "debts",
+        "required",
+        "where",
+    )
+    __slots__ = __match_args__
     name: str
     status: dict[str, str]  # side -> open|in-progress|blocked|done|unknown
     counts: dict[str, int]  # side -> entries written by that side
-    last_activity: datetime | None = None
-    held: dict[str, str] = field(default_factory=dict)  # owing side -> entry it must re-read
-    waiting: list[str] = field(default_factory=list)  # why a done/done topic did not archive
-    debts: list[Debt] = field(default_factory=list)
-    required: dict[str, Owed] = field(default_factory=dict)  # side -> its entry owed a reply
-    where: str = LIVE  # live | archived | half-archived (listing.placement)
+    last_activity: datetime | None
+    held: dict[str, str]  # owing side -> entry it must re-read
+    waiting: list[str]  # why a done/done topic did not archive
+    debts: list[Debt]
+    required: dict[str, Owed]  # side -> its entry owed a reply
+    where: str  # live | archived | half-archived (listing.placement)
+
+    def __init__(
+        self,
+        name: str,
+        status: dict[str, str],
+        counts: dict[str, int],
+        last_activity: datetime | None = None,
+        held: dict[str, str] | None = None,
+        waiting: list[str] | None = None,
+        debts: list[Debt] | None = None,
+        required: dict[str, Owed] | None = None,
+        where: str = LIVE,
+    ) -> None:
+        self.name = name
+        self.status = status
+        self.counts = counts
+        self.last_activity = last_activity
+        self.held = {} if held is None else held
+        self.waiting = [] if waiting is None else waiting
+        self.debts = [] if debts is None else debts
+        self.required = {} if required is None else required
+        self.where = where
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``exchange topics --json``): ``held`` lists the sides held."""

@@ -6,7 +6,7 @@ never write anything, so a reader that may not write the exchange can use them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from mailslot.core.errors import NotFound
@@ -143,4 +143,4 @@ def _with_notes(entry: Entry) -> Entry:
         note = CUT_SHORT
     else:
         return entry
-    return replace(entry, warning=f"{entry.warning}; {note}" if entry.warning else note)
+    return entry.replace(warning=f"{entry.warning}; {note}" if entry.warning else note)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from mailslot.core.display import brief
 from mailslot.core.errors import Conflict, FormatError, InvalidName, LimitExceeded, NotFound
 from mailslot.core.formats import dump_yaml, load_yaml, parse_frontmatter
 from mailslot.core.fsio import atomic_write
+from mailslot.core.record import FrozenRecord
 from mailslot.exchange.entries import Entry, list_entries
 from mailslot.exchange.index import owed_entry
 from mailslot.exchange.layout import STATE_NAME, Exchange
@@ -46,17 +46,37 @@ TAG_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,39}")
 MAX_TAGS = 20
 
 
-@dataclass(frozen=True)
-class SideState:
+class SideState(FrozenRecord):
     """One side's status for a topic; ``present`` false means no STATE.md (implicitly open)."""
 
+    __match_args__ = ("side", "status", "present", "tags", "updated_at", "updated_by", "error")
+    __slots__ = ("error", "present", "side", "status", "tags", "updated_at", "updated_by")
     side: str
-    status: str = "open"
-    present: bool = False
-    tags: tuple[str, ...] = ()
-    updated_at: datetime | None = None
-    updated_by: str | None = None
-    error: str | None = None  # why the file or one of its fields did not read
+    status: str
+    present: bool
+    tags: tuple[str, ...]
+    updated_at: datetime | None
+    updated_by: str | None
+    error: str | None  # why the file or one of its fields did not read
+
+    def __init__(
+        self,
+        side: str,
+        status: str = "open",
+        present: bool = False,
+        tags: tuple[str, ...] = (),
+        updated_at: datetime | None = None,
+        updated_by: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "side", side)
+        init(self, "status", status)
+        init(self, "present", present)
+        init(self, "tags", tags)
+        init(self, "updated_at", updated_at)
+        init(self, "updated_by", updated_by)
+        init(self, "error", error)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -145,15 +165,26 @@ def unanswered_required(entries: list[Entry], side: str) -> Entry | None:
     return mine[owed[2]] if owed is not None else None
 
 
-@dataclass(frozen=True)
-class StateResult:
+class StateResult(FrozenRecord):
     """A written STATE.md: where, what, and a warning when ``done`` was forced."""
 
+    __match_args__ = ("topic", "path", "relpath", "state", "warning")
+    __slots__ = ("path", "relpath", "state", "topic", "warning")
     topic: str
     path: Path
     relpath: str
     state: SideState
-    warning: str | None = None
+    warning: str | None
+
+    def __init__(
+        self, topic: str, path: Path, relpath: str, state: SideState, warning: str | None = None
+    ) -> None:
+        init = object.__setattr__
+        init(self, "topic", topic)
+        init(self, "path", path)
+        init(self, "relpath", relpath)
+        init(self, "state", state)
+        init(self, "warning", warning)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

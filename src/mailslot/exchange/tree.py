@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mailslot.core.names import TOPIC_RE
+from mailslot.core.record import Record
 from mailslot.exchange.entries import ENTRY_RE
 from mailslot.exchange.holds import Hold, is_trusted, load_holds
 from mailslot.exchange.layout import DONE, HELD_NAME, STATE_NAME, Exchange
@@ -23,12 +23,19 @@ from mailslot.exchange.listing import leftover_name
 __all__ = ["TreeAudit", "audit_tree", "stray_kind"]
 
 
-@dataclass
-class TreeAudit:
+class TreeAudit(Record):
     """Root-relative paths of symlinks and of stray files (with what is wrong with each)."""
 
-    symlinks: list[str] = field(default_factory=list)
-    strays: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    __match_args__ = ("symlinks", "strays")
+    __slots__ = ("strays", "symlinks")
+    symlinks: list[str]
+    strays: list[tuple[str, str]]  # (path, why)
+
+    def __init__(
+        self, symlinks: list[str] | None = None, strays: list[tuple[str, str]] | None = None
+    ) -> None:
+        self.symlinks = [] if symlinks is None else symlinks
+        self.strays = [] if strays is None else strays
 
 
 def stray_kind(name: str, mode: int) -> str | None:

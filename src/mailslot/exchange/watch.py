@@ -55,7 +55,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +63,7 @@ from mailslot.core.cursor import CursorStore, SeenSet
 from mailslot.core.errors import FormatError, Gone, InvalidName, NoSpace, NotFound, WaitTimeout
 from mailslot.core.fsio import HeldLock
 from mailslot.core.handover import show_then_record
+from mailslot.core.record import FrozenRecord, Record
 from mailslot.core.wait import (
     APPEARED,
     CLOSED,
@@ -128,23 +128,47 @@ def cursor_key(ex: Exchange, agent: str) -> str:
     return f"{agent}@{ex.root}"
 
 
-@dataclass(frozen=True)
-class Delivered:
+class Delivered(FrozenRecord):
     """One thing delivered: an ``entry`` addressed to the caller, a ``held`` notice the tick
     placed, or a ``stray`` file in a topic (delivered once, marked, never as an entry or hold)."""
 
+    __match_args__ = ("kind", "key", "topic", "path", "archived", "entry", "text", "why", "partial")
     kind: str
     key: str
     topic: str
     path: Path
-    archived: bool = False
-    entry: Entry | None = None
-    text: str | None = None  # HELD.md text
-    why: str | None = None  # what is wrong with a stray file
+    archived: bool
+    entry: Entry | None
+    text: str | None  # HELD.md text
+    why: str | None  # what is wrong with a stray file
     # why an entry may not be whole (its writer still holds it open past the bound, or it ends
     # part-way through a line); such an entry, like one that does not parse, is marked seen as
     # it stands (its key carries its size and mtime), so it is delivered again if it changes
-    partial: str | None = None
+    partial: str | None
+
+    def __init__(
+        self,
+        kind: str,
+        key: str,
+        topic: str,
+        path: Path,
+        archived: bool = False,
+        entry: Entry | None = None,
+        text: str | None = None,
+        why: str | None = None,
+        partial: str | None = None,
+    ) -> None:
+        self.__dict__.update(
+            kind=kind,
+            key=key,
+            topic=topic,
+            path=path,
+            archived=archived,
+            entry=entry,
+            text=text,
+            why=why,
+            partial=partial,
+        )
 
     def to_json(self, root: Path) -> dict[str, Any]:
         """A JSON-ready dict (paths relative to ``root``)."""
@@ -180,15 +204,29 @@ class Delivered:
         return out
 
 
-@dataclass
-class WatchResult:
+class WatchResult(Record):
     """What one watch delivered (in arrival order) and whether the cursor moved."""
 
+    __match_args__ = ("agent", "side", "items", "peek", "warnings")
     agent: str
     side: str
-    items: list[Delivered] = field(default_factory=list)
-    peek: bool = False
-    warnings: list[str] = field(default_factory=list)  # an unreadable seen-mark, read as fresh
+    items: list[Delivered]
+    peek: bool
+    warnings: list[str]  # an unreadable seen-mark, read as fresh
+
+    def __init__(
+        self,
+        agent: str,
+        side: str,
+        items: list[Delivered] | None = None,
+        peek: bool = False,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.side = side
+        self.items = [] if items is None else items
+        self.peek = peek
+        self.warnings = [] if warnings is None else warnings
 
     def to_json(self, root: Path) -> dict[str, Any]:
         """A JSON-ready dict: ``{"agent", "side", "peek", "items": [...]}``, and ``"warnings"``
@@ -238,15 +276,23 @@ def _entry_name(name: str) -> tuple[int, str, str] | None:
     return None if m is None else (int(m.group(1)), m.group(2), name)
 
 
-@dataclass
-class _View:
+class _View(Record):
     """The last look at every topic, kept while each event since carried names in a listed live
     topic (nothing made, moved or replaced): a round then looks again only at those names, at
     each archived topic's own ``stat``, and at the topics whose entries were not all seen."""
 
+    __match_args__ = ("resets", "waiting", "flagged")
+    __slots__ = ("flagged", "resets", "waiting")
     resets: tuple[int, int]  # ``Watcher._resets`` when it was made: keys dropped since redo it
     waiting: dict[str, None]  # the topic directories (live or archived) with entries unseen
     flagged: dict[str, None]  # the live topic directories with strays or a HELD.md
+
+    def __init__(
+        self, resets: tuple[int, int], waiting: dict[str, None], flagged: dict[str, None]
+    ) -> None:
+        self.resets = resets
+        self.waiting = waiting
+        self.flagged = flagged
 
 
 def _first_of_each(lists: list[Unseen]) -> list[InboxItem]:
@@ -282,22 +328,31 @@ def _inserted(entries: tuple[Any, ...], i: int, e: Any) -> tuple[Any, ...]:
 
 
 def _filler(cls: type, given: tuple[str, ...]) -> dict[str, Any] | None:
-    """The defaults of the fields of the dataclass ``cls`` other than ``given``, when an
-    instance may be made as its generated ``__init__`` makes it by filling its ``__dict__``
-    with them and the ``given`` values (no ``__post_init__``, no slots, every other field a
-    plain default); else ``None``, and the constructor is called. For the common wake: one
-    ``dict.update`` in place of a frozen ``__init__``'s ``object.__setattr__`` per field."""
-    if hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
+    """The defaults of the ``__init__`` parameters of the record ``cls`` other than ``given``,
+    for making one by filling its instance ``__dict__`` with them and the ``given`` values, when
+    ``cls`` keeps its fields there (no ``__slots__`` of its own), its ``__init__`` takes exactly
+    its fields, and every parameter not given has a default; else ``None``, and the constructor
+    is called. That such a fill is what ``__init__`` makes (it stores what it is given, and the
+    defaults as they are) is held by a test for each record filled. For the common wake: one
+    ``dict.update`` in place of an ``__init__`` call."""
+    if "__slots__" in cls.__dict__ or not hasattr(cls, "__match_args__"):
         return None
+    init: Any = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    if code is None or code.co_kwonlyargcount or code.co_flags & 0x0C:  # no *args, **kwargs
+        return None
+    names = code.co_varnames[1 : code.co_argcount]
+    if set(names) != set(cls.__match_args__) or not set(given) <= set(names):
+        return None
+    defaults = init.__defaults__ or ()
+    with_default = dict(zip(names[len(names) - len(defaults) :], defaults, strict=True))
     rest = {}
-    names = set()
-    for f in fields(cls):
-        names.add(f.name)
-        if f.name not in given:
-            if f.default is MISSING or not f.init:
+    for name in names:
+        if name not in given:
+            if name not in with_default:
                 return None
-            rest[f.name] = f.default
-    return rest if names >= set(given) else None
+            rest[name] = with_default[name]
+    return rest
 
 
 _ENTRY_REST = _filler(
@@ -752,7 +807,7 @@ class Watcher:
                     continue
             if partial is not None:
                 warning = partial if entry.warning is None else f"{entry.warning}; {partial}"
-                entry = replace(entry, warning=warning)
+                entry = entry.replace(warning=warning)
             out.append(
                 Delivered(
                     "entry", key, item.topic, item.path, item.archived, entry, partial=partial
