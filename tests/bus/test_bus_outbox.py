@@ -243,49 +243,84 @@ def test_waiting_takers_woken_by_the_same_items_take_each_exactly_once(
         assert (rec["item"], rec["taken_by"]) == (name, "beacon")
 
 
+class _WaitingTake:
+    """``outbox.take(root, "beacon", wait=30)`` in a thread, and what it returned or raised."""
+
+    def __init__(self, root: Path, wait: float = 30) -> None:
+        self.got: list[object] = []
+        self.tid: list[int] = []
+        self.thread = threading.Thread(target=self._take, args=(root, wait), daemon=True)
+        self.thread.start()
+
+    def _take(self, root: Path, wait: float) -> None:
+        self.tid.append(threading.get_native_id())
+        try:
+            self.got.append(outbox.take(root, "beacon", wait=wait))
+        except BaseException as e:  # reported by ``result``
+            self.got.append(e)
+
+    def blocked(self) -> None:
+        """Until the take sleeps in its wait (its thread's wchan), so that what the test does
+        next happens under the wait, never before it."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                wchan = Path(f"/proc/self/task/{self.tid[0]}/wchan").read_text()
+            except (IndexError, OSError):
+                wchan = ""
+            if "poll" in wchan or "select" in wchan:
+                return
+            time.sleep(0.01)
+        pytest.fail("the take never blocked in its wait")
+
+    def result(self, timeout: float = 60) -> object:
+        self.thread.join(timeout=timeout)
+        assert not self.thread.is_alive()
+        (got,) = self.got
+        return got
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two directories in one step (``renameat2(RENAME_EXCHANGE)``): the name never misses."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        pytest.skip("no renameat2 here")
+    if fn(-100, os.fsencode(a), -100, os.fsencode(b), 2) != 0:
+        pytest.skip(f"renameat2(RENAME_EXCHANGE) refused: {os.strerror(ctypes.get_errno())}")
+
+
 def test_a_take_waiting_on_an_outbox_replaced_under_it_takes_from_the_new_one(
     root: Path, tmp_path: Path
 ) -> None:
-    """outbox/ moved away and made again while a take waits: its watch followed the old one,
-    so the take arms the new one and takes what is put there."""
-    got: list[object] = []
-
-    def wait() -> None:
-        try:
-            got.append(outbox.take(root, "beacon", wait=30))
-        except BaseException as e:  # reported below
-            got.append(e)
-
-    t = threading.Thread(target=wait)
-    t.start()
-    time.sleep(0.3)  # waiting (not a timing assertion: a take that had not yet waited passes too)
-    (root / "outbox").rename(root / "outbox.old")
-    (root / "outbox").mkdir()
-    time.sleep(0.2)
-    (root / "outbox" / "card.txt").write_text("dropped by hand\n")
-    t.join(timeout=60)
-    assert not t.is_alive()
-    (item,) = got
+    """outbox/ swapped for a new one (without taken/) while a take waits: its watch followed
+    the old one, so the take arms the new one, and takes what is put there into a taken/ made
+    for it."""
+    take = _WaitingTake(root)
+    take.blocked()
+    (root / "outbox.new").mkdir()
+    _exchange(root / "outbox", root / "outbox.new")
+    (root / "outbox" / ".card.txt").write_text("dropped by hand\n")
+    (root / "outbox" / ".card.txt").rename(root / "outbox" / "card.txt")
+    item = take.result()
     assert isinstance(item, outbox.Item) and item.name == "card.txt", item
     assert (root / "outbox" / "taken" / "card.txt").read_text() == "dropped by hand\n"
 
 
 def test_a_take_waiting_on_an_outbox_removed_under_it_is_gone(root: Path) -> None:
-    got: list[object] = []
-
-    def wait() -> None:
-        try:
-            got.append(outbox.take(root, "beacon", wait=30))
-        except BaseException as e:  # reported below
-            got.append(e)
-
-    t = threading.Thread(target=wait)
-    t.start()
-    time.sleep(0.3)
-    shutil.rmtree(root / "outbox")
-    t.join(timeout=60)
-    assert not t.is_alive()
-    (error,) = got
+    """The wait ends (exit 4) when outbox/ goes, however long it had left: what the take holds
+    while it waits (its record's file) keeps no folder of outbox/ in use, which would hold back
+    the kernel's word that outbox/ is gone until the wait's end."""
+    take = _WaitingTake(root, wait=600)
+    take.blocked()
+    shutil.rmtree(root / "outbox" / "records")
+    shutil.rmtree(root / "outbox" / "taken")
+    time.sleep(0.2)  # woken by those, it looks, finds outbox/ there, and waits again
+    take.blocked()
+    os.rmdir(root / "outbox")
+    error = take.result(timeout=60)  # a bound on a hang, far below the wait's 600 s
     assert isinstance(error, Gone), error
 
 

@@ -495,13 +495,16 @@ class _Claim(FrozenRecord):
 
 
 class _TakerRecord:
-    """The file of a taker's record, made before the take claims or waits: an unnamed file in
-    ``taken/records/`` (``O_TMPFILE``), so that once an item is claimed its record costs a write
-    and a ``link`` -- no file is created between the wake and the output. Never seen by anyone
-    until linked under its name: a take killed before that leaves no temp behind. Where the
-    system cannot (no ``O_TMPFILE``, no ``/proc``, the name taken already, ``taken/records/``
-    now on another file system), the record is written as any state file is, by
-    ``atomic_write``. Used for one record at most."""
+    """The file of a taker's record, made before the take claims or waits: an unnamed file
+    (``O_TMPFILE``) on the bus's file system, so that once an item is claimed its record costs a
+    write and a ``link`` into ``taken/records/`` -- no file is created between the wake and the
+    output. Never seen by anyone until linked under its name: a take killed before that leaves
+    no temp behind. It is made in the bus's root, not in ``taken/records/``: an open file there
+    keeps the folders above it in use, and the kernel then holds back its word that ``outbox/``
+    was removed (the wait's ``Gone``) until the file is closed. Where the system cannot (no
+    ``O_TMPFILE``, no ``/proc``, the name taken already, ``taken/records/`` on another file
+    system), the record is written as any state file is, by ``atomic_write``. Used for one
+    record at most."""
 
     __slots__ = ("fd", "used")
 
@@ -733,7 +736,7 @@ def take(
     layout.outbox.mkdir(exist_ok=True)
     _sweep(layout)
     _settle(layout)  # before the wait: the disk is waited on here, never after the output
-    taker_record = _TakerRecord(layout.taken_records)
+    taker_record = _TakerRecord(layout.root)
     try:
         if wait > 0:
             _own_sha256()  # its module loaded now, not between the wake and the output
