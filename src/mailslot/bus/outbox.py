@@ -47,7 +47,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
@@ -77,7 +76,9 @@ from mailslot.core.fsio import (
     fsync_dir,
     held_temp,
     highest_number,
+    link_unnamed,
     no_space,
+    open_unnamed,
     publish_temp,
     read_from,
     sweep_temps,
@@ -511,10 +512,8 @@ class _TakerRecord:
     def __init__(self, directory: Path) -> None:
         self.fd = -1
         self.used = False
-        unnamed = getattr(os, "O_TMPFILE", 0)
-        if unnamed:
-            with contextlib.suppress(OSError):
-                self.fd = os.open(directory, os.O_WRONLY | unnamed | os.O_CLOEXEC, 0o666)
+        with contextlib.suppress(OSError):
+            self.fd = open_unnamed(directory) or -1
 
     def write(self, path: Path, data: bytes) -> None:
         """``path`` (absolute) made with ``data``, without fsync (a later take settles it);
@@ -525,16 +524,10 @@ class _TakerRecord:
             with no_space(path):
                 write_all(fd, data)
                 try:
-                    # linkat(AT_SYMLINK_FOLLOW) of /proc's link to the file, by the names where
-                    # the take is now (a descriptor given only makes os.link use linkat; both
-                    # paths are absolute, so it names no directory)
-                    os.link(f"/proc/self/fd/{fd}", path, dst_dir_fd=fd, follow_symlinks=True)
-                    return
-                except (FileNotFoundError, FileExistsError, PermissionError):
-                    pass  # no /proc, or a record left under the name: replaced below
-                except OSError as e:
-                    if e.errno != errno.EXDEV:
-                        raise
+                    if link_unnamed(fd, path):
+                        return
+                except (FileExistsError, PermissionError):
+                    pass  # a record left under the name, or not ours to link: replaced below
         atomic_write(path, data, durable=False)
 
     def close(self) -> None:

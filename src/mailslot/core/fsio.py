@@ -117,9 +117,11 @@ __all__ = [
     "held_temp",
     "highest_number",
     "is_temp_name",
+    "link_unnamed",
     "locked_append",
     "no_space",
     "numbered_create",
+    "open_unnamed",
     "publish_temp",
     "read_from",
     "read_regular",
@@ -435,38 +437,57 @@ _NO_UNNAMED = (errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL, errn
 _NO_LINK = (errno.ENOENT, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV)
 
 
-def _create_unnamed(path: Path, data: bytes, mode: int) -> bool:
-    """Create ``path`` from a file written and fsync'd with no name, then linked in whole
-    (Linux ``O_TMPFILE``): no temp name to create, lock and remove, and a writer killed before
-    the link leaves nothing at all. ``False`` (nothing done) where the system cannot;
-    ``Conflict`` if ``path`` exists."""
+def open_unnamed(directory: Path | str, mode: int = 0o666) -> int | None:
+    """A descriptor, open for writing, of a new file with no name in ``directory`` (Linux
+    ``O_TMPFILE``), which ``link_unnamed`` gives a name once it is whole; ``None`` where the
+    system has no such files (an old kernel, a file system without them). Anything else the
+    open meets (the directory missing, no permission) is raised."""
     unnamed = getattr(os, "O_TMPFILE", 0)
     if not unnamed:
-        return False
+        return None
     try:
-        fd = os.open(path.parent, unnamed | os.O_WRONLY | os.O_CLOEXEC, mode)
+        return os.open(directory, unnamed | os.O_WRONLY | os.O_CLOEXEC, mode)
     except OSError as e:
-        if e.errno in _NO_UNNAMED and path.parent.is_dir():
+        if e.errno in _NO_UNNAMED and os.path.isdir(directory):
+            return None
+        raise
+
+
+def link_unnamed(fd: int, path: Path | str) -> bool:
+    """Give the unnamed file open on ``fd`` (``open_unnamed``) the name ``path``, in one step:
+    ``False`` (nothing done) where it cannot be linked here (no ``/proc``, no hard links,
+    another file system); ``FileExistsError`` if ``path`` exists (never replaced)."""
+    try:
+        # linkat(AT_SYMLINK_FOLLOW) of the file's /proc name; that path is absolute, so the
+        # descriptor given only makes Python call linkat rather than link
+        os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno in _NO_LINK:
             return False
         raise
+    return True
+
+
+def _create_unnamed(path: Path, data: bytes, mode: int) -> bool:
+    """Create ``path`` from a file written and fsync'd with no name, then linked in whole: no
+    temp name to create, lock and remove, and a writer killed before the link leaves nothing at
+    all. ``False`` (nothing done) where the system cannot; ``Conflict`` if ``path`` exists."""
+    fd = open_unnamed(path.parent, mode)
+    if fd is None:
+        return False
     try:
         write_all(fd, data)
         os.fsync(fd)
         try:
-            # linkat(AT_SYMLINK_FOLLOW) of the file's /proc name; the source path is absolute,
-            # so src_dir_fd only makes Python call linkat rather than link.
-            os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
+            return link_unnamed(fd, path)
         except FileExistsError:
             raise Conflict(
                 "already exists; mailslot never overwrites a message", path=path
             ) from None
-        except OSError as e:
-            if e.errno in _NO_LINK:
-                return False
-            raise
     finally:
         os.close(fd)
-    return True
 
 
 def atomic_create(
