@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,27 @@ def test_watch_into_a_pipe_closed_early_marks_nothing(ex: Exchange, tmp_path: Pa
     script = f"{' '.join(map(repr, _cmd(*_watch(ex, '--json', '--timeout', '0'))))} | head -c 1"
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=DEADLINE)
     assert r.stdout == "{"
+    assert _delivered(ex) == keys
+
+
+def test_watch_into_a_pipe_nobody_reads_ends_after_its_timeout_and_marks_nothing(
+    ex: Exchange,
+) -> None:
+    keys = _send(ex, 4, BIG)  # more than the pipe holds
+    r_fd, w_fd = os.pipe()  # read by nobody until the command has ended
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        _cmd(*_watch(ex, "--json", "--timeout", "1")), stdout=w_fd, stderr=subprocess.PIPE
+    )
+    os.close(w_fd)
+    try:
+        code, err = _finish(proc)
+    finally:
+        proc.kill()  # a watch still held by the pipe fails the test without staying behind
+        os.close(r_fd)
+    assert code == 1, err
+    assert time.monotonic() - started < DEADLINE  # not held by the pipe
+    assert err.startswith("mailslot: error:") and "past the timeout" in err, err
     assert _delivered(ex) == keys
 
 

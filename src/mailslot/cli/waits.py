@@ -111,7 +111,9 @@ def exchange_watch(
     Wakes on kernel file events (new topics, new entries, renames), not a poll.
     Prints each new entry's path and frontmatter (--json: body too), then marks it
     seen in YOUR state dir: output that fails (a closed pipe) or is interrupted
-    marks nothing; --peek marks nothing. Entries archived before you read
+    marks nothing; --peek marks nothing. A --timeout covers the output too:
+    standard output that nobody reads (a full pipe, nothing taken for 2 s past
+    the timeout) ends the watch, exit 1, nothing marked. Entries archived before you read
     them are delivered too, and a HELD.md placed for you once. Exit 3 on timeout;
     exit 4 when your inbox is removed while waiting.
     A reader that never watched has seen nothing: all pending is delivered
@@ -131,11 +133,15 @@ def exchange_watch(
         n = w.mark_all_seen(load_exchange(env.need_root()), env.need_agent())
         emit({"marked": n}, as_json, f"marked {n} item(s) seen")
         return
+    import time
+
     ex = load_exchange(env.need_root())
+    # the output too: a pipe nobody reads ends the watch
+    deadline = None if timeout is None else time.monotonic() + timeout
     exit_promptly()
 
     def show(r: Any) -> None:  # written and flushed before anything is marked seen
-        emit(r.to_json(ex.root), as_json, watch_text)
+        emit(r.to_json(ex.root), as_json, watch_text, deadline=deadline)
 
     with w.Watcher(ex, env.need_agent(), action=scope) as watcher:
         _warn(watcher.warnings)
