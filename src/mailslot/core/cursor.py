@@ -490,12 +490,7 @@ class SeenLog:
             return
         self.seen.keys.update(keys)
         self.meta["marked_ns"] = marked_ns
-        if size != self._end + len(line):  # someone else wrote too: read it all next time
-            self._at = None
-            return
-        self._at = self._at[0], size  # type: ignore[index]  # held as read: ``_at`` is set
-        self._end = size
-        self._added += len(keys)
+        self._appended(size, len(line), len(keys))
 
     def _unwritten(self) -> None:
         """After a write that failed: the file is no longer known to be what this set last
@@ -517,12 +512,19 @@ class SeenLog:
             except FileNotFoundError:  # removed since: made again
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 size = append_unsynced(self.path, line)
-        if size != self._end + len(line):  # someone else wrote too: read it all next time
+        self._appended(size, len(line), len(keys))
+
+    def _appended(self, size: int, length: int, count: int) -> None:
+        """After a line of ``length`` bytes adding ``count`` keys was appended, leaving the file
+        ``size`` bytes long: the set held is the file's as read plus that line, unless someone
+        else wrote too (then it is read whole next time)."""
+        at = self._at
+        if at is None or size != self._end + length:  # someone else wrote too: read it whole
             self._at = None
             return
-        self._at = self._at[0], size
+        self._at = at[0], size
         self._end = size
-        self._added += len(keys)
+        self._added += count
 
     def _append_held(self, line: bytes) -> int:
         """``line`` appended through the file held open: the size after it, or -1 when that
