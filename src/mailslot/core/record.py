@@ -45,13 +45,17 @@ class Record:
 
     __hash__ = None  # type: ignore[assignment]  # a mutable record is unhashable, as a dataclass
 
+    def _asdict(self) -> dict[str, object]:
+        """The fields by name, in order (as a named tuple's ``_asdict``; values as they are)."""
+        return {name: getattr(self, name) for name in self.__match_args__}
+
     def replace(self, **changes: object) -> Self:
         """A new record of this class with ``changes`` over these fields, made by ``__init__``
         (as ``dataclasses.replace`` makes one); ``TypeError`` for a name that is no field."""
         unknown = changes.keys() - set(self.__match_args__)
         if unknown:
             raise TypeError(f"{type(self).__qualname__} has no field {sorted(unknown)[0]!r}")
-        values = {name: getattr(self, name) for name in self.__match_args__}
+        values = self._asdict()
         values.update(changes)
         return type(self)(**values)
 

@@ -364,13 +364,7 @@ class Unreadable(FrozenRecord):
 
     def to_json(self) -> dict[str, Any]:
         """``file, line, offset, reason, text``: the fields under their own names."""
-        return {
-            "file": self.file,
-            "line": self.line,
-            "offset": self.offset,
-            "reason": self.reason,
-            "text": self.text,
-        }
+        return self._asdict()
 
 
 class InboxRead(Record):
