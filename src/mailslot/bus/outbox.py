@@ -775,13 +775,15 @@ def _settle_earlier(layout: Layout) -> None:
         names = os.listdir(layout.records)
     except FileNotFoundError:
         return
+    # every record of the backlog waiting in outbox/ is looked at: by a string, not a Path
+    taken = str(layout.taken)
     ready: list[tuple[Path, tuple[int, int], tuple[int, int]]] = []
     for file_name in names:
         if file_name.startswith(".") or not file_name.endswith(".json"):
             continue
         name = file_name[: -len(".json")]
         try:
-            item = os.lstat(layout.taken / name)
+            item = os.lstat(f"{taken}/{name}")
         except FileNotFoundError:
             continue  # waiting in outbox/, or claimed by a put killed before its link
         made = _carried(layout, name, item)
