@@ -59,6 +59,40 @@ def test_numbered_create_spans_siblings(tmp_path: Path) -> None:
     assert highest_number([mine, theirs]) == 8
 
 
+@pytest.mark.parametrize("width", [4, 6])
+def test_the_highest_number_is_the_greatest_n_of_any_name_n_dash_anything(
+    tmp_path: Path, width: int
+) -> None:
+    import random
+    import re
+
+    rng = random.Random(width)
+    pattern = re.compile(rf"^([0-9]{{{width}}})-")
+    alphabet = "0123456789-ab.\uff10\u0660 "
+    for round_ in range(40):
+        folders = [tmp_path / f"{round_}-{i}" for i in range(3)]
+        names: set[str] = set()
+        for folder in folders[:2]:  # the third is never made: a folder not there counts none
+            folder.mkdir()
+            for _ in range(rng.randrange(0, 60)):
+                n = rng.randrange(0, 10**width)
+                name = rng.choice(
+                    [
+                        f"{n:0{width}d}-x.md",
+                        f"{n:0{width + 1}d}-x.md",
+                        f"{n}-x.md",
+                        "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, width + 3))),
+                    ]
+                )
+                if name not in names and "/" not in name and name not in (".", ".."):
+                    names.add(name)
+                    (folder / name).write_text("x")
+        expected = max(
+            (int(m.group(1)) for n in names if (m := pattern.match(n)) is not None), default=0
+        )
+        assert highest_number(folders, width) == expected, sorted(names)
+
+
 def test_numbered_create_skips_a_name_taken_without_the_lock(tmp_path: Path) -> None:
     (tmp_path / "0001-x.md").write_text("hand-written")
     # Someone raced us to 0002 without the lock: we must move on, not overwrite.

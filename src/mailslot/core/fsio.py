@@ -647,19 +647,24 @@ def stage_write(path: Path, data: str | bytes, *, mode: int = 0o666) -> Staged:
 
 
 def highest_number(directories: Iterable[Path], width: int = 4) -> int:
-    """The highest ``N`` of any ``N-...`` name (``width`` digits) in ``directories``; 0 if none."""
-    pattern = re.compile(rf"^([0-9]{{{width}}})-")
-    best = 0
+    """The highest ``N`` of any ``N-...`` name (``width`` ASCII digits) in ``directories``; 0 if
+    none.
+
+    The numbers are zero-padded to one width, so the highest is the greatest such prefix as a
+    string: each name costs a slice and a comparison (a folder that keeps every item ever taken
+    is listed whole on each put), and only a new best is checked for digits.
+    """
+    best = ""
     for directory in directories:
         try:
             names = os.listdir(directory)
         except FileNotFoundError:
             continue
         for name in names:
-            m = pattern.match(name)
-            if m:
-                best = max(best, int(m.group(1)))
-    return best
+            head = name[:width]
+            if head > best and name[width : width + 1] == "-" and head.isascii() and head.isdigit():
+                best = head
+    return int(best) if best else 0
 
 
 @contextlib.contextmanager
