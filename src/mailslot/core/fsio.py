@@ -1803,7 +1803,8 @@ def sweep_temps(
     removed = []
     cutoff = time.time() - older_than
     for entry in os.scandir(directory):
-        if not _TEMP_RE.match(entry.name):
+        name = entry.name
+        if name[0] != "." or not _TEMP_RE.match(name):  # most are not temps: no match for them
             continue
         try:
             stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
