@@ -249,6 +249,37 @@ def test_a_number_a_half_done_put_claimed_is_never_reused(root: Path, tmp_path: 
     assert [i.name for i in outbox.list_items(root)] == ["000003-guide.md"]
 
 
+def test_a_stale_temp_among_the_taken_records_goes_once_their_sweep_is_due(
+    root: Path, tmp_path: Path
+) -> None:
+    """taken/records/ keeps a record per item ever taken: it is looked through for temps once
+    in ``TAKEN_SWEEP_SECONDS``, by whichever put or take comes first, not by every one."""
+    taken_records = root / "outbox" / "taken" / "records"
+    marker = root / ".mailslot" / outbox.TAKEN_SWEPT
+    src = tmp_path / "card.png"
+    src.write_bytes(b"card")
+    outbox.put(root, "lantern", src)  # the first put sweeps, and the marker says when
+    assert marker.exists()
+    temp = taken_records / f".000001-card.png.json.{os.getpid()}.0badf00d.tmp"
+    temp.write_text("a killed taker's record")
+    age(temp)
+    outbox.take(root, "beacon")
+    outbox.put(root, "lantern", src)
+    assert temp.exists()  # not due yet: the records of every item taken are not listed again
+    assert dot_names(root / "outbox") == [] and dot_names(root / "outbox" / "records") == []
+    due = time.time() - outbox.TAKEN_SWEEP_SECONDS - 1
+    os.utime(marker, (due, due))
+    outbox.take(root, "beacon")
+    assert not temp.exists()
+    assert time.time() - marker.stat().st_mtime < outbox.TAKEN_SWEEP_SECONDS
+    young = taken_records / f".000002-card.png.json.{os.getpid()}.0badf00d.tmp"
+    young.write_text("a taker's record being written")
+    marker.unlink()  # no marker (a bus from before it, or .mailslot/ emptied): due at once
+    outbox.put(root, "lantern", src)
+    assert young.exists()  # swept, and young: its writer may be alive
+    assert marker.exists()
+
+
 def test_a_put_from_a_pipe_is_whole_or_nothing(root: Path, run_cli) -> None:
     env = {"MAILSLOT_ROOT": str(root)}
     data = "line\n" * 100_000

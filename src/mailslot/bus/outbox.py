@@ -72,6 +72,7 @@ from mailslot.core.errors import (
 from mailslot.core.fsio import (
     atomic_create,
     atomic_write,
+    due,
     file_lock,
     fsync_dir,
     held_temp,
@@ -106,6 +107,11 @@ NOTE_MAX = 500
 # bounded (a FIFO or a device there is a mangled record, never waited on).
 RECORD_MAX_BYTES = 64 * 1024
 WIDTH = 6
+# A record's temp in taken/records/ is removed once stale (an hour); looking for one there, past
+# a record per item ever taken, is done this often, and when it was is ``.mailslot/TAKEN_SWEPT``'s
+# mtime.
+TAKEN_SWEEP_SECONDS = 600.0
+TAKEN_SWEPT = "taken-records-swept"
 # What a put's temp is named for (``.new-<name>.<pid>.<hex>.tmp``); ``put`` holds it locked.
 _NEW = "new-"
 _UNSAFE_RE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -263,12 +269,16 @@ def _copy(stream: BinaryIO, digest: Any, size: list[int]) -> Iterator[bytes]:
 
 def _sweep(layout: Layout) -> None:
     """Remove the temps of dead writers from the outbox folders: a put's temp at once once its
-    writer's lock is gone (a put killed mid-copy), a record's temp once stale."""
+    writer's lock is gone (a put killed mid-copy), a record's temp once stale. ``outbox/`` and
+    its records hold the items waiting, and are swept by every put and take; ``taken/records/``
+    holds a record of every item ever taken, and is swept once in ``TAKEN_SWEEP_SECONDS``."""
     with contextlib.suppress(FileNotFoundError):
         sweep_temps(layout.outbox, held=_NEW)
-    for directory in (layout.records, layout.taken_records):
+    with contextlib.suppress(FileNotFoundError):
+        sweep_temps(layout.records)
+    if due(layout.state / TAKEN_SWEPT, TAKEN_SWEEP_SECONDS):
         with contextlib.suppress(FileNotFoundError):
-            sweep_temps(directory)
+            sweep_temps(layout.taken_records)
 
 
 def put(

@@ -111,6 +111,7 @@ __all__ = [
     "atomic_create",
     "atomic_write",
     "create_many",
+    "due",
     "file_lock",
     "fsync_dir",
     "fsync_dir_shared",
@@ -1787,6 +1788,25 @@ def _remove_if_unlocked(path: str) -> bool | None:
         return True
     finally:
         os.close(fd)
+
+
+def due(marker: Path, every: float) -> bool:
+    """Whether work that one caller does for all, at most once in ``every`` seconds, is due:
+    ``marker``'s mtime says when it was last done (missing: never). When it is, the marker is
+    touched (made if missing) before this returns, so the next caller waits its turn; two
+    callers at once may both do it. A marker that cannot be looked at or touched (no folder
+    for it, another user's) leaves the work due every time: done too often, never skipped."""
+    try:
+        if time.time() - os.stat(marker).st_mtime < every:
+            return False
+        os.utime(marker)
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            os.close(os.open(marker, flags, 0o666))
+    except OSError:
+        pass
+    return True
 
 
 def sweep_temps(
