@@ -121,6 +121,7 @@ def test_watch_into_a_pipe_nobody_reads_ends_after_its_timeout_and_marks_nothing
     assert code == 1, err
     assert time.monotonic() - started < DEADLINE  # not held by the pipe
     assert err.startswith("mailslot: error:") and "past the timeout" in err, err
+    assert "nothing was marked read or seen" in err, err
     assert _delivered(ex) == keys
 
 

@@ -170,7 +170,7 @@ def write_before(
         if not poller.poll(int(wait * 1000) + 1):
             raise Incomplete(
                 f"standard output took nothing for {stall:g}s past the timeout (nobody is "
-                "reading it: a full pipe); nothing was marked read, so the next wait shows it "
-                "again"
+                "reading it: a full pipe); nothing was marked read or seen, so the next wait "
+                "shows it again"
             )
         view = view[os.write(fd, view[:_WRITE_STEP]) :]
