@@ -18,6 +18,7 @@ from mailslot.core.errors import Conflict, LimitExceeded, LockBusy, NotFound
 from mailslot.core.fsio import (
     atomic_create,
     atomic_write,
+    due,
     file_lock,
     held_temp,
     highest_number,
@@ -272,6 +273,30 @@ def test_a_held_temp_is_swept_at_once_when_dead_and_never_while_held(tmp_path: P
     with pytest.raises(LimitExceeded), held_temp(tmp_path, "new-x", _refusing()):
         pass
     assert sorted(os.listdir(tmp_path)) == [other.name, "item"]  # a refused copy leaves no temp
+
+
+def test_work_due_once_a_while_is_due_for_a_marker_dated_ahead_and_never_touches_a_link(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "swept"
+    assert due(marker, 600) and marker.exists()  # none: due, and made
+    assert not due(marker, 600)  # just done
+    ahead = time.time() + 365 * 86400  # a clock set back after it was touched, or a hand
+    os.utime(marker, (ahead, ahead))
+    assert due(marker, 600)  # never put off for a year
+    assert not due(marker, 600)
+    ahead = time.time() + 60  # a file server's clock a minute fast: touched just now
+    os.utime(marker, (ahead, ahead))
+    assert not due(marker, 600)
+    target = tmp_path / "someone-elses"
+    target.write_text("x")
+    os.utime(target, (1000, 1000))
+    marker.unlink()
+    marker.symlink_to(target)
+    os.utime(marker, (1000, 1000), follow_symlinks=False)  # planted long ago
+    assert due(marker, 600)
+    assert not due(marker, 600)  # the link's own mtime says when
+    assert target.stat().st_mtime == 1000  # what it points to is never touched
 
 
 def _refusing() -> Iterator[bytes]:

@@ -1795,11 +1795,14 @@ def due(marker: Path, every: float) -> bool:
     ``marker``'s mtime says when it was last done (missing: never). When it is, the marker is
     touched (made if missing) before this returns, so the next caller waits its turn; two
     callers at once may both do it. A marker that cannot be looked at or touched (no folder
-    for it, another user's) leaves the work due every time: done too often, never skipped."""
+    for it, another user's) leaves the work due every time: done too often, never skipped. One
+    dated more than ``every`` ahead (a clock set back, a hand-touched file) is due, never put off
+    till then (less ahead is a file server's clock a little fast); a symlink there is looked at
+    and touched itself, never the file it points to."""
     try:
-        if time.time() - os.stat(marker).st_mtime < every:
+        if -every < time.time() - os.lstat(marker).st_mtime < every:
             return False
-        os.utime(marker)
+        os.utime(marker, follow_symlinks=False)
     except FileNotFoundError:
         with contextlib.suppress(OSError):
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
