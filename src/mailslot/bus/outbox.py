@@ -354,7 +354,7 @@ def _put(
     size = [0]
     chunks = _copy(stream, digest, size)
     # Locked until published (removed if the put gives up): unlocked, it is a killed put's.
-    with held_temp(layout.outbox, f"{_NEW}{name}", chunks, what=f"outbox/{name}") as tmp:
+    with held_temp(layout.outbox, f"{_NEW}{name}", chunks, what=name) as tmp:
         record = {
             "from": agent,
             "for": recipient,
