@@ -10,7 +10,7 @@ A bus is one directory that agents running as the same user share::
     ROOT/tasks-<name>.md        one agent's addressed task checklist
     ROOT/DIVISION-OF-WORK.md    the charter: path -> sole writer
     ROOT/README.md              a short note for agents (read the LOG tail first)
-    ROOT/.mailslot/             mailslot's own small state: locks, waking counters
+    ROOT/.mailslot/             mailslot's own small state: locks, waking counters, sweep marks
     ROOT/.gitignore             written by ``init`` when missing: the writers' sidecars and temps
 
 Every name under the root is computed here and nowhere else, so no other module builds a path
