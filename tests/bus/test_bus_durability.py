@@ -228,6 +228,19 @@ def test_a_put_killed_mid_copy_leaves_nothing_a_taker_sees(root: Path, tmp_path:
         assert dot_names(root / folder) == [], folder  # the stale temp was swept
 
 
+def test_numbers_go_on_past_six_digits_and_are_never_reused(root: Path, tmp_path: Path) -> None:
+    (root / "outbox" / "999999-x").write_text("dropped by hand")
+    src = tmp_path / "a.txt"
+    src.write_text("a")
+    assert outbox.put(root, "lantern", src).name == "1000000-a.txt"
+    taken = [outbox.take(root, "beacon").name for _ in range(2)]
+    with pytest.raises(outbox.OutboxEmpty):
+        outbox.take(root, "beacon")  # and settles the last take: its put's record is gone
+    assert sorted(taken) == ["1000000-a.txt", "999999-x"]
+    assert os.listdir(root / "outbox" / "records") == []
+    assert outbox.put(root, "lantern", src).name == "1000001-a.txt"  # counted in taken/
+
+
 def test_a_number_a_half_done_put_claimed_is_never_reused(root: Path, tmp_path: Path) -> None:
     """What a put killed after its record and before its item leaves behind."""
     records = root / "outbox" / "records"

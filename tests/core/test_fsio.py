@@ -60,15 +60,17 @@ def test_numbered_create_spans_siblings(tmp_path: Path) -> None:
     assert highest_number([mine, theirs]) == 8
 
 
+@pytest.mark.parametrize("longer", [False, True])
 @pytest.mark.parametrize("width", [4, 6])
 def test_the_highest_number_is_the_greatest_n_of_any_name_n_dash_anything(
-    tmp_path: Path, width: int
+    tmp_path: Path, width: int, longer: bool
 ) -> None:
+    """``width`` digits, then a dash; with ``longer``, more digits too, unless zero-padded."""
     import random
     import re
 
-    rng = random.Random(width)
-    pattern = re.compile(rf"^([0-9]{{{width}}})-")
+    rng = random.Random(width * 2 + longer)
+    pattern = re.compile(rf"^([0-9]{{{width},}})-" if longer else rf"^([0-9]{{{width}}})-")
     alphabet = "0123456789-ab.\uff10\u0660 "
     for round_ in range(40):
         folders = [tmp_path / f"{round_}-{i}" for i in range(3)]
@@ -82,16 +84,27 @@ def test_the_highest_number_is_the_greatest_n_of_any_name_n_dash_anything(
                         f"{n:0{width}d}-x.md",
                         f"{n:0{width + 1}d}-x.md",
                         f"{n}-x.md",
+                        f"{n * 10 ** rng.randrange(1, 3) + 7}-x.md",
+                        f"{n:0{width}d}-{n}-x.md",
                         "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, width + 3))),
                     ]
                 )
                 if name not in names and "/" not in name and name not in (".", ".."):
                     names.add(name)
                     (folder / name).write_text("x")
-        expected = max(
-            (int(m.group(1)) for n in names if (m := pattern.match(n)) is not None), default=0
-        )
-        assert highest_number(folders, width) == expected, sorted(names)
+        found = [m.group(1) for n in names if (m := pattern.match(n)) is not None]
+        expected = max((int(d) for d in found if len(d) == width or d[0] != "0"), default=0)
+        assert highest_number(folders, width, longer=longer) == expected, sorted(names)
+
+
+def test_a_numbering_with_no_last_number_goes_on_past_its_width(tmp_path: Path) -> None:
+    (tmp_path / "999999-a.md").write_text("x")
+    (tmp_path / "0000012-b.md").write_text("x")  # padded past the width: never made so, no 12
+    assert highest_number([tmp_path], 6) == 999999
+    assert highest_number([tmp_path], 6, longer=True) == 999999
+    (tmp_path / "1000000-c.md").write_text("x")
+    assert highest_number([tmp_path], 6) == 999999  # six digits, as exchange numbers are kept
+    assert highest_number([tmp_path], 6, longer=True) == 1000000
 
 
 def test_numbered_create_skips_a_name_taken_without_the_lock(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ Invariants:
   is a killed put's: the next put or take removes it at once, whatever its age. A put killed between
   its record and its link leaves a record without an item: never delivered (only items are),
   and its number stays claimed.
-* Items are named ``NNNNNN-<name>``: the number is the next one free across ``outbox/``,
-  ``outbox/taken/`` and both records folders, claimed under ``.mailslot/locks/outbox.lock``, so no
-  name is ever reused (not even one a half-done put claimed) and a taken item never lands on an
-  older one. Files dropped by hand (any non-dot regular file) are items too; their record is
-  simply missing.
+* Items are named ``NNNNNN-<name>`` (more digits past 999999): the number is the next one free
+  across ``outbox/``, ``outbox/taken/`` and both records folders, claimed under
+  ``.mailslot/locks/outbox.lock``, so no name is ever reused (not even one a half-done put
+  claimed) and a taken item never lands on an older one. Files dropped by hand (any non-dot
+  regular file) are items too; their record is simply missing.
 * Taking is a claim by ``rename`` into ``outbox/taken/``: of two consumers racing for one item
   exactly one rename succeeds and the other moves on, so no item is taken twice. The taker's
   record (``taken_by``, ``taken_at``) goes to ``outbox/taken/records/``: made before the take
@@ -106,7 +106,7 @@ NOTE_MAX = 500
 # A record is a few names, a note and a hash; anyone can drop a file in records/, so its read is
 # bounded (a FIFO or a device there is a mangled record, never waited on).
 RECORD_MAX_BYTES = 64 * 1024
-WIDTH = 6
+WIDTH = 6  # digits an item's number is padded to; 1000000 and on are wider
 # A record's temp in taken/records/ is removed once stale (an hour); looking for one there, past
 # a record per item ever taken, is done this often, and when it was is ``.mailslot/TAKEN_SWEPT``'s
 # mtime.
@@ -342,9 +342,10 @@ def _put(
     layout.outbox.mkdir(exist_ok=True)
     layout.records.mkdir(exist_ok=True)
     _sweep(layout)
-    provisional = f"outbox/{highest_number([layout.outbox], WIDTH) + 1:0{WIDTH}d}-{name}"
+    provisional = highest_number([layout.outbox], WIDTH, longer=True) + 1
+    provisional_name = f"outbox/{provisional:0{WIDTH}d}-{name}"
     error = owners.denied_error(
-        owners.check(root, agent, [provisional], charter), "put into outbox/"
+        owners.check(root, agent, [provisional_name], charter), "put into outbox/"
     )
     if error is not None:  # refuse before a long copy; the real name is checked again below
         raise error
@@ -380,7 +381,7 @@ def _claim_number(
         # outbox/ before taken/: a take renames outbox/ -> taken/ without this lock, so an item
         # moving meanwhile is seen in one of the two listings, never missed by both. Records
         # count too: a put killed after writing its record has claimed that number.
-        number = highest_number(counted, WIDTH) + 1
+        number = highest_number(counted, WIDTH, longer=True) + 1
         while True:
             item_name = f"{number:0{WIDTH}d}-{name}"
             error = owners.denied_error(

@@ -647,13 +647,15 @@ def stage_write(path: Path, data: str | bytes, *, mode: int = 0o666) -> Staged:
         return Staged(_write_temp(path.parent, path.name, _as_bytes(data), mode), path)
 
 
-def highest_number(directories: Iterable[Path], width: int = 4) -> int:
+def highest_number(directories: Iterable[Path], width: int = 4, *, longer: bool = False) -> int:
     """The highest ``N`` of any ``N-...`` name (``width`` ASCII digits) in ``directories``; 0 if
-    none.
+    none. With ``longer``, numbers of more than ``width`` digits (not zero-padded) count too: a
+    numbering with no last number, which pads to ``width`` and goes on past it.
 
     The numbers are zero-padded to one width, so the highest is the greatest such prefix as a
-    string: each name costs a slice and a comparison (a folder that keeps every item ever taken
-    is listed whole on each put), and only a new best is checked for digits.
+    string (by length first, with ``longer``): each name costs a slice and a comparison (a
+    folder that keeps every item ever taken is listed whole on each put), and only a new best
+    is checked for digits.
     """
     best = ""
     for directory in directories:
@@ -662,8 +664,18 @@ def highest_number(directories: Iterable[Path], width: int = 4) -> int:
         except FileNotFoundError:
             continue
         for name in names:
-            head = name[:width]
-            if head > best and name[width : width + 1] == "-" and head.isascii() and head.isdigit():
+            if longer:  # a wider number is higher, unless padded past ``width`` (never made so)
+                dash = name.find("-", width)
+                if dash < len(best) or (dash > width and name[0] == "0"):
+                    continue
+                head = name[:dash]
+                if dash == len(best) and head <= best:
+                    continue
+            else:
+                head = name[:width]
+                if head <= best or name[width : width + 1] != "-":
+                    continue
+            if head.isascii() and head.isdigit():
                 best = head
     return int(best) if best else 0
 
