@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from mailslot.core.cursor import ByteCursor
-from mailslot.core.errors import MailslotError, NotFound
+from mailslot.core.errors import FormatError, MailslotError, NotFound
 from mailslot.defaults import board_db
 from mailslot.web.page import guard
 from mailslot.web.page.app import Context, in_thread, qs, sse_lines, status_of
@@ -537,8 +537,8 @@ def _next_batch(path: Path, since: ByteCursor, timeout: float) -> _Step:
     """The messages after ``since`` once there are some (armed before it looks), or None after
     ``timeout`` seconds; and the cursor past them. Once the stream has read the file (the cursor
     knows its inode), a file replaced or cut shorter than the cursor (``ByteCursor.valid_for``,
-    the rule ``chat wait`` keeps) is read from its start; a cursor the client gave that is past
-    the end is refused by ``read``."""
+    the rule ``chat wait`` keeps) is read from its start, also when the swap comes between that
+    look and the read; a cursor the client gave that is past the end is refused by ``read``."""
     from mailslot.chat import read
     from mailslot.core.wait import Watch
 
@@ -553,8 +553,13 @@ def _next_batch(path: Path, since: ByteCursor, timeout: float) -> _Step:
             except OSError:
                 inode = None  # removed: ``read`` says so
             start = at.offset if at.inode is None or at.valid_for(path) else 0
+            try:
+                batch = read(path, start)
+            except FormatError:
+                if not start or at.inode is None:
+                    raise  # the file itself, or a cursor the client gave: ``read`` says which
+                continue  # replaced or cut shorter since ``valid_for`` looked: look again
             again = again or start < at.offset
-            batch = read(path, start)
             at = ByteCursor(batch.cursor, inode)
             left = deadline - time.monotonic()
             if batch.messages or left <= 0:
