@@ -11,9 +11,10 @@ import shutil
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
-from common import Result, Vs, dist, pct
+from common import Result, Vs, dist, pct, timed_ms
 
 from mailslot.bus import layout, log, outbox
 
@@ -71,12 +72,8 @@ def _aged(tmp: Path, src: Path) -> list[Result]:
     # first take sweeps taken/records/ (due once in ten minutes), and is that round's warm-up
     for i in range(AGED_ROUNDS + 1):
         for root, put_into, take_into in ((new, new_puts, new_takes), (aged, puts, takes)):
-            t = time.perf_counter_ns()
-            outbox.put(root, "lantern", src, note="OG card")
-            put_into.append((time.perf_counter_ns() - t) / 1e6)
-            t = time.perf_counter_ns()
-            outbox.take(root, "beacon")
-            take_into.append((time.perf_counter_ns() - t) / 1e6)
+            put_into.append(timed_ms(partial(outbox.put, root, "lantern", src, note="OG card")))
+            take_into.append(timed_ms(partial(outbox.take, root, "beacon")))
             if i == 0:
                 put_into.clear()
                 take_into.clear()
