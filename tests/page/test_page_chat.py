@@ -4,8 +4,10 @@ human checks shown plainly, and a person who posts and answers a check as themse
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +17,10 @@ import httpx
 import pytest
 from page_helpers import World, login, serve_command
 
-from mailslot.chat import end, join, read, status
+from mailslot.chat import end, join, new_chat, read, say, status
+from mailslot.core.cursor import ByteCursor
 from mailslot.core.errors import MailslotError
-from mailslot.web.page.routes import POLLING_WHY
+from mailslot.web.page.routes import POLLING_WHY, _next_batch
 
 
 def _until(page: Any, expression: str, timeout: float = 15.0) -> None:
@@ -209,13 +212,6 @@ def test_a_chat_replaced_between_the_streams_look_and_its_read_is_read_from_its_
     """The stream looks whether its cursor still holds (the same file, not shorter), then
     reads: a shorter file swapped in between is read from its start, never refused as a
     cursor past the end (which ends the stream). A thread swaps two files in and out."""
-    import os
-    import threading
-
-    from mailslot.chat import new_chat, say
-    from mailslot.core.cursor import ByteCursor
-    from mailslot.web.page.routes import _next_batch
-
     path = new_chat("race", tmp_path, "alice").path
     join(path, "bob")
     short = tmp_path / "short"
@@ -258,8 +254,6 @@ def test_a_chat_replaced_between_the_streams_look_and_its_read_is_read_from_its_
 def test_the_event_stream_reads_a_chat_cut_shorter_or_replaced_from_its_start(
     page_url: str, world: World, how: str
 ) -> None:
-    import os
-
     data = world.chat.read_bytes()
     start = read(world.chat).cursor
     first = data[: data.index(b"\n---MSG---", 1)]  # the opening message alone: shorter
